@@ -1,0 +1,5 @@
+use super::{Check, VectorError};
+
+pub(super) fn evaluate(c: &mut Check<'_>) -> Result<(), VectorError> {
+    Err(c.bad("function", "not implemented yet"))
+}

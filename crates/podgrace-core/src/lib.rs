@@ -1,0 +1,20 @@
+//! podgrace-core: the decisions upstream Kubernetes makes when a pod is terminated, without I/O.
+//!
+//! Layer 1 of podgrace (see `design.md`): nothing here reads a clock, touches a file or spawns a
+//! task. Every function takes time as an argument, so each rule can be checked against the
+//! upstream unit-test vectors (`conformance`) and composed into timelines (`timeline`).
+//!
+//! - [`manifest`]: YAML into `k8s-openapi` types, converted once into a [`plan::PodPlan`].
+//! - [`rules`]: one module per upstream owner (apiserver, pod worker, kuberuntime, eviction,
+//!   node shutdown, endpoints, container runtime).
+//! - [`timeline`]: the rules composed into one pod's termination timeline for one trigger.
+//! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
+
+pub mod conformance;
+pub mod manifest;
+pub mod plan;
+pub mod rules;
+pub mod timeline;
+pub mod version;
+
+pub use version::KubeVersion;

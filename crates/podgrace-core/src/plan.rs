@@ -1,0 +1,313 @@
+//! `PodPlan`: a pod as the kubelet sees it, with upstream defaults applied.
+//!
+//! A manifest is converted into plans exactly once (see [`crate::manifest`]); everything above
+//! (rules, timelines, lint, the local kubelet) reads plans, never raw YAML. All durations are
+//! whole seconds (`i64`), as in the Kubernetes API.
+
+use std::collections::BTreeMap;
+
+/// Where something came from in the input: file, 1-based line and column, and the field path
+/// (`spec.template.spec.containers[0].lifecycle.preStop`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SourceSpan {
+    /// File name as given by the user (`-` for stdin).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// Field path from the document root, kubectl style.
+    pub path: String,
+}
+
+/// The workload kind a pod template came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    Pod,
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    ReplicaSet,
+    ReplicationController,
+    Job,
+    CronJob,
+}
+
+impl WorkloadKind {
+    /// The API `kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Pod => "Pod",
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+            WorkloadKind::ReplicaSet => "ReplicaSet",
+            WorkloadKind::ReplicationController => "ReplicationController",
+            WorkloadKind::Job => "Job",
+            WorkloadKind::CronJob => "CronJob",
+        }
+    }
+}
+
+/// The pod's restartPolicy (default `Always`; Jobs require `OnFailure` or `Never`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    #[default]
+    Always,
+    OnFailure,
+    Never,
+}
+
+/// The role a container plays in termination ordering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerRole {
+    /// A regular init container: runs to completion before the main containers.
+    Init,
+    /// A native sidecar: an init container with `restartPolicy: Always`.
+    Sidecar,
+    /// A regular container in `spec.containers`.
+    Main,
+}
+
+impl ContainerRole {
+    /// The word used in the explain and run JSON contracts (`"main"` or `"sidecar"`; a regular
+    /// init container reports as `"init"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerRole::Init => "init",
+            ContainerRole::Sidecar => "sidecar",
+            ContainerRole::Main => "main",
+        }
+    }
+}
+
+/// A lifecycle handler (postStart or preStop), `core/v1 LifecycleHandler`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handler {
+    /// `exec.command`, run inside the container.
+    Exec { command: Vec<String> },
+    /// `httpGet`. `host` empty means the pod IP.
+    HttpGet(HttpGet),
+    /// `sleep.seconds`.
+    Sleep { seconds: i64 },
+    /// `tcpSocket`: accepted by the API for backward compatibility, never executed by the kubelet.
+    TcpSocket { port: PortRef },
+}
+
+impl Handler {
+    /// The action name used in the JSON contracts: `exec`, `httpGet`, `sleep` or `tcpSocket`.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Handler::Exec { .. } => "exec",
+            Handler::HttpGet(_) => "httpGet",
+            Handler::Sleep { .. } => "sleep",
+            Handler::TcpSocket { .. } => "tcpSocket",
+        }
+    }
+
+    /// How long the handler runs if it is of known length, in milliseconds: the sleep action,
+    /// exec `sleep N`, `sh -c "sleep N"` / `bash -c "sleep N"` (also `exec sleep N`), with N
+    /// a plain number of seconds or a `s`/`m`/`h` suffixed one. `None` when it can't be known.
+    pub fn known_duration_ms(&self) -> Option<i64> {
+        match self {
+            Handler::Sleep { seconds } => Some(seconds.saturating_mul(1000).max(0)),
+            Handler::Exec { command } => exec_sleep_ms(command),
+            Handler::HttpGet(_) | Handler::TcpSocket { .. } => None,
+        }
+    }
+}
+
+/// Recognises `sleep N`, `/bin/sleep N` and `sh -c "sleep N"` style commands.
+fn exec_sleep_ms(command: &[String]) -> Option<i64> {
+    let is_sleep = |s: &str| s == "sleep" || s.ends_with("/sleep");
+    let is_shell = |s: &str| {
+        let base = s.rsplit('/').next().unwrap_or(s);
+        matches!(base, "sh" | "bash" | "ash" | "dash" | "zsh")
+    };
+    match command {
+        [prog, arg] if is_sleep(prog) => parse_sleep_arg(arg),
+        [shell, flag, script] if is_shell(shell) && flag == "-c" => {
+            let words: Vec<&str> = script.split_whitespace().collect();
+            match words.as_slice() {
+                [s, n] if is_sleep(s) => parse_sleep_arg(n),
+                ["exec", s, n] if is_sleep(s) => parse_sleep_arg(n),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `sleep` argument (coreutils/busybox syntax) in milliseconds.
+fn parse_sleep_arg(arg: &str) -> Option<i64> {
+    let arg = arg.trim().trim_end_matches(';');
+    let (num, mult) = match arg.char_indices().last()? {
+        (i, 's') => (&arg[..i], 1000.0),
+        (i, 'm') => (&arg[..i], 60_000.0),
+        (i, 'h') => (&arg[..i], 3_600_000.0),
+        (i, 'd') => (&arg[..i], 86_400_000.0),
+        _ => (arg, 1000.0),
+    };
+    let value: f64 = num.parse().ok()?;
+    if !value.is_finite() || value < 0.0 {
+        return None;
+    }
+    let ms = value * mult;
+    if ms > i64::MAX as f64 / 2.0 {
+        return None;
+    }
+    Some(ms.round() as i64)
+}
+
+/// A port given by number or by the name of a declared containerPort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortRef {
+    Number(i32),
+    Name(String),
+}
+
+/// `httpGet` action of a handler or probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpGet {
+    /// `host`; `None` means the pod IP.
+    pub host: Option<String>,
+    pub port: PortRef,
+    /// `path`, default `/`.
+    pub path: String,
+    /// `scheme`: `HTTP` (default) or `HTTPS`.
+    pub scheme: String,
+    /// `httpHeaders`, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// A probe's action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAction {
+    Exec { command: Vec<String> },
+    HttpGet(HttpGet),
+    TcpSocket { host: Option<String>, port: PortRef },
+    Grpc { port: i32, service: Option<String> },
+}
+
+/// A liveness, readiness or startup probe with upstream defaults applied
+/// (period 10 s, timeout 1 s, success 1, failure 3, initial delay 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub action: ProbeAction,
+    /// `initialDelaySeconds`, seconds.
+    pub initial_delay_seconds: i64,
+    /// `periodSeconds`, seconds.
+    pub period_seconds: i64,
+    /// `timeoutSeconds`, seconds.
+    pub timeout_seconds: i64,
+    pub success_threshold: i64,
+    pub failure_threshold: i64,
+    /// Probe-level `terminationGracePeriodSeconds` (KEP-2238; liveness and startup only), seconds.
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+/// A declared `containerPort`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPort {
+    pub name: Option<String>,
+    pub container_port: i32,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: String,
+}
+
+/// One container of a pod, with the fields termination depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub role: ContainerRole,
+    /// Index in its list (`initContainers` or `containers`).
+    pub index: usize,
+    pub image: Option<String>,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub working_dir: Option<String>,
+    /// Literal `env` values in order; values from references are recorded as `None`.
+    pub env: Vec<(String, Option<String>)>,
+    pub ports: Vec<ContainerPort>,
+    pub post_start: Option<Handler>,
+    pub pre_stop: Option<Handler>,
+    /// `lifecycle.stopSignal` (KEP-4960), as written (`SIGTERM`, `SIGQUIT`, ...).
+    pub stop_signal: Option<String>,
+    pub liveness_probe: Option<Probe>,
+    pub readiness_probe: Option<Probe>,
+    pub startup_probe: Option<Probe>,
+    /// Where the container is declared.
+    pub span: SourceSpan,
+}
+
+/// A pod (or pod template) with upstream defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPlan {
+    /// Pod name; for templates, the workload's name.
+    pub name: String,
+    pub namespace: Option<String>,
+    /// The object the pod came from.
+    pub kind: WorkloadKind,
+    /// Pod template labels (for Service selectors).
+    pub labels: BTreeMap<String, String>,
+    /// `spec.terminationGracePeriodSeconds`, defaulted to 30, seconds.
+    pub termination_grace_period_seconds: i64,
+    /// `true` if the manifest left TGPS unset and the default of 30 applies.
+    pub termination_grace_period_defaulted: bool,
+    /// `spec.priority`, if given.
+    pub priority: Option<i32>,
+    /// `spec.priorityClassName`, if given.
+    pub priority_class_name: Option<String>,
+    pub restart_policy: RestartPolicy,
+    pub host_network: bool,
+    pub share_process_namespace: bool,
+    /// `spec.os.name`, if set.
+    pub os: Option<String>,
+    /// Replicas of the workload (Deployment, StatefulSet, ReplicaSet, RC); `None` otherwise.
+    pub replicas: Option<i32>,
+    /// Init containers (regular and native sidecars) in declaration order.
+    pub init_containers: Vec<ContainerPlan>,
+    /// Regular containers in declaration order.
+    pub containers: Vec<ContainerPlan>,
+    /// Where the object starts.
+    pub span: SourceSpan,
+}
+
+impl PodPlan {
+    /// Native sidecars, in declaration order.
+    pub fn sidecars(&self) -> impl Iterator<Item = &ContainerPlan> {
+        self.init_containers.iter().filter(|c| c.role == ContainerRole::Sidecar)
+    }
+
+    /// Every container that runs during termination: native sidecars, then main containers.
+    pub fn running_containers(&self) -> impl Iterator<Item = &ContainerPlan> {
+        self.sidecars().chain(self.containers.iter())
+    }
+
+    /// Looks a container up by name among init and regular containers.
+    pub fn container(&self, name: &str) -> Option<&ContainerPlan> {
+        self.init_containers.iter().chain(self.containers.iter()).find(|c| c.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exec(args: &[&str]) -> Handler {
+        Handler::Exec { command: args.iter().map(|s| s.to_string()).collect() }
+    }
+
+    #[test]
+    fn known_durations() {
+        assert_eq!(Handler::Sleep { seconds: 5 }.known_duration_ms(), Some(5000));
+        assert_eq!(exec(&["sleep", "10"]).known_duration_ms(), Some(10_000));
+        assert_eq!(exec(&["/bin/sleep", "1.5"]).known_duration_ms(), Some(1500));
+        assert_eq!(exec(&["sh", "-c", "sleep 15"]).known_duration_ms(), Some(15_000));
+        assert_eq!(exec(&["/bin/bash", "-c", "exec sleep 2m"]).known_duration_ms(), Some(120_000));
+        assert_eq!(exec(&["sh", "-c", "sleep 5; kill -TERM 1"]).known_duration_ms(), None);
+        assert_eq!(exec(&["nginx", "-s", "quit"]).known_duration_ms(), None);
+        assert_eq!(exec(&["sleep", "inf"]).known_duration_ms(), None);
+        assert_eq!(exec(&["sleep", "-1"]).known_duration_ms(), None);
+    }
+}

@@ -1,0 +1,13 @@
+//! The termination rules, one module per upstream owner.
+//!
+//! Each public function is pure and names, in its docstring, the upstream file and function it
+//! reproduces and the Kubernetes versions it holds for. Times are whole seconds (`i64`) unless a
+//! name says otherwise (`_ms` for milliseconds).
+
+pub mod apiserver;
+pub mod endpoints;
+pub mod eviction;
+pub mod kuberuntime;
+pub mod nodeshutdown;
+pub mod podworker;
+pub mod runtime;
