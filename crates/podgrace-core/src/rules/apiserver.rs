@@ -1,1 +1,422 @@
-//! TODO
+//! The API server's side of a pod delete: `rest.BeforeDelete`, the pod strategy's
+//! `CheckGracefulDelete`, `Store.Delete` with finalizers, and kubectl's delete flags.
+//!
+//! Times are whole seconds on one axis chosen by the caller (`now` is an argument; nothing here
+//! reads a clock). `None` stands for a nil pointer in the upstream object.
+
+/// The pod phase, as far as graceful deletion cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodPhase {
+    /// No phase recorded yet (`""`).
+    #[default]
+    Unset,
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    /// Parses the API string (`""`, `Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
+    pub fn parse(s: &str) -> Option<PodPhase> {
+        Some(match s {
+            "" => PodPhase::Unset,
+            "Pending" => PodPhase::Pending,
+            "Running" => PodPhase::Running,
+            "Succeeded" => PodPhase::Succeeded,
+            "Failed" => PodPhase::Failed,
+            "Unknown" => PodPhase::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// `true` for Succeeded and Failed.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// What the pod strategy looks at when deciding on a graceful delete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodForDelete {
+    /// `spec.nodeName`; empty means unscheduled.
+    pub node_name: String,
+    pub phase: PodPhase,
+    /// `spec.terminationGracePeriodSeconds`, seconds.
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+/// `podStrategy.CheckGracefulDelete`: the grace period a pod delete gets.
+///
+/// Returns `None` when `options` is absent (no graceful delete: the caller deletes at once), else
+/// the period in seconds to write into `options.gracePeriodSeconds`: the request's value, else
+/// TGPS, else 0; 0 for an unscheduled pod or a terminal phase; a negative value becomes 1.
+///
+/// Source: `pkg/registry/core/pod/strategy.go` `CheckGracefulDelete`; unchanged since about
+/// v1.5, with the negative clamp since v1.22. Holds for 1.18 to 1.37.
+pub fn check_graceful_delete(
+    pod: &PodForDelete,
+    options_present: bool,
+    options_grace_period_seconds: Option<i64>,
+) -> Option<i64> {
+    if !options_present {
+        return None;
+    }
+    let mut period = options_grace_period_seconds
+        .or(pod.termination_grace_period_seconds)
+        .unwrap_or(0);
+    if pod.node_name.is_empty() || pod.phase.is_terminal() {
+        period = 0;
+    }
+    if period < 0 {
+        period = 1;
+    }
+    Some(period)
+}
+
+/// The deletion state already stored on an object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeletionState {
+    /// `metadata.deletionTimestamp`, seconds on the caller's axis; `None` if not deleting.
+    pub deletion_timestamp: Option<i64>,
+    /// `metadata.deletionGracePeriodSeconds`, seconds.
+    pub deletion_grace_period_seconds: Option<i64>,
+}
+
+/// What `BeforeDelete` decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeforeDeleteOutcome {
+    /// The delete is graceful: the object gets (new) DT/DGPS and stays until its grace ends.
+    pub graceful: bool,
+    /// A graceful delete is already under way with an equal or shorter period: nothing changes.
+    pub graceful_pending: bool,
+    /// The object's deletion state afterwards.
+    pub object: DeletionState,
+    /// `options.gracePeriodSeconds` afterwards, seconds.
+    pub options_grace_period_seconds: Option<i64>,
+}
+
+/// `rest.BeforeDelete` for a strategy: decides between an immediate, a graceful and a pending
+/// delete, and writes DT/DGPS.
+///
+/// * `now`: the current time on the caller's axis, seconds.
+/// * `check_graceful`: the strategy's `CheckGracefulDelete`, given the (clamped) requested
+///   period; `None` from it means "not graceful". `supports_graceful == false` models a strategy
+///   without graceful-delete support.
+/// * `clamp_dt_to_now`: since apiserver v0.33 (Kubernetes 1.33, commit `1bac1a3a1`) a shortened
+///   deletion timestamp is not moved into the past; before that it could be (pass
+///   [`clamps_deletion_timestamp`] for a version).
+///
+/// Source: `staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go` `BeforeDelete`
+/// (HEAD 2026-07, Kubernetes 1.37 development). Negative request values became 1 in v1.22.
+pub fn before_delete(
+    existing: DeletionState,
+    mut options_grace_period_seconds: Option<i64>,
+    now: i64,
+    supports_graceful: bool,
+    clamp_dt_to_now: bool,
+    check_graceful: impl FnOnce(Option<i64>) -> Option<i64>,
+) -> BeforeDeleteOutcome {
+    let mut object = existing;
+    if options_grace_period_seconds.is_some_and(|p| p < 0) {
+        options_grace_period_seconds = Some(1);
+    }
+    if object.deletion_grace_period_seconds.is_some_and(|p| p < 0) {
+        object.deletion_grace_period_seconds = Some(1);
+    }
+    let immediate = |object, opts| BeforeDeleteOutcome {
+        graceful: false,
+        graceful_pending: false,
+        object,
+        options_grace_period_seconds: opts,
+    };
+    if !supports_graceful {
+        return immediate(object, options_grace_period_seconds);
+    }
+    if let Some(old_dt) = object.deletion_timestamp {
+        let existing_period = match object.deletion_grace_period_seconds {
+            None | Some(0) => return immediate(object, options_grace_period_seconds),
+            Some(p) => p,
+        };
+        let pending = |object, opts| BeforeDeleteOutcome {
+            graceful: false,
+            graceful_pending: true,
+            object,
+            options_grace_period_seconds: opts,
+        };
+        let Some(requested) = options_grace_period_seconds else {
+            return pending(object, Some(existing_period));
+        };
+        if requested >= existing_period {
+            return pending(object, options_grace_period_seconds);
+        }
+        let mut new_dt = old_dt - existing_period + requested;
+        let mut new_period = requested;
+        if clamp_dt_to_now && new_dt < now {
+            new_dt = now;
+            if requested != 0 {
+                new_period = 1;
+            }
+        }
+        object.deletion_timestamp = Some(new_dt);
+        object.deletion_grace_period_seconds = Some(new_period);
+        return BeforeDeleteOutcome {
+            graceful: true,
+            graceful_pending: false,
+            object,
+            options_grace_period_seconds,
+        };
+    }
+    match check_graceful(options_grace_period_seconds) {
+        None => immediate(object, options_grace_period_seconds),
+        Some(period) => {
+            object.deletion_timestamp = Some(now + period);
+            object.deletion_grace_period_seconds = Some(period);
+            BeforeDeleteOutcome {
+                graceful: true,
+                graceful_pending: false,
+                object,
+                options_grace_period_seconds: Some(period),
+            }
+        }
+    }
+}
+
+/// Whether `BeforeDelete` keeps a shortened deletion timestamp from moving into the past:
+/// `true` from Kubernetes 1.33 (apiserver v0.33, commit `1bac1a3a1`).
+pub fn clamps_deletion_timestamp(version: crate::KubeVersion) -> bool {
+    version.at_least(1, 33)
+}
+
+/// A pod stored in the registry, as `Store.Delete` sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredPod {
+    pub pod: PodForDelete,
+    pub deletion: DeletionState,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+}
+
+/// What `Store.Delete` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDeleteOutcome {
+    /// The object was removed from storage by this call.
+    pub was_deleted: bool,
+    /// The object as stored afterwards; `None` when it is gone.
+    pub object: Option<StoredPod>,
+    /// The BeforeDelete decision that led here.
+    pub decision: BeforeDeleteOutcome,
+}
+
+/// `Store.Delete` for a pod: BeforeDelete with the pod strategy, then finalizers decide whether
+/// the object stays. A graceful delete with grace 0 and no finalizer removes the object at once
+/// (the "force delete"). `options_present == false` is treated as grace 0 ("older consumers").
+///
+/// Source: `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go` `Store.Delete`
+/// and `updateForGracefulDeletionAndFinalizers` (HEAD 2026-07; Kubernetes 1.33 to 1.37; the DT
+/// clamp depends on `clamp_dt_to_now`, see [`before_delete`]).
+pub fn store_delete(
+    stored: &StoredPod,
+    options_present: bool,
+    options_grace_period_seconds: Option<i64>,
+    now: i64,
+    clamp_dt_to_now: bool,
+) -> StoreDeleteOutcome {
+    let options = if options_present {
+        options_grace_period_seconds
+    } else {
+        Some(0)
+    };
+    let decision = before_delete(stored.deletion, options, now, true, clamp_dt_to_now, |p| {
+        check_graceful_delete(&stored.pod, true, p)
+    });
+    if decision.graceful_pending {
+        return StoreDeleteOutcome {
+            was_deleted: false,
+            object: Some(stored.clone()),
+            decision,
+        };
+    }
+    let has_finalizers = !stored.finalizers.is_empty();
+    if decision.graceful || has_finalizers {
+        let mut updated = stored.clone();
+        if decision.graceful {
+            updated.deletion = decision.object;
+        } else {
+            // Not graceful but finalizers pending: "marked as deleting".
+            updated.deletion = DeletionState {
+                deletion_timestamp: Some(now),
+                deletion_grace_period_seconds: Some(0),
+            };
+        }
+        let grace = updated.deletion.deletion_grace_period_seconds.unwrap_or(0);
+        if has_finalizers || grace > 0 {
+            return StoreDeleteOutcome {
+                was_deleted: false,
+                object: Some(updated),
+                decision,
+            };
+        }
+        return StoreDeleteOutcome {
+            was_deleted: true,
+            object: None,
+            decision,
+        };
+    }
+    StoreDeleteOutcome {
+        was_deleted: true,
+        object: None,
+        decision,
+    }
+}
+
+/// `ShouldDeleteDuringUpdate`: an update that leaves an object without finalizers deletes it if
+/// its deletion timestamp is set and its DGPS is nil or 0.
+///
+/// Source: `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`
+/// `ShouldDeleteDuringUpdate` (Kubernetes 1.18 to 1.37).
+pub fn should_delete_during_update(updated: &StoredPod) -> bool {
+    updated.finalizers.is_empty()
+        && updated.deletion.deletion_timestamp.is_some()
+        && matches!(
+            updated.deletion.deletion_grace_period_seconds,
+            None | Some(0)
+        )
+}
+
+/// The flags of `kubectl delete` that shape the grace period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubectlDeleteFlags {
+    /// `--grace-period`, seconds; kubectl's default is -1 (use the object's own).
+    pub grace_period: i64,
+    /// `--force`.
+    pub force: bool,
+    /// `--now` (grace period 1).
+    pub now: bool,
+}
+
+impl Default for KubectlDeleteFlags {
+    fn default() -> Self {
+        KubectlDeleteFlags {
+            grace_period: -1,
+            force: false,
+            now: false,
+        }
+    }
+}
+
+/// The DeleteOptions kubectl sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubectlDeleteRequest {
+    /// `gracePeriodSeconds`; `None` lets the server use TGPS.
+    pub grace_period_seconds: Option<i64>,
+    /// A warning kubectl prints to stderr, if any.
+    pub warning: Option<&'static str>,
+}
+
+/// Invalid flag combinations, worded as kubectl words them (kubectl exits with code 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum KubectlDeleteError {
+    #[error("--now and --grace-period cannot be specified together")]
+    NowWithGracePeriod,
+    #[error("--force and --grace-period greater than 0 cannot be specified together")]
+    ForceWithGracePeriod,
+}
+
+/// The warning kubectl prints for a force delete.
+pub const FORCE_DELETE_WARNING: &str = "Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.";
+
+/// Turns `kubectl delete` flags into DeleteOptions: `--now` is 1; `--grace-period=0` without
+/// `--force` becomes 1; `--force` alone (or with 0) sends 0 and warns; the default -1 sends
+/// nothing.
+///
+/// # Errors
+/// [`KubectlDeleteError`] for `--now` with `--grace-period`, and `--force` with a positive
+/// `--grace-period`.
+///
+/// Source: `staging/src/k8s.io/kubectl/pkg/cmd/delete/delete.go` `DeleteOptions.Complete`,
+/// `Validate` and `RunDelete` (kubectl HEAD 2026-07; the same since about 1.18).
+pub fn kubectl_delete(
+    flags: KubectlDeleteFlags,
+) -> Result<KubectlDeleteRequest, KubectlDeleteError> {
+    let mut grace = flags.grace_period;
+    if flags.now {
+        if grace != -1 {
+            return Err(KubectlDeleteError::NowWithGracePeriod);
+        }
+        grace = 1;
+    }
+    if grace == 0 && !flags.force {
+        grace = 1;
+    }
+    if flags.force && grace < 0 {
+        grace = 0;
+    }
+    if flags.force && grace > 0 {
+        return Err(KubectlDeleteError::ForceWithGracePeriod);
+    }
+    Ok(KubectlDeleteRequest {
+        grace_period_seconds: (grace >= 0).then_some(grace),
+        warning: (flags.force && grace == 0).then_some(FORCE_DELETE_WARNING),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scheduled(tgps: i64) -> PodForDelete {
+        PodForDelete {
+            node_name: "node-1".into(),
+            phase: PodPhase::Running,
+            termination_grace_period_seconds: Some(tgps),
+        }
+    }
+
+    #[test]
+    fn plain_delete_uses_tgps_and_zero_tgps_force_deletes() {
+        let s = StoredPod {
+            pod: scheduled(30),
+            ..Default::default()
+        };
+        let out = store_delete(&s, true, None, 100, true);
+        assert!(!out.was_deleted);
+        let d = out.object.unwrap().deletion;
+        assert_eq!(d.deletion_timestamp, Some(130));
+        assert_eq!(d.deletion_grace_period_seconds, Some(30));
+
+        let zero = StoredPod {
+            pod: scheduled(0),
+            ..Default::default()
+        };
+        assert!(store_delete(&zero, true, None, 100, true).was_deleted);
+    }
+
+    #[test]
+    fn a_second_delete_only_shortens() {
+        let s = StoredPod {
+            pod: scheduled(30),
+            ..Default::default()
+        };
+        let first = store_delete(&s, true, None, 100, true).object.unwrap();
+        let longer = store_delete(&first, true, Some(60), 105, true);
+        assert!(longer.decision.graceful_pending);
+        let shorter = store_delete(&first, true, Some(10), 105, true)
+            .object
+            .unwrap();
+        assert_eq!(shorter.deletion.deletion_timestamp, Some(110));
+        assert_eq!(shorter.deletion.deletion_grace_period_seconds, Some(10));
+    }
+
+    #[test]
+    fn before_1_33_the_timestamp_may_move_into_the_past() {
+        let existing = DeletionState {
+            deletion_timestamp: Some(40),
+            deletion_grace_period_seconds: Some(60),
+        };
+        let out = before_delete(existing, Some(50), 100, true, false, |_| None);
+        assert_eq!(out.object.deletion_timestamp, Some(30));
+        assert_eq!(out.object.deletion_grace_period_seconds, Some(50));
+    }
+}
