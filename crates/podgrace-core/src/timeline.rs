@@ -1,1 +1,699 @@
-//! timeline
+//! One pod's termination timeline for one trigger: the rules composed, as `podgrace explain`
+//! shows them.
+//!
+//! Seconds count from the moment the kubelet starts terminating the pod (t = 0). Where a hook's
+//! length is unknown, `min` assumes it returns at once and `max` that it uses its whole budget; a
+//! hook of known length (sleep action, `sleep N`) gives `min == max`. For sidecars, `min` also
+//! assumes every app exits at once on its stop signal and `max` that each runs until SIGKILL.
+
+use crate::plan::{ContainerPlan, ContainerRole, PodPlan};
+use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};
+use crate::rules::kuberuntime::{self, GraceFields, KillContainer, KillReason};
+use crate::rules::podworker::{self, GraceInputs};
+use crate::KubeVersion;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// What starts the termination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// `kubectl delete pod` (the pod's own TGPS).
+    Delete,
+    /// `kubectl delete pod --grace-period=N`, seconds.
+    DeleteWithGrace(i64),
+    /// `kubectl delete pod --grace-period=0 --force`.
+    ForceDelete,
+    /// Node-pressure eviction at a soft threshold.
+    EvictSoft,
+    /// Node-pressure eviction at a hard threshold.
+    EvictHard,
+    /// A failed liveness probe restarts the named container.
+    Liveness(String),
+    /// A failed startup probe restarts the named container.
+    Startup(String),
+    /// Graceful node shutdown.
+    NodeShutdown,
+}
+
+/// A trigger string that is not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid trigger {0:?}: expected delete, delete:N, force-delete, evict-soft, evict-hard, liveness:CONTAINER, startup:CONTAINER or node-shutdown")]
+pub struct ParseTriggerError(pub String);
+
+impl FromStr for Trigger {
+    type Err = ParseTriggerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseTriggerError(s.to_string());
+        Ok(match s {
+            "delete" => Trigger::Delete,
+            "force-delete" => Trigger::ForceDelete,
+            "evict-soft" => Trigger::EvictSoft,
+            "evict-hard" => Trigger::EvictHard,
+            "node-shutdown" => Trigger::NodeShutdown,
+            _ => match s.split_once(':') {
+                Some(("delete", n)) => {
+                    let n: i64 = n.parse().map_err(|_| bad())?;
+                    if n < 0 {
+                        return Err(bad());
+                    }
+                    Trigger::DeleteWithGrace(n)
+                }
+                Some(("liveness", c)) if !c.is_empty() => Trigger::Liveness(c.to_string()),
+                Some(("startup", c)) if !c.is_empty() => Trigger::Startup(c.to_string()),
+                _ => return Err(bad()),
+            },
+        })
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::Delete => f.write_str("delete"),
+            Trigger::DeleteWithGrace(n) => write!(f, "delete:{n}"),
+            Trigger::ForceDelete => f.write_str("force-delete"),
+            Trigger::EvictSoft => f.write_str("evict-soft"),
+            Trigger::EvictHard => f.write_str("evict-hard"),
+            Trigger::Liveness(c) => write!(f, "liveness:{c}"),
+            Trigger::Startup(c) => write!(f, "startup:{c}"),
+            Trigger::NodeShutdown => f.write_str("node-shutdown"),
+        }
+    }
+}
+
+/// Kubelet settings that shape some triggers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeletConfig {
+    /// `evictionMaxPodGracePeriod`, seconds (kubelet default 0).
+    pub eviction_max_pod_grace_period: i64,
+    /// `shutdownGracePeriod`, seconds (kubelet default 0, which disables graceful node
+    /// shutdown; podgrace assumes 30 unless told).
+    pub shutdown_grace_period: i64,
+    /// `shutdownGracePeriodCriticalPods`, seconds (podgrace assumes 10 unless told).
+    pub shutdown_grace_period_critical_pods: i64,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            eviction_max_pod_grace_period: 0,
+            shutdown_grace_period: 30,
+            shutdown_grace_period_critical_pods: 10,
+        }
+    }
+}
+
+/// Everything a timeline depends on besides the pod.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub version: KubeVersion,
+    pub kubelet: KubeletConfig,
+}
+
+/// A time that depends on how long hooks and apps take, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Span {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Span {
+    fn ms(min: i64, max: i64) -> Span {
+        Span {
+            min: min as f64 / 1000.0,
+            max: max as f64 / 1000.0,
+        }
+    }
+}
+
+/// A container's preStop in the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreStop {
+    /// `exec`, `httpGet` or `sleep`.
+    pub action: &'static str,
+    pub start_seconds: f64,
+    pub end_seconds: Span,
+}
+
+/// One container's termination.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerTimeline {
+    pub name: String,
+    /// `main` or `sidecar`.
+    pub role: &'static str,
+    /// `None` when the container has no preStop or the hook is skipped (budget 0).
+    pub pre_stop: Option<PreStop>,
+    /// The signal sent first: the stop signal, or `SIGKILL` when the runtime gets a timeout of 0.
+    pub stop_signal: String,
+    pub stop_signal_seconds: Span,
+    /// When SIGKILL comes if the container has not exited by then.
+    pub kill_seconds: Span,
+    /// The StopContainer timeout, seconds, in the `min` and `max` cases.
+    #[serde(skip)]
+    pub stop_timeout_seconds: (i64, i64),
+    /// The preStop budget, seconds (the cut point).
+    #[serde(skip)]
+    pub pre_stop_budget_seconds: Option<i64>,
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// Something the user should know about this termination.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable rule id.
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// The termination of one pod for one trigger (the `explain` JSON contract).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeline {
+    pub pod: String,
+    pub trigger: String,
+    pub kubernetes_version: String,
+    /// The grace period the kubelet works with, seconds (pod-level effective grace; for a probe
+    /// kill, the container's base grace).
+    pub grace_period_seconds: i64,
+    pub containers: Vec<ContainerTimeline>,
+    pub findings: Vec<Finding>,
+}
+
+/// A trigger that does not apply to the pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimelineError {
+    /// `liveness:C` / `startup:C` names a container the pod does not run.
+    #[error("pod {pod}: no container named {container:?} (containers: {known})")]
+    NoSuchContainer {
+        pod: String,
+        container: String,
+        known: String,
+    },
+    /// The named container has no probe of that kind.
+    #[error("pod {pod}: container {container:?} has no {probe} probe")]
+    NoProbe {
+        pod: String,
+        container: String,
+        probe: &'static str,
+    },
+}
+
+/// How the kubelet is asked to terminate: the result of the API server and the eviction or
+/// shutdown manager for a trigger.
+struct Start {
+    /// DGPS the kubelet sees.
+    dgps: Option<i64>,
+    /// Kill override from the kubelet itself (eviction, node shutdown).
+    kill_override: Option<i64>,
+    /// The API object is removed at once (force delete).
+    removed_from_api: bool,
+}
+
+fn pod_name(pod: &PodPlan) -> String {
+    match &pod.namespace {
+        Some(ns) => format!("{ns}/{}", pod.name),
+        None => pod.name.clone(),
+    }
+}
+
+/// Builds the timeline of `pod` for `trigger`.
+///
+/// # Errors
+/// [`TimelineError`] when a probe trigger names a container that does not exist or has no such
+/// probe.
+pub fn explain(
+    pod: &PodPlan,
+    trigger: &Trigger,
+    opts: &Options,
+) -> Result<Timeline, TimelineError> {
+    let mut findings = Vec::new();
+    let version = opts.version;
+    let tgps = pod.termination_grace_period_seconds;
+
+    if let Trigger::Liveness(name) | Trigger::Startup(name) = trigger {
+        return probe_kill(pod, trigger, name, opts);
+    }
+
+    let start = resolve_start(pod, trigger, opts, &mut findings);
+    let (effective, _) = podworker::effective_grace_period(
+        GraceInputs {
+            previous: 0,
+            deletion_grace_period_seconds: start.dgps,
+            termination_grace_period_seconds: Some(tgps),
+            override_seconds: start.kill_override,
+        },
+        version,
+    );
+    let override_seconds = podworker::kill_pod_override(effective, start.kill_override, version);
+    let base = kuberuntime::set_termination_grace_period(
+        GraceFields {
+            deletion_grace_period_seconds: start.dgps,
+            termination_grace_period_seconds: Some(tgps),
+            ..Default::default()
+        },
+        KillReason::Other,
+    );
+    if start.removed_from_api {
+        findings.push(Finding {
+            rule: "force-delete-keeps-running",
+            severity: Severity::Warning,
+            message: format!(
+                "the Pod object is removed from the API at once, but the kubelet still terminates it with a grace of {effective} s: its processes may outlive the object, and a replacement can start beside them"
+            ),
+        });
+    }
+    let ordering = version.at_least(1, 29) && pod.sidecars().next().is_some();
+    let containers = pod_kill(pod, base, override_seconds, version, ordering);
+    container_findings(pod, &containers, effective, version, &mut findings);
+    Ok(Timeline {
+        pod: pod_name(pod),
+        trigger: trigger.to_string(),
+        kubernetes_version: version.to_string(),
+        grace_period_seconds: effective,
+        containers,
+        findings,
+    })
+}
+
+/// API server, eviction manager or shutdown manager: how the kubelet is asked to terminate.
+fn resolve_start(
+    pod: &PodPlan,
+    trigger: &Trigger,
+    opts: &Options,
+    findings: &mut Vec<Finding>,
+) -> Start {
+    let tgps = pod.termination_grace_period_seconds;
+    let api_delete = |flags: KubectlDeleteFlags| {
+        // The flags are built here, so they are always valid.
+        let request = apiserver::kubectl_delete(flags).unwrap_or(apiserver::KubectlDeleteRequest {
+            grace_period_seconds: None,
+            warning: None,
+        });
+        let stored = apiserver::StoredPod {
+            pod: PodForDelete {
+                node_name: "node".into(),
+                phase: PodPhase::Running,
+                termination_grace_period_seconds: Some(tgps),
+            },
+            ..Default::default()
+        };
+        let out = apiserver::store_delete(
+            &stored,
+            true,
+            request.grace_period_seconds,
+            0,
+            apiserver::clamps_deletion_timestamp(opts.version),
+        );
+        Start {
+            dgps: out.decision.object.deletion_grace_period_seconds,
+            kill_override: None,
+            removed_from_api: out.was_deleted,
+        }
+    };
+    match trigger {
+        Trigger::Delete => {
+            let s = api_delete(KubectlDeleteFlags::default());
+            if tgps == 0 {
+                findings.push(Finding {
+                    rule: "zero-grace-force-deletes",
+                    severity: Severity::Error,
+                    message: "terminationGracePeriodSeconds is 0: a plain `kubectl delete` is a force delete (the API object goes at once; issue #120671)".into(),
+                });
+            }
+            s
+        }
+        Trigger::DeleteWithGrace(n) => {
+            if *n == 0 {
+                findings.push(Finding {
+                    rule: "grace-period-zero-is-one",
+                    severity: Severity::Info,
+                    message: "kubectl sends --grace-period=0 without --force as 1".into(),
+                });
+            }
+            api_delete(KubectlDeleteFlags {
+                grace_period: *n,
+                ..Default::default()
+            })
+        }
+        Trigger::ForceDelete => api_delete(KubectlDeleteFlags {
+            grace_period: 0,
+            force: true,
+            now: false,
+        }),
+        Trigger::EvictHard => {
+            let o = if opts.version.at_least(1, 31) { 1 } else { 0 };
+            Start {
+                dgps: None,
+                kill_override: Some(o),
+                removed_from_api: false,
+            }
+        }
+        Trigger::EvictSoft => {
+            let max = opts.kubelet.eviction_max_pod_grace_period;
+            let o = max.min(tgps);
+            if max <= 0 {
+                findings.push(Finding {
+                    rule: "soft-eviction-is-immediate",
+                    severity: Severity::Warning,
+                    message: format!(
+                        "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to 1 s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172)"
+                    ),
+                });
+            }
+            Start {
+                dgps: None,
+                kill_override: Some(o),
+                removed_from_api: false,
+            }
+        }
+        Trigger::NodeShutdown => {
+            let k = opts.kubelet;
+            let critical = pod.priority.unwrap_or(0) >= 2_000_000_000;
+            let period = if critical {
+                k.shutdown_grace_period_critical_pods
+            } else {
+                k.shutdown_grace_period - k.shutdown_grace_period_critical_pods
+            };
+            let o = if tgps <= period { tgps } else { period };
+            Start {
+                dgps: None,
+                kill_override: Some(o),
+                removed_from_api: false,
+            }
+        }
+        Trigger::Liveness(_) | Trigger::Startup(_) => Start {
+            dgps: None,
+            kill_override: None,
+            removed_from_api: false,
+        },
+    }
+}
+
+/// The stop signal the runtime sends to a container.
+fn stop_signal(c: &ContainerPlan) -> String {
+    c.stop_signal
+        .clone()
+        .unwrap_or_else(|| "SIGTERM".to_string())
+}
+
+/// The hook's end in the min and max cases, ms, and whether it runs at all.
+fn hook_ends(c: &ContainerPlan, kill: &KillContainer) -> Option<(i64, i64, i64)> {
+    let budget = kill.pre_stop_budget(c.pre_stop.is_some())?;
+    let budget_ms = budget.saturating_mul(1000);
+    let (lo, hi) = match c.pre_stop.as_ref().and_then(|h| h.known_duration_ms()) {
+        Some(d) => (d.min(budget_ms), d.min(budget_ms)),
+        None => (0, budget_ms),
+    };
+    Some((budget, lo, hi))
+}
+
+/// One scenario (min or max) of one container: stop signal and kill instants, ms.
+#[derive(Clone, Copy)]
+struct Instants {
+    stop_ms: i64,
+    kill_ms: i64,
+    timeout_s: i64,
+}
+
+fn main_instants(kill: &KillContainer, hook_end_ms: Option<i64>) -> Instants {
+    let mut k = *kill;
+    let stop_ms = hook_end_ms.unwrap_or(0);
+    if hook_end_ms.is_some() {
+        k.pre_stop_finished(stop_ms);
+    }
+    let timeout_s = k.stop_timeout();
+    Instants {
+        stop_ms,
+        kill_ms: stop_ms + timeout_s.max(0) * 1000,
+        timeout_s,
+    }
+}
+
+/// Every running container of the pod killed in parallel (`killContainersWithSyncResult`).
+fn pod_kill(
+    pod: &PodPlan,
+    base: i64,
+    override_seconds: Option<i64>,
+    version: KubeVersion,
+    ordering: bool,
+) -> Vec<ContainerTimeline> {
+    let kill = KillContainer::new(base, override_seconds, version);
+    let mut out: Vec<ContainerTimeline> = Vec::new();
+    // Exit instants of the containers already placed, per scenario: min (apps exit on the stop
+    // signal) and max (apps run until SIGKILL).
+    let mut exits: Vec<(String, i64, i64)> = Vec::new();
+    let mains: Vec<&ContainerPlan> = pod.containers.iter().collect();
+    for c in &mains {
+        let hook = hook_ends(c, &kill);
+        let lo = main_instants(&kill, hook.map(|h| h.1));
+        let hi = main_instants(&kill, hook.map(|h| h.2));
+        exits.push((c.name.clone(), lo.stop_ms, hi.kill_ms));
+        out.push(timeline_entry(c, hook, lo, hi));
+    }
+    let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
+    let mut sidecar_entries = Vec::new();
+    let mut next_sidecar: Option<(i64, i64)> = None;
+    for c in sidecars.iter().rev() {
+        let hook = hook_ends(c, &kill);
+        let (lo, hi) = if ordering {
+            let main_lo = exits.iter().map(|e| e.1).max();
+            let main_hi = exits.iter().map(|e| e.2).max();
+            let prereq_lo = main_lo.into_iter().chain(next_sidecar.map(|n| n.0)).max();
+            let prereq_hi = main_hi.into_iter().chain(next_sidecar.map(|n| n.1)).max();
+            (
+                sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo),
+                sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi),
+            )
+        } else {
+            (
+                main_instants(&kill, hook.map(|h| h.1)),
+                main_instants(&kill, hook.map(|h| h.2)),
+            )
+        };
+        next_sidecar = Some((lo.stop_ms, hi.kill_ms));
+        sidecar_entries.push(timeline_entry(c, hook, lo, hi));
+    }
+    sidecar_entries.reverse();
+    sidecar_entries.extend(out);
+    sidecar_entries
+}
+
+fn sidecar_instants(
+    kill: &KillContainer,
+    hook_end_ms: Option<i64>,
+    prereq_exit_ms: Option<i64>,
+) -> Instants {
+    let mut k = *kill;
+    let start = hook_end_ms.unwrap_or(0);
+    if hook_end_ms.is_some() {
+        k.pre_stop_finished(start);
+    }
+    let wait = kuberuntime::wait_for_turn_ms(start, &[prereq_exit_ms], k.turn_budget());
+    k.turn_finished(wait);
+    let stop_ms = start + wait;
+    let timeout_s = k.stop_timeout();
+    Instants {
+        stop_ms,
+        kill_ms: stop_ms + timeout_s.max(0) * 1000,
+        timeout_s,
+    }
+}
+
+fn timeline_entry(
+    c: &ContainerPlan,
+    hook: Option<(i64, i64, i64)>,
+    lo: Instants,
+    hi: Instants,
+) -> ContainerTimeline {
+    let immediate_kill = lo.timeout_s <= 0 && hi.timeout_s <= 0;
+    ContainerTimeline {
+        name: c.name.clone(),
+        role: if c.role == ContainerRole::Sidecar {
+            "sidecar"
+        } else {
+            "main"
+        },
+        pre_stop: hook
+            .zip(c.pre_stop.as_ref())
+            .map(|((_, lo_end, hi_end), h)| PreStop {
+                action: h.action(),
+                start_seconds: 0.0,
+                end_seconds: Span::ms(lo_end, hi_end),
+            }),
+        // containerd sends no stop signal at all for a timeout of 0 or less.
+        stop_signal: if immediate_kill {
+            "SIGKILL".to_string()
+        } else {
+            stop_signal(c)
+        },
+        stop_signal_seconds: Span::ms(lo.stop_ms, hi.stop_ms),
+        kill_seconds: Span::ms(lo.kill_ms.min(hi.kill_ms), lo.kill_ms.max(hi.kill_ms)),
+        stop_timeout_seconds: (lo.timeout_s, hi.timeout_s),
+        pre_stop_budget_seconds: hook.map(|h| h.0),
+    }
+}
+
+/// A liveness or startup probe failure: only that container is killed, with no pod-level
+/// override; its base grace comes from the probe (KEP-2238) when set.
+fn probe_kill(
+    pod: &PodPlan,
+    trigger: &Trigger,
+    name: &str,
+    opts: &Options,
+) -> Result<Timeline, TimelineError> {
+    let known = || {
+        pod.running_containers()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let c = pod
+        .running_containers()
+        .find(|c| c.name == name)
+        .ok_or_else(|| TimelineError::NoSuchContainer {
+            pod: pod_name(pod),
+            container: name.to_string(),
+            known: known(),
+        })?;
+    let (reason, probe, kind) = match trigger {
+        Trigger::Startup(_) => (KillReason::StartupProbe, &c.startup_probe, "startup"),
+        _ => (KillReason::LivenessProbe, &c.liveness_probe, "liveness"),
+    };
+    let probe = probe.as_ref().ok_or_else(|| TimelineError::NoProbe {
+        pod: pod_name(pod),
+        container: name.to_string(),
+        probe: kind,
+    })?;
+    let base = kuberuntime::set_termination_grace_period(
+        GraceFields {
+            deletion_grace_period_seconds: None,
+            termination_grace_period_seconds: Some(pod.termination_grace_period_seconds),
+            liveness_probe_seconds: c
+                .liveness_probe
+                .as_ref()
+                .and_then(|p| p.termination_grace_period_seconds),
+            startup_probe_seconds: c
+                .startup_probe
+                .as_ref()
+                .and_then(|p| p.termination_grace_period_seconds),
+        },
+        reason,
+    );
+    let kill = KillContainer::new(base, None, opts.version);
+    let hook = hook_ends(c, &kill);
+    let lo = main_instants(&kill, hook.map(|h| h.1));
+    let hi = main_instants(&kill, hook.map(|h| h.2));
+    let mut entry = timeline_entry(c, hook, lo, hi);
+    entry.role = if c.role == ContainerRole::Sidecar {
+        "sidecar"
+    } else {
+        "main"
+    };
+    let mut findings = Vec::new();
+    if probe.termination_grace_period_seconds.is_none() && pod.termination_grace_period_seconds > 60
+    {
+        findings.push(Finding {
+            rule: "probe-kill-uses-pod-grace",
+            severity: Severity::Warning,
+            message: format!(
+                "the {kind} probe has no terminationGracePeriodSeconds, so a probe kill of a hung app waits the pod's {} s before SIGKILL; set the probe's own (KEP-2238)",
+                pod.termination_grace_period_seconds
+            ),
+        });
+    }
+    let containers = vec![entry];
+    container_findings(pod, &containers, base, opts.version, &mut findings);
+    Ok(Timeline {
+        pod: pod_name(pod),
+        trigger: trigger.to_string(),
+        kubernetes_version: opts.version.to_string(),
+        grace_period_seconds: base,
+        containers,
+        findings,
+    })
+}
+
+/// Findings that follow from the computed container timelines.
+fn container_findings(
+    pod: &PodPlan,
+    containers: &[ContainerTimeline],
+    grace: i64,
+    version: KubeVersion,
+    findings: &mut Vec<Finding>,
+) {
+    for t in containers {
+        let Some(c) = pod.container(&t.name) else {
+            continue;
+        };
+        let known = c.pre_stop.as_ref().and_then(|h| h.known_duration_ms());
+        if let (Some(budget), Some(d)) = (t.pre_stop_budget_seconds, known) {
+            if d >= budget * 1000 {
+                findings.push(Finding {
+                    rule: "prestop-exceeds-grace",
+                    severity: Severity::Error,
+                    message: format!(
+                        "container {}: the preStop hook runs {} s but its budget is {budget} s: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={}",
+                        t.name,
+                        fmt_secs(d),
+                        t.stop_signal,
+                        fmt_secs(t.kill_seconds.max as i64 * 1000)
+                    ),
+                });
+            }
+        }
+        if c.pre_stop.is_some() && t.pre_stop.is_none() {
+            findings.push(Finding {
+                rule: "prestop-skipped",
+                severity: Severity::Warning,
+                message: format!(
+                    "container {}: the preStop hook is skipped because the grace budget is 0",
+                    t.name
+                ),
+            });
+        }
+        if t.stop_signal == "SIGKILL" {
+            findings.push(Finding {
+                rule: "immediate-sigkill",
+                severity: Severity::Warning,
+                message: format!(
+                    "container {}: Kubernetes {version} hands the runtime a StopContainer timeout of 0, so containerd sends SIGKILL without a stop signal (issue #92432)",
+                    t.name
+                ),
+            });
+        }
+        if t.kill_seconds.max > grace as f64 + 2.0 + 1e-9 {
+            findings.push(Finding {
+                rule: "kill-beyond-grace",
+                severity: Severity::Warning,
+                message: format!(
+                    "container {}: SIGKILL can come as late as t={}, more than the grace period of {grace} s plus 2 s; kubelets 1.22 to 1.27 re-granted the full grace after preStop (issue #115817, fixed in 1.28)",
+                    t.name,
+                    fmt_secs((t.kill_seconds.max * 1000.0) as i64)
+                ),
+            });
+        }
+    }
+}
+
+/// Formats milliseconds as seconds without trailing zeros (`1.5`, `30`).
+pub fn fmt_secs(ms: i64) -> String {
+    if ms % 1000 == 0 {
+        format!("{}", ms / 1000)
+    } else {
+        let s = format!("{:.3}", ms as f64 / 1000.0);
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}

@@ -352,6 +352,23 @@ mod tests {
     }
 
     #[test]
+    fn zero_dgps_with_an_override_can_lengthen() {
+        // calculateEffectiveGracePeriod treats a running value of 0 as "unset", so a DGPS of 0
+        // followed by an override in the same update takes the override even when it is longer
+        // than the value stored before. Faithful to upstream, surprising to users.
+        let (g, _) = effective_grace_period(
+            GraceInputs {
+                previous: 1,
+                deletion_grace_period_seconds: Some(0),
+                termination_grace_period_seconds: Some(0),
+                override_seconds: Some(2),
+            },
+            NEW,
+        );
+        assert_eq!(g, 2);
+    }
+
+    #[test]
     fn kill_pod_now_wait() {
         for (g, want) in [
             (0, 10),

@@ -1,0 +1,248 @@
+//! `podgrace explain FILE...`: the termination timeline of every pod, per trigger.
+
+use crate::{input, BadInput, Outcome};
+use podgrace_core::manifest;
+use podgrace_core::timeline::{
+    self, fmt_secs, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, Trigger,
+};
+use podgrace_core::KubeVersion;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Manifest files or directories (`-` for stdin).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// delete, delete:N, force-delete, evict-soft, evict-hard, liveness:CONTAINER,
+    /// startup:CONTAINER or node-shutdown; repeatable [default: delete]
+    #[arg(long = "trigger", short = 't', value_name = "T")]
+    triggers: Vec<Trigger>,
+    /// The Kubernetes version whose kubelet to reproduce.
+    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
+    kubernetes_version: KubeVersion,
+    /// kubelet evictionMaxPodGracePeriod, seconds (used by evict-soft).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    eviction_max_pod_grace_period: i64,
+    /// kubelet shutdownGracePeriod, seconds (used by node-shutdown).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    shutdown_grace_period: i64,
+    /// kubelet shutdownGracePeriodCriticalPods, seconds (used by node-shutdown).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    shutdown_grace_period_critical_pods: i64,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    if args.shutdown_grace_period_critical_pods > args.shutdown_grace_period {
+        return Err(BadInput(format!(
+            "--shutdown-grace-period-critical-pods ({}) must not exceed --shutdown-grace-period ({})",
+            args.shutdown_grace_period_critical_pods, args.shutdown_grace_period
+        ))
+        .into());
+    }
+    let triggers = if args.triggers.is_empty() {
+        vec![Trigger::Delete]
+    } else {
+        args.triggers.clone()
+    };
+    let opts = Options {
+        version: args.kubernetes_version,
+        kubelet: KubeletConfig {
+            eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
+            shutdown_grace_period: args.shutdown_grace_period,
+            shutdown_grace_period_critical_pods: args.shutdown_grace_period_critical_pods,
+        },
+    };
+    let docs = input::read_all(&args.files)?;
+    let load_opts = manifest::LoadOptions {
+        kube_version: opts.version,
+    };
+    let mut errors = Vec::new();
+    let mut pods = Vec::new();
+    for doc in &docs {
+        match manifest::load_with(&doc.text, &doc.name, &load_opts) {
+            Ok(m) => pods.extend(m.pods().cloned()),
+            Err(errs) => errors.extend(errs.0.iter().map(ToString::to_string)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(BadInput(errors.join("\n")).into());
+    }
+    if pods.is_empty() {
+        return Err(BadInput("no pod or pod template found in the input".into()).into());
+    }
+    let mut timelines = Vec::new();
+    for pod in &pods {
+        for t in &triggers {
+            let tl = timeline::explain(pod, t, &opts).map_err(|e| BadInput(e.to_string()))?;
+            timelines.push((pod, tl));
+        }
+    }
+    match args.output {
+        Format::Json => {
+            let all: Vec<&Timeline> = timelines.iter().map(|(_, t)| t).collect();
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        }
+        Format::Text => {
+            let mut out = String::new();
+            for (i, (pod, tl)) in timelines.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                render(&mut out, pod, tl);
+            }
+            print!("{out}");
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// Width of the chart, in characters.
+const CHART: usize = 48;
+
+fn range(s: timeline::Span) -> String {
+    let (lo, hi) = (
+        (s.min * 1000.0).round() as i64,
+        (s.max * 1000.0).round() as i64,
+    );
+    if lo == hi {
+        format!("{} s", fmt_secs(lo))
+    } else {
+        format!("{}–{} s", fmt_secs(lo), fmt_secs(hi))
+    }
+}
+
+fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
+    let span = &pod.span;
+    let _ = writeln!(
+        out,
+        "{} {} ({}:{}:{})  trigger {}  Kubernetes {}  grace period {} s",
+        pod.kind.as_str(),
+        tl.pod,
+        span.file,
+        span.line,
+        span.column,
+        tl.trigger,
+        tl.kubernetes_version,
+        tl.grace_period_seconds
+    );
+    let name_w = tl
+        .containers
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(9);
+    let _ = writeln!(
+        out,
+        "  {:name_w$}  {:7}  {:22}  {:24}  {}",
+        "CONTAINER", "ROLE", "PRESTOP", "STOP SIGNAL", "SIGKILL IF STILL RUNNING"
+    );
+    for c in &tl.containers {
+        let hook = match &c.pre_stop {
+            Some(p) => format!("{} 0 → {}", p.action, range(p.end_seconds)),
+            None => "-".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:name_w$}  {:7}  {:22}  {:24}  {}",
+            c.name,
+            c.role,
+            hook,
+            format!("{} at {}", c.stop_signal, range(c.stop_signal_seconds)),
+            format!("at {}", range(c.kill_seconds))
+        );
+    }
+    let end = tl
+        .containers
+        .iter()
+        .map(|c| c.kill_seconds.max)
+        .fold(1.0_f64, f64::max);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "  {:name_w$}  {}", "", axis(end));
+    for c in &tl.containers {
+        let _ = writeln!(out, "  {:name_w$}  {}", c.name, bar(c, end));
+    }
+    let _ = writeln!(
+        out,
+        "  {:name_w$}  = preStop  S stop signal  ~ may come here  K SIGKILL",
+        ""
+    );
+    if !tl.findings.is_empty() {
+        let _ = writeln!(out, "  findings:");
+        for f in &tl.findings {
+            let sev = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Info => "info",
+            };
+            let _ = writeln!(out, "    {sev:7} {}: {}", f.rule, f.message);
+        }
+    }
+}
+
+fn col(t: f64, end: f64) -> usize {
+    (((t / end) * CHART as f64).round() as usize).min(CHART)
+}
+
+fn axis(end: f64) -> String {
+    let mut s = vec![' '; CHART + 8];
+    let label0 = "0";
+    s[0] = '0';
+    let _ = label0;
+    let end_label = format!("{} s", fmt_secs((end * 1000.0).round() as i64));
+    let start = CHART.saturating_sub(end_label.len().saturating_sub(1));
+    for (i, ch) in end_label.chars().enumerate() {
+        if let Some(slot) = s.get_mut(start + i) {
+            *slot = ch;
+        }
+    }
+    s.into_iter().collect::<String>().trim_end().to_string()
+}
+
+fn bar(c: &ContainerTimeline, end: f64) -> String {
+    let mut s = vec![' '; CHART + 1];
+    let hook_end = c
+        .pre_stop
+        .as_ref()
+        .map(|p| col(p.end_seconds.max, end))
+        .unwrap_or(0);
+    for slot in s.iter_mut().take(hook_end) {
+        *slot = '=';
+    }
+    let (s_lo, s_hi) = (
+        col(c.stop_signal_seconds.min, end),
+        col(c.stop_signal_seconds.max, end),
+    );
+    let (k_lo, k_hi) = (col(c.kill_seconds.min, end), col(c.kill_seconds.max, end));
+    for slot in s.iter_mut().take(k_hi).skip(s_hi) {
+        *slot = '.';
+    }
+    for slot in s.iter_mut().take(s_hi + 1).skip(s_lo) {
+        *slot = '~';
+    }
+    for slot in s.iter_mut().take(k_hi + 1).skip(k_lo) {
+        *slot = '~';
+    }
+    if let Some(slot) = s.get_mut(s_lo) {
+        *slot = 'S';
+    }
+    if let Some(slot) = s.get_mut(k_hi) {
+        *slot = 'K';
+    }
+    s.into_iter().collect::<String>().trim_end().to_string()
+}

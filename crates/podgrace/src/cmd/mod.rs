@@ -1,0 +1,4 @@
+//! One module per verb.
+
+pub mod conformance;
+pub mod explain;
