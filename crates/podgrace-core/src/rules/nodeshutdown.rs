@@ -1,1 +1,220 @@
-//! TODO
+//! Graceful node shutdown (spec `termination.md` §7): the priority groups, which pod goes into
+//! which group, the grace period each pod gets and the status it ends with.
+//!
+//! Upstream: `pkg/kubelet/nodeshutdown/nodeshutdown_manager.go` (shared `podManager`, v1.32+ era;
+//! the logic is the same since `GracefulNodeShutdownBasedOnPodPriority`, beta in 1.24). All
+//! periods are whole seconds.
+
+/// Priority of system-critical pods (`scheduling.SystemCriticalPriority`).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// Pod status reason set on pods killed by a node shutdown.
+pub const SHUTDOWN_REASON: &str = "Terminated";
+/// Pod status message set on pods killed by a node shutdown.
+pub const SHUTDOWN_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
+
+/// One entry of `shutdownGracePeriodByPodPriority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownGracePeriodByPodPriority {
+    /// Lowest pod priority of the group.
+    pub priority: i32,
+    /// `shutdownGracePeriodSeconds`: how long the group is given, seconds.
+    pub shutdown_grace_period_seconds: i64,
+}
+
+/// The priority groups derived from `shutdownGracePeriod` and `shutdownGracePeriodCriticalPods`
+/// (both in seconds) when `shutdownGracePeriodByPodPriority` is not configured:
+/// `[{0: requested − critical}, {2000000000: critical}]`.
+///
+/// Upstream: `nodeshutdown_manager.go` `migrateConfig` (Kubernetes 1.24+).
+///
+/// Returns `None` (feature inactive) if `shutdown_grace_period_s` is 0, or if the critical
+/// period exceeds the total (either remainder negative). Never an error.
+pub fn migrate_config(
+    shutdown_grace_period_s: i64,
+    critical_s: i64,
+) -> Option<Vec<ShutdownGracePeriodByPodPriority>> {
+    if shutdown_grace_period_s == 0 {
+        return None;
+    }
+    let default_group = shutdown_grace_period_s.checked_sub(critical_s)?;
+    if default_group < 0 {
+        return None;
+    }
+    let critical_group = shutdown_grace_period_s.checked_sub(default_group)?;
+    if critical_group < 0 {
+        return None;
+    }
+    Some(vec![
+        ShutdownGracePeriodByPodPriority {
+            priority: 0,
+            shutdown_grace_period_seconds: default_group,
+        },
+        ShutdownGracePeriodByPodPriority {
+            priority: SYSTEM_CRITICAL_PRIORITY,
+            shutdown_grace_period_seconds: critical_group,
+        },
+    ])
+}
+
+/// The total inhibit delay the kubelet asks logind for: the sum of the group periods, seconds.
+///
+/// Upstream: `nodeshutdown_manager_linux.go` (`shutdownGracePeriodByPodPriority` summed).
+pub fn total_shutdown_grace_period_seconds(groups: &[ShutdownGracePeriodByPodPriority]) -> i64 {
+    groups.iter().fold(0i64, |acc, g| {
+        acc.saturating_add(g.shutdown_grace_period_seconds)
+    })
+}
+
+/// A priority group with the pods assigned to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodShutdownGroup<P> {
+    pub group: ShutdownGracePeriodByPodPriority,
+    pub pods: Vec<P>,
+}
+
+/// Why pods could not be grouped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupByPriorityError {
+    /// There are pods but no group to put them in.
+    #[error("no shutdown priority groups configured for {pods} pods")]
+    NoGroups { pods: usize },
+}
+
+/// Assigns each pod to the group with the largest priority ≤ the pod's priority (nil counts as 0).
+/// Pods below the lowest group go to the lowest, pods above the highest to the highest. Groups
+/// come out sorted by priority, ascending (the order they are killed in), pods in input order.
+///
+/// Upstream: `nodeshutdown_manager.go` `groupByPriority` (1.24+); the manager sorts the groups
+/// first, done here as well (stable sort).
+///
+/// # Errors
+/// [`GroupByPriorityError::NoGroups`] if `pods` is non-empty and `groups` is empty (upstream
+/// never calls it that way).
+pub fn group_by_priority<P: Clone>(
+    groups: &[ShutdownGracePeriodByPodPriority],
+    pods: &[(P, Option<i32>)],
+) -> Result<Vec<PodShutdownGroup<P>>, GroupByPriorityError> {
+    let mut sorted: Vec<ShutdownGracePeriodByPodPriority> = groups.to_vec();
+    sorted.sort_by_key(|g| g.priority);
+    let mut out: Vec<PodShutdownGroup<P>> = sorted
+        .into_iter()
+        .map(|group| PodShutdownGroup {
+            group,
+            pods: Vec::new(),
+        })
+        .collect();
+    if out.is_empty() {
+        return if pods.is_empty() {
+            Ok(out)
+        } else {
+            Err(GroupByPriorityError::NoGroups { pods: pods.len() })
+        };
+    }
+    for (pod, priority) in pods {
+        let priority = priority.unwrap_or(0);
+        // The last group whose priority is <= the pod's; the lowest group otherwise.
+        let index = out
+            .iter()
+            .rposition(|g| g.group.priority <= priority)
+            .unwrap_or(0);
+        out[index].pods.push(pod.clone());
+    }
+    Ok(out)
+}
+
+/// The grace-period override a pod gets from its group: the group period, or the pod's TGPS if
+/// that is not longer. Seconds.
+///
+/// Upstream: `nodeshutdown_manager.go` `podManager.killPods` (1.24+). The override then goes
+/// through `killPodNow` and the pod worker (floored to 1 there).
+pub fn pod_grace_period_override(group_period_s: i64, pod_tgps: Option<i64>) -> i64 {
+    match pod_tgps {
+        Some(t) if t <= group_period_s => t,
+        _ => group_period_s,
+    }
+}
+
+/// The phase of a pod relevant to the shutdown status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownPodPhase {
+    Succeeded,
+    Failed,
+    /// Any other phase (Pending, Running, Unknown).
+    Other,
+}
+
+/// The status a pod killed by node shutdown ends with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShutdownPodStatus {
+    /// Failed, unless the pod had already Succeeded.
+    pub phase: ShutdownPodPhase,
+    /// [`SHUTDOWN_REASON`].
+    pub reason: &'static str,
+    /// [`SHUTDOWN_MESSAGE`].
+    pub message: &'static str,
+    /// Condition `DisruptionTarget=True` with reason `TerminationByKubelet`.
+    pub condition_type: &'static str,
+    pub condition_reason: &'static str,
+}
+
+/// The status function node shutdown passes to `killPodNow`.
+///
+/// Upstream: `nodeshutdown_manager.go` `podManager.killPods` status function (1.26+ adds the
+/// DisruptionTarget condition, GA with `PodDisruptionConditions` in 1.31).
+pub fn shutdown_pod_status(current: ShutdownPodPhase) -> ShutdownPodStatus {
+    ShutdownPodStatus {
+        phase: if current == ShutdownPodPhase::Succeeded {
+            ShutdownPodPhase::Succeeded
+        } else {
+            ShutdownPodPhase::Failed
+        },
+        reason: SHUTDOWN_REASON,
+        message: SHUTDOWN_MESSAGE,
+        condition_type: "DisruptionTarget",
+        condition_reason: "TerminationByKubelet",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrate() {
+        let g = migrate_config(300, 120).unwrap();
+        assert_eq!(g[0].shutdown_grace_period_seconds, 180);
+        assert_eq!(g[1].shutdown_grace_period_seconds, 120);
+        assert_eq!(total_shutdown_grace_period_seconds(&g), 300);
+        assert_eq!(migrate_config(0, 0), None);
+        assert_eq!(migrate_config(30, 60), None);
+        assert_eq!(migrate_config(i64::MIN, 1), None);
+    }
+
+    #[test]
+    fn groups_and_override() {
+        let groups = migrate_config(30, 10).unwrap();
+        let pods = [
+            ("a", None),
+            ("b", Some(1_000_000_000)),
+            ("c", Some(SYSTEM_CRITICAL_PRIORITY)),
+            ("d", Some(-5)),
+        ];
+        let out = group_by_priority(&groups, &pods).unwrap();
+        assert_eq!(out[0].pods, vec!["a", "b", "d"]);
+        assert_eq!(out[1].pods, vec!["c"]);
+        assert!(group_by_priority::<&str>(&[], &[("x", None)]).is_err());
+        assert_eq!(pod_grace_period_override(20, Some(5)), 5);
+        assert_eq!(pod_grace_period_override(20, Some(20)), 20);
+        assert_eq!(pod_grace_period_override(20, Some(60)), 20);
+        assert_eq!(pod_grace_period_override(0, None), 0);
+        assert_eq!(
+            shutdown_pod_status(ShutdownPodPhase::Succeeded).phase,
+            ShutdownPodPhase::Succeeded
+        );
+        assert_eq!(
+            shutdown_pod_status(ShutdownPodPhase::Other).phase,
+            ShutdownPodPhase::Failed
+        );
+    }
+}
