@@ -10,6 +10,7 @@ use crate::plan::{ContainerPlan, ContainerRole, PodPlan};
 use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};
 use crate::rules::kuberuntime::{self, GraceFields, KillContainer, KillReason};
 use crate::rules::podworker::{self, GraceInputs};
+use crate::rules::{eviction, nodeshutdown, runtime};
 use crate::KubeVersion;
 use serde::Serialize;
 use std::fmt;
@@ -353,17 +354,15 @@ fn resolve_start(
             force: true,
             now: false,
         }),
-        Trigger::EvictHard => {
-            let o = if opts.version.at_least(1, 31) { 1 } else { 0 };
-            Start {
-                dgps: None,
-                kill_override: Some(o),
-                removed_from_api: false,
-            }
-        }
+        Trigger::EvictHard => kubelet_kill(eviction::grace_period_override(
+            true,
+            0,
+            Some(tgps),
+            opts.version,
+        )),
         Trigger::EvictSoft => {
             let max = opts.kubelet.eviction_max_pod_grace_period;
-            let o = max.min(tgps);
+            let o = eviction::grace_period_override(false, max, Some(tgps), opts.version);
             if max <= 0 {
                 findings.push(Finding {
                     rule: "soft-eviction-is-immediate",
@@ -373,26 +372,21 @@ fn resolve_start(
                     ),
                 });
             }
-            Start {
-                dgps: None,
-                kill_override: Some(o),
-                removed_from_api: false,
-            }
+            kubelet_kill(o)
         }
         Trigger::NodeShutdown => {
             let k = opts.kubelet;
-            let critical = pod.priority.unwrap_or(0) >= 2_000_000_000;
-            let period = if critical {
-                k.shutdown_grace_period_critical_pods
-            } else {
-                k.shutdown_grace_period - k.shutdown_grace_period_critical_pods
-            };
-            let o = if tgps <= period { tgps } else { period };
-            Start {
-                dgps: None,
-                kill_override: Some(o),
-                removed_from_api: false,
-            }
+            let groups = nodeshutdown::migrate_config(
+                k.shutdown_grace_period,
+                k.shutdown_grace_period_critical_pods,
+            )
+            .unwrap_or_default();
+            let period = nodeshutdown::group_by_priority(&groups, &[((), pod.priority)])
+                .ok()
+                .and_then(|gs| gs.into_iter().find(|g| !g.pods.is_empty()))
+                .map(|g| g.group.shutdown_grace_period_seconds)
+                .unwrap_or(0);
+            kubelet_kill(nodeshutdown::pod_grace_period_override(period, Some(tgps)))
         }
         Trigger::Liveness(_) | Trigger::Startup(_) => Start {
             dgps: None,
@@ -402,11 +396,28 @@ fn resolve_start(
     }
 }
 
-/// The stop signal the runtime sends to a container.
+/// A kill the kubelet starts itself (eviction, node shutdown) with a grace-period override.
+fn kubelet_kill(override_seconds: i64) -> Start {
+    Start {
+        dgps: None,
+        kill_override: Some(override_seconds),
+        removed_from_api: false,
+    }
+}
+
+/// The stop signal the runtime sends to a container: `lifecycle.stopSignal`, else the image's
+/// STOPSIGNAL (for the official images podgrace knows), else SIGTERM.
 fn stop_signal(c: &ContainerPlan) -> String {
-    c.stop_signal
-        .clone()
-        .unwrap_or_else(|| "SIGTERM".to_string())
+    let image = c
+        .image
+        .as_deref()
+        .and_then(runtime::image_stop_signal)
+        .map(|s| s.to_string());
+    match runtime::effective_stop_signal(c.stop_signal.as_deref(), image.as_deref()) {
+        Ok(sig) => sig.to_string(),
+        // Manifest validation rejects unknown signal names; keep the text if one slips through.
+        Err(_) => c.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),
+    }
 }
 
 /// The hook's end in the min and max cases, ms, and whether it runs at all.

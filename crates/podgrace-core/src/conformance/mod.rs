@@ -199,11 +199,6 @@ impl<'a> Check<'a> {
         &self.v.function
     }
 
-    /// The vector's `source` (useful to tell cases of one function apart).
-    pub fn source(&self) -> &'a str {
-        &self.v.source
-    }
-
     fn unknown_function(&self) -> VectorError {
         VectorError::UnknownFunction {
             line: self.v.line,
@@ -224,11 +219,6 @@ impl<'a> Check<'a> {
     /// `true` if the input key is present (does not mark it used).
     pub fn has_input(&self, key: &str) -> bool {
         self.v.inputs.contains_key(key)
-    }
-
-    /// `true` if the expected key is present (does not mark it checked).
-    pub fn has_expected(&self, key: &str) -> bool {
-        self.v.expected.contains_key(key)
     }
 
     /// An optional input; marks it used.
