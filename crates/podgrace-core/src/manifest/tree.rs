@@ -487,14 +487,14 @@ mod tests {
 
     #[test]
     fn aliases_and_merges() {
-        let n = one("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\n");
+        let n = one("base: &b {x: 1, z: 2}\nuse:\n  <<: *b\n  z: 3\n");
         let u = n.get("use");
         assert_eq!(
             u.and_then(|u| u.get("x")).map(|x| x.value.clone()),
             Some(Value::Int(1))
         );
         assert_eq!(
-            u.and_then(|u| u.get("y")).map(|x| x.value.clone()),
+            u.and_then(|u| u.get("z")).map(|x| x.value.clone()),
             Some(Value::Int(3))
         );
     }
