@@ -1,0 +1,653 @@
+//! One document into [`Object`]s: kind dispatch, typed deserialization, validation, and the
+//! conversion into [`PodPlan`] with upstream defaults (`pkg/apis/core/v1/defaults.go`:
+//! `SetDefaults_PodSpec`, `SetDefaults_Probe`, `SetDefaults_HTTPGetAction`,
+//! `SetDefaults_ContainerPort`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{
+    Container, HTTPGetAction, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe,
+    ReplicationController, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::de::{self, Ctx, DeError, IssueKind};
+use super::tree::{Node, Pos, Value};
+use super::validate::{self, FieldErrorKind, SpecAt};
+use super::{LoadOptions, ManifestError, ManifestErrorKind, Object, ObjectBody};
+use crate::plan;
+use crate::plan::{
+    ContainerPlan, ContainerPort, ContainerRole, Handler, HttpGet, PodPlan, PortRef, ProbeAction,
+    RestartPolicy, SourceSpan, WorkloadKind,
+};
+
+/// Upstream `DefaultTerminationGracePeriodSeconds`, seconds.
+const DEFAULT_TGPS: i64 = 30;
+
+pub(crate) struct Loader<'f> {
+    pub file: &'f str,
+    pub options: &'f LoadOptions,
+}
+
+/// What a document's `apiVersion`/`kind` pair is.
+enum Kind {
+    Workload(WorkloadKind),
+    Service,
+    Pdb,
+    List,
+    Other,
+}
+
+impl Loader<'_> {
+    fn span(&self, pos: Pos, path: String) -> SourceSpan {
+        SourceSpan {
+            file: self.file.to_string(),
+            line: pos.line as usize,
+            column: pos.col as usize,
+            path,
+        }
+    }
+
+    fn error(&self, pos: Pos, path: impl Into<String>, kind: ManifestErrorKind) -> ManifestError {
+        ManifestError {
+            span: self.span(pos, path.into()),
+            kind,
+        }
+    }
+
+    /// Loads one document (an object or a `List`) into `out`; problems go to `errors`.
+    pub fn document(&self, doc: &Node<'_>, out: &mut Vec<Object>, errors: &mut Vec<ManifestError>) {
+        let Value::Map(_) = &doc.value else {
+            errors.push(self.error(
+                doc.pos,
+                "",
+                ManifestErrorKind::NotAnObject(format!(
+                    "expected a Kubernetes object (a mapping), found {}",
+                    doc.describe()
+                )),
+            ));
+            return;
+        };
+        let mut type_meta = |key: &str| -> Option<String> {
+            match doc.get(key) {
+                Some(Node {
+                    value: Value::Str(s),
+                    ..
+                }) if !s.is_empty() => Some(s.to_string()),
+                Some(n) => {
+                    errors.push(self.error(
+                        n.pos,
+                        key,
+                        ManifestErrorKind::NotAnObject(format!(
+                            "Required value: must be a non-empty string, found {}",
+                            n.describe()
+                        )),
+                    ));
+                    None
+                }
+                None => {
+                    errors.push(self.error(
+                        doc.pos,
+                        key,
+                        ManifestErrorKind::NotAnObject(
+                            "Required value: every object needs apiVersion and kind".into(),
+                        ),
+                    ));
+                    None
+                }
+            }
+        };
+        let (Some(api_version), Some(kind)) = (type_meta("apiVersion"), type_meta("kind")) else {
+            return;
+        };
+        let version = self.options.kube_version;
+        let unsupported = |hint: &str| ManifestErrorKind::UnsupportedVersion {
+            kind: kind.clone(),
+            api_version: api_version.clone(),
+            hint: Some(hint.to_string()),
+        };
+        let k = match (api_version.as_str(), kind.as_str()) {
+            ("v1", "Pod") => Kind::Workload(WorkloadKind::Pod),
+            ("v1", "ReplicationController") => Kind::Workload(WorkloadKind::ReplicationController),
+            ("apps/v1", "Deployment") => Kind::Workload(WorkloadKind::Deployment),
+            ("apps/v1", "StatefulSet") => Kind::Workload(WorkloadKind::StatefulSet),
+            ("apps/v1", "DaemonSet") => Kind::Workload(WorkloadKind::DaemonSet),
+            ("apps/v1", "ReplicaSet") => Kind::Workload(WorkloadKind::ReplicaSet),
+            ("batch/v1", "Job") => Kind::Workload(WorkloadKind::Job),
+            ("batch/v1", "CronJob") => Kind::Workload(WorkloadKind::CronJob),
+            ("batch/v1beta1", "CronJob") if !version.at_least(1, 25) => {
+                Kind::Workload(WorkloadKind::CronJob)
+            }
+            ("v1", "Service") => Kind::Service,
+            ("policy/v1", "PodDisruptionBudget") => Kind::Pdb,
+            ("policy/v1beta1", "PodDisruptionBudget") if !version.at_least(1, 25) => Kind::Pdb,
+            ("v1", "List") => Kind::List,
+            (
+                "extensions/v1beta1" | "apps/v1beta1" | "apps/v1beta2",
+                "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet",
+            ) => {
+                let pos = doc.get("apiVersion").map_or(doc.pos, |n| n.pos);
+                errors.push(self.error(
+                    pos,
+                    "apiVersion",
+                    unsupported("removed in Kubernetes 1.16; use apps/v1"),
+                ));
+                return;
+            }
+            ("batch/v1beta1" | "batch/v2alpha1", "CronJob")
+            | ("policy/v1beta1", "PodDisruptionBudget") => {
+                let pos = doc.get("apiVersion").map_or(doc.pos, |n| n.pos);
+                let hint = if kind == "CronJob" {
+                    "removed in Kubernetes 1.25; use batch/v1"
+                } else {
+                    "removed in Kubernetes 1.25; use policy/v1"
+                };
+                errors.push(self.error(pos, "apiVersion", unsupported(hint)));
+                return;
+            }
+            _ => Kind::Other,
+        };
+        match k {
+            Kind::List => self.list(doc, out, errors),
+            Kind::Other => out.push(self.object(doc, kind, api_version, ObjectBody::Other)),
+            Kind::Service => {
+                if let Some(s) = self.typed::<Service>(doc, errors) {
+                    out.push(self.object(doc, kind, api_version, ObjectBody::Service(Box::new(s))));
+                }
+            }
+            Kind::Pdb => {
+                if let Some(p) = self.typed::<PodDisruptionBudget>(doc, errors) {
+                    out.push(self.object(
+                        doc,
+                        kind,
+                        api_version,
+                        ObjectBody::PodDisruptionBudget(Box::new(p)),
+                    ));
+                }
+            }
+            Kind::Workload(w) => {
+                if let Some(plan) = self.workload(doc, w, errors) {
+                    out.push(self.object(
+                        doc,
+                        kind,
+                        api_version,
+                        ObjectBody::Workload(Box::new(plan)),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// `kind: List`: each of `items` is loaded as a document of its own.
+    fn list(&self, doc: &Node<'_>, out: &mut Vec<Object>, errors: &mut Vec<ManifestError>) {
+        match doc.get("items").map(|n| &n.value) {
+            Some(Value::Seq(items)) => {
+                for item in items {
+                    self.document(item, out, errors);
+                }
+            }
+            Some(Value::Null) | None => {}
+            Some(_) => {
+                let pos = doc.get("items").map_or(doc.pos, |n| n.pos);
+                errors.push(self.error(
+                    pos,
+                    "items",
+                    ManifestErrorKind::Type("invalid type: expected a sequence".into()),
+                ));
+            }
+        }
+    }
+
+    fn object(
+        &self,
+        doc: &Node<'_>,
+        kind: String,
+        api_version: String,
+        body: ObjectBody,
+    ) -> Object {
+        let meta = doc.get("metadata");
+        let name = meta
+            .and_then(|m| {
+                m.get("name")
+                    .and_then(Node::as_str)
+                    .or_else(|| m.get("generateName").and_then(Node::as_str))
+            })
+            .unwrap_or_default()
+            .to_string();
+        let namespace = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Node::as_str)
+            .map(str::to_string);
+        Object {
+            kind,
+            api_version,
+            name,
+            namespace,
+            span: self.span(doc.pos, String::new()),
+            body,
+        }
+    }
+
+    /// Deserializes `T` from the document; type errors, unknown and duplicate fields go to
+    /// `errors` (and give `None`).
+    fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        doc: &Node<'_>,
+        errors: &mut Vec<ManifestError>,
+    ) -> Option<T> {
+        let ctx = Ctx::default();
+        let result = de::from_node::<T>(doc, &ctx);
+        let before = errors.len();
+        for issue in ctx.issues.into_inner() {
+            let kind = match issue.kind {
+                IssueKind::Unknown { field, hint } => {
+                    ManifestErrorKind::UnknownField { field, hint }
+                }
+                IssueKind::Duplicate { field } => ManifestErrorKind::DuplicateField { field },
+            };
+            errors.push(self.error(issue.pos, issue.path, kind));
+        }
+        match result {
+            Ok(v) if errors.len() == before => Some(v),
+            Ok(_) => None,
+            Err(e) => {
+                errors.push(self.de_error(doc, e));
+                None
+            }
+        }
+    }
+
+    /// Turns a deserialization error into a located error; `missing field `x`` becomes the
+    /// API server's `x: Required value`.
+    fn de_error(&self, doc: &Node<'_>, e: DeError) -> ManifestError {
+        let (pos, path) = e.at.unwrap_or((doc.pos, String::new()));
+        if let Some(field) = e
+            .message
+            .strip_prefix("missing field `")
+            .and_then(|s| s.strip_suffix('`'))
+        {
+            let path = if path.is_empty() {
+                field.to_string()
+            } else {
+                format!("{path}.{field}")
+            };
+            return self.error(
+                pos,
+                path,
+                ManifestErrorKind::Field(FieldErrorKind::Required {
+                    detail: String::new(),
+                }),
+            );
+        }
+        self.error(pos, path, ManifestErrorKind::Type(e.message))
+    }
+
+    fn required(&self, doc: &Node<'_>, path: &str, errors: &mut Vec<ManifestError>) {
+        errors.push(self.error(
+            doc.pos,
+            path,
+            ManifestErrorKind::Field(FieldErrorKind::Required {
+                detail: String::new(),
+            }),
+        ));
+    }
+
+    /// A Pod or workload: typed, validated, converted.
+    fn workload(
+        &self,
+        doc: &Node<'_>,
+        kind: WorkloadKind,
+        errors: &mut Vec<ManifestError>,
+    ) -> Option<PodPlan> {
+        let (meta, template, replicas, prefix): (
+            ObjectMeta,
+            Option<PodTemplateSpec>,
+            Option<i32>,
+            &'static [&'static str],
+        ) = match kind {
+            WorkloadKind::Pod => {
+                let p: Pod = self.typed(doc, errors)?;
+                let spec = p.spec;
+                let tpl = spec.map(|s| PodTemplateSpec {
+                    metadata: Some(p.metadata.clone()),
+                    spec: Some(s),
+                });
+                (p.metadata, tpl, None, &["spec"])
+            }
+            WorkloadKind::Deployment => {
+                let d: Deployment = self.typed(doc, errors)?;
+                (
+                    d.metadata,
+                    Some(d.spec.template),
+                    Some(d.spec.replicas.unwrap_or(1)),
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::StatefulSet => {
+                let d: StatefulSet = self.typed(doc, errors)?;
+                (
+                    d.metadata,
+                    Some(d.spec.template),
+                    Some(d.spec.replicas.unwrap_or(1)),
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::DaemonSet => {
+                let d: DaemonSet = self.typed(doc, errors)?;
+                (
+                    d.metadata,
+                    Some(d.spec.template),
+                    None,
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::ReplicaSet => {
+                let d: ReplicaSet = self.typed(doc, errors)?;
+                (
+                    d.metadata,
+                    d.spec.template,
+                    Some(d.spec.replicas.unwrap_or(1)),
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::ReplicationController => {
+                let d: ReplicationController = self.typed(doc, errors)?;
+                let (t, r) = d.spec.map(|s| (s.template, s.replicas)).unzip();
+                (
+                    d.metadata,
+                    t.flatten(),
+                    Some(r.flatten().unwrap_or(1)),
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::Job => {
+                let d: Job = self.typed(doc, errors)?;
+                (
+                    d.metadata,
+                    d.spec.map(|s| s.template),
+                    None,
+                    &["spec", "template", "spec"],
+                )
+            }
+            WorkloadKind::CronJob => {
+                let d: CronJob = self.typed(doc, errors)?;
+                let t = d.spec.job_template.spec.map(|s| s.template);
+                (
+                    d.metadata,
+                    t,
+                    None,
+                    &["spec", "jobTemplate", "spec", "template", "spec"],
+                )
+            }
+        };
+        if meta.name.as_deref().unwrap_or_default().is_empty()
+            && meta.generate_name.as_deref().unwrap_or_default().is_empty()
+        {
+            let pos = doc.get("metadata").map_or(doc.pos, |n| n.pos);
+            errors.push(self.error(
+                pos,
+                "metadata.name",
+                ManifestErrorKind::Field(FieldErrorKind::Required {
+                    detail: "name or generateName is required".into(),
+                }),
+            ));
+            return None;
+        }
+        let Some(template) = template else {
+            let path = if kind == WorkloadKind::CronJob {
+                "spec.jobTemplate.spec"
+            } else {
+                "spec"
+            };
+            self.required(doc, path, errors);
+            return None;
+        };
+        let Some(spec) = template.spec else {
+            let path = prefix[..prefix.len() - 1].join(".");
+            self.required(doc, &path, errors);
+            return None;
+        };
+        let mut node = Some(doc);
+        for p in prefix {
+            node = node.and_then(|n| n.get(p));
+        }
+        let at = SpecAt {
+            node,
+            fallback: doc.pos,
+            prefix,
+        };
+        let field_errors = validate::pod_spec(&spec, kind, &at, self.options.kube_version);
+        if !field_errors.is_empty() {
+            for e in field_errors {
+                errors.push(self.error(e.pos, e.path, ManifestErrorKind::Field(e.kind)));
+            }
+            return None;
+        }
+        let labels = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        let name = meta.name.or(meta.generate_name).unwrap_or_default();
+        Some(self.plan(
+            spec,
+            &at,
+            PlanHead {
+                name,
+                namespace: meta.namespace,
+                kind,
+                labels,
+                replicas,
+                span: self.span(doc.pos, String::new()),
+            },
+        ))
+    }
+
+    fn plan(&self, spec: PodSpec, at: &SpecAt<'_, '_>, head: PlanHead) -> PodPlan {
+        let tgps = spec.termination_grace_period_seconds;
+        let restart_policy = match spec.restart_policy.as_deref() {
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            Some("Never") => RestartPolicy::Never,
+            _ => RestartPolicy::Always,
+        };
+        let init_containers = spec
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let role = if c.restart_policy.as_deref() == Some("Always") {
+                    ContainerRole::Sidecar
+                } else {
+                    ContainerRole::Init
+                };
+                self.container(
+                    c,
+                    role,
+                    i,
+                    at.locate(&[
+                        validate::Seg::Key("initContainers"),
+                        validate::Seg::Index(i),
+                    ]),
+                )
+            })
+            .collect();
+        let containers = spec
+            .containers
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                self.container(
+                    c,
+                    ContainerRole::Main,
+                    i,
+                    at.locate(&[validate::Seg::Key("containers"), validate::Seg::Index(i)]),
+                )
+            })
+            .collect();
+        PodPlan {
+            name: head.name,
+            namespace: head.namespace,
+            kind: head.kind,
+            labels: head.labels,
+            // Negative TGPS is accepted by validation and treated as 1 (delete path since 1.22,
+            // defaulting since 1.27: kubernetes/kubernetes#98866, #115606).
+            termination_grace_period_seconds: tgps
+                .map_or(DEFAULT_TGPS, |t| if t < 0 { 1 } else { t }),
+            termination_grace_period_defaulted: tgps.is_none(),
+            priority: spec.priority,
+            priority_class_name: spec.priority_class_name,
+            restart_policy,
+            host_network: spec.host_network.unwrap_or(false),
+            share_process_namespace: spec.share_process_namespace.unwrap_or(false),
+            os: spec.os.map(|o| o.name),
+            replicas: head.replicas,
+            init_containers,
+            containers,
+            span: head.span,
+        }
+    }
+
+    fn container(
+        &self,
+        c: Container,
+        role: ContainerRole,
+        index: usize,
+        (path, pos): (String, Pos),
+    ) -> ContainerPlan {
+        let lifecycle = c.lifecycle.unwrap_or_default();
+        ContainerPlan {
+            name: c.name,
+            role,
+            index,
+            image: c.image,
+            command: c.command.unwrap_or_default(),
+            args: c.args.unwrap_or_default(),
+            working_dir: c.working_dir,
+            env: c
+                .env
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| {
+                    (
+                        e.name,
+                        if e.value_from.is_some() {
+                            None
+                        } else {
+                            Some(e.value.unwrap_or_default())
+                        },
+                    )
+                })
+                .collect(),
+            ports: c
+                .ports
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| ContainerPort {
+                    name: p.name,
+                    container_port: p.container_port,
+                    protocol: p.protocol.unwrap_or_else(|| "TCP".into()),
+                })
+                .collect(),
+            post_start: lifecycle.post_start.and_then(handler),
+            pre_stop: lifecycle.pre_stop.and_then(handler),
+            stop_signal: lifecycle.stop_signal,
+            liveness_probe: c.liveness_probe.and_then(probe),
+            readiness_probe: c.readiness_probe.and_then(probe),
+            startup_probe: c.startup_probe.and_then(probe),
+            span: self.span(pos, path),
+        }
+    }
+}
+
+struct PlanHead {
+    name: String,
+    namespace: Option<String>,
+    kind: WorkloadKind,
+    labels: BTreeMap<String, String>,
+    replicas: Option<i32>,
+    span: SourceSpan,
+}
+
+fn port_ref(p: IntOrString) -> PortRef {
+    match p {
+        IntOrString::Int(n) => PortRef::Number(n),
+        IntOrString::String(s) => PortRef::Name(s),
+    }
+}
+
+/// `SetDefaults_HTTPGetAction`: path `/`, scheme `HTTP`.
+fn http_get(g: HTTPGetAction) -> HttpGet {
+    HttpGet {
+        host: g.host.filter(|h| !h.is_empty()),
+        port: port_ref(g.port),
+        path: g
+            .path
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".into()),
+        scheme: g
+            .scheme
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "HTTP".into()),
+        headers: g
+            .http_headers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| (h.name, h.value))
+            .collect(),
+    }
+}
+
+/// A validated handler (exactly one action) into the plan's form.
+fn handler(h: LifecycleHandler) -> Option<Handler> {
+    if let Some(e) = h.exec {
+        return Some(Handler::Exec {
+            command: e.command.unwrap_or_default(),
+        });
+    }
+    if let Some(g) = h.http_get {
+        return Some(Handler::HttpGet(http_get(g)));
+    }
+    if let Some(s) = h.sleep {
+        return Some(Handler::Sleep { seconds: s.seconds });
+    }
+    h.tcp_socket.map(|t| Handler::TcpSocket {
+        port: port_ref(t.port),
+    })
+}
+
+/// `SetDefaults_Probe`: zero (unset) timeout 1, period 10, success 1, failure 3.
+fn probe(p: Probe) -> Option<plan::Probe> {
+    let action = if let Some(e) = p.exec {
+        ProbeAction::Exec {
+            command: e.command.unwrap_or_default(),
+        }
+    } else if let Some(g) = p.http_get {
+        ProbeAction::HttpGet(http_get(g))
+    } else if let Some(t) = p.tcp_socket {
+        ProbeAction::TcpSocket {
+            host: t.host.filter(|h| !h.is_empty()),
+            port: port_ref(t.port),
+        }
+    } else {
+        let g = p.grpc?;
+        ProbeAction::Grpc {
+            port: g.port,
+            service: g.service,
+        }
+    };
+    let or = |v: Option<i32>, d: i64| v.filter(|v| *v != 0).map_or(d, i64::from);
+    Some(plan::Probe {
+        action,
+        initial_delay_seconds: p.initial_delay_seconds.map_or(0, i64::from),
+        period_seconds: or(p.period_seconds, 10),
+        timeout_seconds: or(p.timeout_seconds, 1),
+        success_threshold: or(p.success_threshold, 1),
+        failure_threshold: or(p.failure_threshold, 3),
+        termination_grace_period_seconds: p.termination_grace_period_seconds,
+    })
+}

@@ -1,0 +1,233 @@
+//! Manifests: multi-document YAML (or JSON) into `k8s-openapi` types, checked as the API server
+//! checks them, converted once into [`PodPlan`]s with upstream defaults applied.
+//!
+//! Pure code: the caller passes the text and the file name used in messages.
+//!
+//! Pipeline, one pass per document: [`tree`] parses it into a spanned value tree (granit-parser,
+//! the parser under serde-saphyr); [`de`] deserializes the typed object straight from that tree,
+//! placing type errors at their node and recording unknown or duplicate fields; [`validate`]
+//! mirrors the API server's validation of the fields termination depends on; [`convert`] applies
+//! the defaults and builds the plan.
+//!
+//! Errors name file, line, column and the kubectl-style field path:
+//! `deploy.yaml:14:15: spec.containers[0].lifecycle.preStopp: unknown field "preStopp" (did you mean "preStop"?)`.
+
+mod convert;
+mod de;
+mod tree;
+mod validate;
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::plan::{PodPlan, SourceSpan};
+use crate::KubeVersion;
+
+pub use validate::FieldErrorKind;
+
+/// How to load: the Kubernetes release whose API server and defaults are mirrored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadOptions {
+    /// Release whose validation applies (for example, a preStop `sleep.seconds: 0` is valid from
+    /// 1.33 on, where `PodLifecycleSleepActionAllowZero` is on by default).
+    pub kube_version: KubeVersion,
+}
+
+/// All objects of one file, in document order (a `List` is replaced by its items).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Manifest {
+    pub objects: Vec<Object>,
+}
+
+impl Manifest {
+    /// The pod plans of the file: every Pod and every workload's pod template, in order.
+    pub fn pods(&self) -> impl Iterator<Item = &PodPlan> {
+        self.objects.iter().filter_map(|o| match &o.body {
+            ObjectBody::Workload(plan) => Some(plan.as_ref()),
+            _ => None,
+        })
+    }
+
+    /// The Services of the file.
+    pub fn services(&self) -> impl Iterator<Item = (&Object, &Service)> {
+        self.objects.iter().filter_map(|o| match &o.body {
+            ObjectBody::Service(s) => Some((o, s.as_ref())),
+            _ => None,
+        })
+    }
+
+    /// The PodDisruptionBudgets of the file.
+    pub fn pod_disruption_budgets(&self) -> impl Iterator<Item = (&Object, &PodDisruptionBudget)> {
+        self.objects.iter().filter_map(|o| match &o.body {
+            ObjectBody::PodDisruptionBudget(p) => Some((o, p.as_ref())),
+            _ => None,
+        })
+    }
+}
+
+/// One Kubernetes object of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// `kind` as written (`Deployment`).
+    pub kind: String,
+    /// `apiVersion` as written (`apps/v1`).
+    pub api_version: String,
+    /// `metadata.name` (or `generateName` when only that is set; empty if neither).
+    pub name: String,
+    /// `metadata.namespace`, if set.
+    pub namespace: Option<String>,
+    /// Where the object starts (its first key); `path` is empty.
+    pub span: SourceSpan,
+    pub body: ObjectBody,
+}
+
+/// What podgrace keeps of an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectBody {
+    /// A Pod, or the pod template of a Deployment, StatefulSet, DaemonSet, ReplicaSet,
+    /// ReplicationController, Job or CronJob.
+    Workload(Box<PodPlan>),
+    /// A `v1` Service (selector, ports, `publishNotReadyAddresses`).
+    Service(Box<Service>),
+    /// A `policy/v1` PodDisruptionBudget (`policy/v1beta1` before 1.25, same fields).
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
+    /// Any other kind: kept by kind and name only.
+    Other,
+}
+
+/// One problem in a manifest, placed at a file, line, column and field path.
+///
+/// `Display`: `FILE:LINE:COLUMN: PATH: MESSAGE` (the path is left out when empty).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{}:{}: {}{kind}", span.file, span.line, span.column, PathPrefix(&span.path))]
+pub struct ManifestError {
+    /// Where: file, 1-based line and column, field path from the object root.
+    pub span: SourceSpan,
+    pub kind: ManifestErrorKind,
+}
+
+struct PathPrefix<'a>(&'a str);
+
+impl fmt::Display for PathPrefix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            write!(f, "{}: ", self.0)
+        }
+    }
+}
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestErrorKind {
+    /// The text is not YAML (message from the parser).
+    #[error("YAML syntax error: {0}")]
+    Syntax(String),
+    /// A document that is not a mapping, or lacks `apiVersion` or `kind`.
+    #[error("{0}")]
+    NotAnObject(String),
+    /// A kind the API server does not serve under this `apiVersion` (kubectl's wording).
+    #[error("no matches for kind {kind:?} in version {api_version:?}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    UnsupportedVersion {
+        kind: String,
+        api_version: String,
+        hint: Option<String>,
+    },
+    /// A value of the wrong type (message from serde, as in `invalid type: string "30",
+    /// expected i64`).
+    #[error("{0}")]
+    Type(String),
+    /// A field the type does not have (the API server's strict field validation rejects it).
+    #[error("unknown field {field:?}{}", hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
+    UnknownField { field: String, hint: Option<String> },
+    /// The same key twice in one mapping.
+    #[error("duplicate field {field:?}")]
+    DuplicateField { field: String },
+    /// A value the API server's validation rejects, worded as the API server words it.
+    #[error("{0}")]
+    Field(FieldErrorKind),
+}
+
+/// All errors of one file (at least one), one per line when displayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+/// Loads every object of `text` with the latest release's rules. See [`load_with`].
+pub fn load(text: &str, file: &str) -> Result<Manifest, ManifestErrors> {
+    load_with(text, file, &LoadOptions::default())
+}
+
+/// Loads every object of `text` (multi-document YAML or JSON), `file` naming it in messages.
+///
+/// Empty and `null` documents are skipped; `kind: List` is replaced by its `items`.
+///
+/// # Errors
+/// Every problem of the file (syntax, types, unknown fields, API validation), in order. Use
+/// [`load_partial`] to get the objects that loaded as well.
+pub fn load_with(
+    text: &str,
+    file: &str,
+    options: &LoadOptions,
+) -> Result<Manifest, ManifestErrors> {
+    let (manifest, errors) = load_partial(text, file, options);
+    if errors.is_empty() {
+        Ok(manifest)
+    } else {
+        Err(ManifestErrors(errors))
+    }
+}
+
+/// Like [`load_with`], but returns the objects that loaded together with the errors of the
+/// others (an object with any error is left out).
+pub fn load_partial(
+    text: &str,
+    file: &str,
+    options: &LoadOptions,
+) -> (Manifest, Vec<ManifestError>) {
+    let (docs, syntax) = tree::parse_documents(text);
+    let mut manifest = Manifest {
+        objects: Vec::with_capacity(docs.len()),
+    };
+    let mut errors = Vec::new();
+    let loader = convert::Loader { file, options };
+    for doc in &docs {
+        loader.document(doc, &mut manifest.objects, &mut errors);
+    }
+    if let Some(e) = syntax {
+        errors.push(ManifestError {
+            span: SourceSpan {
+                file: file.to_string(),
+                line: e.pos.line as usize,
+                column: e.pos.col as usize,
+                path: String::new(),
+            },
+            kind: ManifestErrorKind::Syntax(e.message),
+        });
+    }
+    (manifest, errors)
+}
+
+/// Parses `text` into the same spanned trees [`load`] builds, and nothing more; returns the
+/// number of non-empty documents. For benchmarks comparing parse cost with a full load.
+///
+/// # Errors
+/// The first YAML syntax error, with its position (`path` empty; file `-`).
+pub fn parse_only(text: &str) -> Result<usize, Box<ManifestError>> {
+    let (docs, syntax) = tree::parse_documents(text);
+    match syntax {
+        None => Ok(docs.len()),
+        Some(e) => Err(Box::new(ManifestError {
+            span: SourceSpan {
+                file: "-".to_string(),
+                line: e.pos.line as usize,
+                column: e.pos.col as usize,
+                path: String::new(),
+            },
+            kind: ManifestErrorKind::Syntax(e.message),
+        })),
+    }
+}
