@@ -652,9 +652,12 @@ fn container_findings(
         let known = c.pre_stop.as_ref().and_then(|h| h.known_duration_ms());
         if let (Some(budget), Some(d)) = (t.pre_stop_budget_seconds, known) {
             if d >= budget * 1000 {
+                // The pod's own budget is a manifest error; a budget cut short by the trigger
+                // (force delete, eviction, shutdown) is worth a warning.
+                let own_budget = budget >= pod.termination_grace_period_seconds;
                 findings.push(Finding {
                     rule: "prestop-exceeds-grace",
-                    severity: Severity::Error,
+                    severity: if own_budget { Severity::Error } else { Severity::Warning },
                     message: format!(
                         "container {}: the preStop hook runs {} s but its budget is {budget} s: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={}",
                         t.name,

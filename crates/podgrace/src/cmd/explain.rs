@@ -149,22 +149,23 @@ fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
         .max(9);
     let _ = writeln!(
         out,
-        "  {:name_w$}  {:7}  {:22}  {:24}  {}",
-        "CONTAINER", "ROLE", "PRESTOP", "STOP SIGNAL", "SIGKILL IF STILL RUNNING"
+        "  {:name_w$}  {:7}  {:22}  {:24}  SIGKILL IF STILL RUNNING",
+        "CONTAINER", "ROLE", "PRESTOP", "STOP SIGNAL"
     );
     for c in &tl.containers {
         let hook = match &c.pre_stop {
             Some(p) => format!("{} 0 → {}", p.action, range(p.end_seconds)),
             None => "-".to_string(),
         };
+        let signal = format!("{} at {}", c.stop_signal, range(c.stop_signal_seconds));
         let _ = writeln!(
             out,
-            "  {:name_w$}  {:7}  {:22}  {:24}  {}",
+            "  {:name_w$}  {:7}  {:22}  {:24}  at {}",
             c.name,
             c.role,
             hook,
-            format!("{} at {}", c.stop_signal, range(c.stop_signal_seconds)),
-            format!("at {}", range(c.kill_seconds))
+            signal,
+            range(c.kill_seconds)
         );
     }
     let end = tl
@@ -175,11 +176,21 @@ fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
     let _ = writeln!(out);
     let _ = writeln!(out, "  {:name_w$}  {}", "", axis(end));
     for c in &tl.containers {
-        let _ = writeln!(out, "  {:name_w$}  {}", c.name, bar(c, end));
+        let fastest = Scenario::of(c, |s| s.min);
+        let slowest = Scenario::of(c, |s| s.max);
+        let _ = writeln!(out, "  {:name_w$}  {}", c.name, fastest.bar(end));
+        if slowest != fastest {
+            let _ = writeln!(out, "  {:>name_w$}  {}", "(slowest)", slowest.bar(end));
+        }
     }
+    let turn = if tl.containers.iter().any(|c| c.role == "sidecar") {
+        "  - waiting for its turn"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "  {:name_w$}  = preStop  S stop signal  ~ may come here  K SIGKILL",
+        "  {:name_w$}  = preStop{turn}  S stop signal  . waiting for exit  K SIGKILL",
         ""
     );
     if !tl.findings.is_empty() {
@@ -199,50 +210,46 @@ fn col(t: f64, end: f64) -> usize {
     (((t / end) * CHART as f64).round() as usize).min(CHART)
 }
 
+/// The time axis: `0` at the left, the last SIGKILL at the right.
 fn axis(end: f64) -> String {
-    let mut s = vec![' '; CHART + 8];
-    let label0 = "0";
-    s[0] = '0';
-    let _ = label0;
-    let end_label = format!("{} s", fmt_secs((end * 1000.0).round() as i64));
-    let start = CHART.saturating_sub(end_label.len().saturating_sub(1));
-    for (i, ch) in end_label.chars().enumerate() {
-        if let Some(slot) = s.get_mut(start + i) {
-            *slot = ch;
-        }
-    }
-    s.into_iter().collect::<String>().trim_end().to_string()
+    let label = format!("{} s", fmt_secs((end * 1000.0).round() as i64));
+    let pad = (CHART + 1).saturating_sub(1 + label.len());
+    format!("0{}{label}", " ".repeat(pad))
 }
 
-fn bar(c: &ContainerTimeline, end: f64) -> String {
-    let mut s = vec![' '; CHART + 1];
-    let hook_end = c
-        .pre_stop
-        .as_ref()
-        .map(|p| col(p.end_seconds.max, end))
-        .unwrap_or(0);
-    for slot in s.iter_mut().take(hook_end) {
-        *slot = '=';
+/// One run of a container through termination: hooks and apps at their fastest or slowest.
+#[derive(PartialEq)]
+struct Scenario {
+    hook_end: Option<f64>,
+    stop: f64,
+    kill: f64,
+}
+
+impl Scenario {
+    fn of(c: &ContainerTimeline, pick: impl Fn(timeline::Span) -> f64) -> Scenario {
+        Scenario {
+            hook_end: c.pre_stop.as_ref().map(|p| pick(p.end_seconds)),
+            stop: pick(c.stop_signal_seconds),
+            kill: pick(c.kill_seconds),
+        }
     }
-    let (s_lo, s_hi) = (
-        col(c.stop_signal_seconds.min, end),
-        col(c.stop_signal_seconds.max, end),
-    );
-    let (k_lo, k_hi) = (col(c.kill_seconds.min, end), col(c.kill_seconds.max, end));
-    for slot in s.iter_mut().take(k_hi).skip(s_hi) {
-        *slot = '.';
+
+    fn bar(&self, end: f64) -> String {
+        let mut s = vec![' '; CHART + 1];
+        let (stop, kill) = (col(self.stop, end), col(self.kill, end));
+        let hook_end = col(self.hook_end.unwrap_or(0.0), end);
+        for slot in s.iter_mut().take(hook_end) {
+            *slot = '=';
+        }
+        // A sidecar waits for its turn between its hook and its stop signal.
+        for slot in s.iter_mut().take(stop).skip(hook_end) {
+            *slot = '-';
+        }
+        for slot in s.iter_mut().take(kill).skip(stop) {
+            *slot = '.';
+        }
+        s[stop] = 'S';
+        s[kill] = 'K';
+        s.into_iter().collect::<String>().trim_end().to_string()
     }
-    for slot in s.iter_mut().take(s_hi + 1).skip(s_lo) {
-        *slot = '~';
-    }
-    for slot in s.iter_mut().take(k_hi + 1).skip(k_lo) {
-        *slot = '~';
-    }
-    if let Some(slot) = s.get_mut(s_lo) {
-        *slot = 'S';
-    }
-    if let Some(slot) = s.get_mut(k_hi) {
-        *slot = 'K';
-    }
-    s.into_iter().collect::<String>().trim_end().to_string()
 }

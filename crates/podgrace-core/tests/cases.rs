@@ -1,0 +1,297 @@
+//! The field cases of `shared/cases/README.md` that `explain` can speak to, with the numbers
+//! written there. Each test loads a manifest restating the case and checks the timeline.
+
+use podgrace_core::manifest;
+use podgrace_core::timeline::{
+    explain, ContainerTimeline, KubeletConfig, Options, Timeline, Trigger,
+};
+use podgrace_core::KubeVersion;
+
+fn timeline_with(yaml: &str, trigger: Trigger, opts: Options) -> Timeline {
+    let m = manifest::load_with(
+        yaml,
+        "case.yaml",
+        &manifest::LoadOptions {
+            kube_version: opts.version,
+        },
+    )
+    .unwrap_or_else(|e| panic!("case manifest does not load: {e}"));
+    let pod = m.pods().next().expect("one pod");
+    explain(pod, &trigger, &opts).expect("explain")
+}
+
+fn timeline(yaml: &str, trigger: Trigger) -> Timeline {
+    timeline_with(yaml, trigger, Options::default())
+}
+
+fn container<'a>(t: &'a Timeline, name: &str) -> &'a ContainerTimeline {
+    t.containers
+        .iter()
+        .find(|c| c.name == name)
+        .expect("container")
+}
+
+/// Asserts a span is exactly `[min, max]` seconds.
+fn span(s: podgrace_core::timeline::Span, min: f64, max: f64) {
+    assert!(
+        (s.min - min).abs() < 1e-9 && (s.max - max).abs() < 1e-9,
+        "got {s:?}, want [{min}, {max}]"
+    );
+}
+
+fn pod(spec: &str) -> String {
+    format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: case\nspec:\n{spec}")
+}
+
+#[test]
+fn r01_no_sigterm_handler_takes_the_full_grace_period() {
+    let t = timeline(&pod("  containers:\n    - name: echo\n      image: ealen/echo-server\n      command: [node, index.js]\n"), Trigger::Delete);
+    assert_eq!(t.grace_period_seconds, 30);
+    let c = container(&t, "echo");
+    assert_eq!(c.stop_signal, "SIGTERM");
+    span(c.stop_signal_seconds, 0.0, 0.0);
+    span(c.kill_seconds, 30.0, 30.0);
+}
+
+#[test]
+fn r04_long_grace_kills_only_at_600() {
+    let t = timeline(&pod("  terminationGracePeriodSeconds: 600\n  containers:\n    - name: worker\n      image: apache/airflow\n      command: [dumb-init, --, bash, -c, exec airflow celery worker]\n"), Trigger::Delete);
+    span(container(&t, "worker").kill_seconds, 600.0, 600.0);
+}
+
+#[test]
+fn r09_pre_stop_longer_than_the_grace_period_is_cut() {
+    let yaml = pod("  containers:\n    - name: app\n      image: busybox\n      command: [/app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [/shutdown.sh]\n");
+    let t = timeline(&yaml, Trigger::Delete);
+    let c = container(&t, "app");
+    let hook = c.pre_stop.as_ref().expect("hook runs");
+    span(hook.end_seconds, 0.0, 30.0);
+    // The hook that runs for minutes: SIGTERM at t=30, SIGKILL at t=32.
+    assert_eq!(c.stop_signal_seconds.max, 30.0);
+    assert_eq!(c.kill_seconds.max, 32.0);
+
+    let known = pod("  containers:\n    - name: app\n      image: busybox\n      command: [/app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [sh, -c, sleep 300]\n");
+    let t = timeline(&known, Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 30.0, 30.0);
+    span(c.kill_seconds, 32.0, 32.0);
+    assert!(t.findings.iter().any(|f| f.rule == "prestop-exceeds-grace"));
+}
+
+const R10: &str = "  terminationGracePeriodSeconds: 60\n  containers:\n    - name: app\n      image: busybox\n      command: [sh, -c, \"trap '' TERM; while :; do sleep 1; done\"]\n      lifecycle:\n        preStop:\n          exec:\n            command: [sleep, \"999999\"]\n";
+
+#[test]
+fn r10_hanging_pre_stop_is_abandoned_at_the_grace_period() {
+    let t = timeline(&pod(R10), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 60.0, 60.0);
+    span(c.kill_seconds, 62.0, 62.0);
+    // Invariant: stop-signal time + remainder <= TGPS + 2.
+    assert!(c.kill_seconds.max <= 60.0 + 2.0);
+}
+
+#[test]
+fn r10_kubelets_1_22_to_1_27_took_twice_the_grace_period() {
+    let opts = Options {
+        version: KubeVersion::new(1, 27),
+        ..Default::default()
+    };
+    let t = timeline_with(&pod(R10), Trigger::Delete, opts);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 60.0, 60.0);
+    span(c.kill_seconds, 120.0, 120.0);
+    assert!(t.findings.iter().any(|f| f.rule == "kill-beyond-grace"));
+}
+
+#[test]
+fn r12_sigterm_when_the_hook_returns_sigkill_at_the_grace_period() {
+    let t = timeline(&pod("  terminationGracePeriodSeconds: 300\n  containers:\n    - name: app\n      image: example/app\n      command: [sh, -c, /app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [sleep, \"120\"]\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 120.0, 120.0);
+    // 300 - 120 = 180 s left for the app: SIGKILL at t=300.
+    span(c.kill_seconds, 300.0, 300.0);
+}
+
+#[test]
+fn r14_exec_sleep_longer_than_tgps_is_silently_truncated() {
+    let t = timeline(&pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [sh, -c, sleep 60]\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.pre_stop.as_ref().unwrap().end_seconds, 30.0, 30.0);
+    span(c.stop_signal_seconds, 30.0, 30.0);
+    span(c.kill_seconds, 32.0, 32.0);
+}
+
+#[test]
+fn r14_sleep_action_above_tgps_is_rejected() {
+    let yaml = pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 60\n");
+    let err = manifest::load(&yaml, "case.yaml").expect_err("the API server rejects it");
+    let text = err.to_string();
+    // Upstream validateSleepAction reports the error on the sleep action itself.
+    assert_eq!(
+        text,
+        "case.yaml:13:13: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be non-negative and less than terminationGracePeriodSeconds (30)"
+    );
+}
+
+#[test]
+fn r15_http_get_hook_that_fails_at_once_gives_sigterm_at_zero() {
+    let t = timeline(&pod("  terminationGracePeriodSeconds: 90\n  containers:\n    - name: server\n      image: kserve/modelmesh\n      command: [/server]\n      lifecycle:\n        preStop:\n          httpGet:\n            path: /prestop\n            port: 8090\n"), Trigger::Delete);
+    let c = container(&t, "server");
+    assert_eq!(c.pre_stop.as_ref().unwrap().action, "httpGet");
+    // Refused at t≈0: SIGTERM at t≈0 and SIGKILL at t=90 (the min case); a hook that blocks
+    // uses the whole budget (the max case).
+    assert_eq!(c.stop_signal_seconds.min, 0.0);
+    assert_eq!(c.kill_seconds.min, 90.0);
+}
+
+#[test]
+fn r16_quit_hook_returns_at_once_and_sigterm_follows() {
+    let t = timeline(&pod("  containers:\n    - name: web\n      image: bitnami/nginx:1.27\n      command: [nginx, -g, daemon off;]\n      lifecycle:\n        preStop:\n          exec:\n            command: [nginx, -s, quit]\n"), Trigger::Delete);
+    let c = container(&t, "web");
+    assert_eq!(c.stop_signal, "SIGTERM");
+    assert_eq!(c.stop_signal_seconds.min, 0.0);
+    // The official image stops with SIGQUIT (its STOPSIGNAL), the graceful quit.
+    let t = timeline(&pod("  containers:\n    - name: web\n      image: nginx:1.27\n      command: [nginx, -g, daemon off;]\n"), Trigger::Delete);
+    assert_eq!(container(&t, "web").stop_signal, "SIGQUIT");
+}
+
+#[test]
+fn r17_probe_kills_run_pre_stop_with_the_probe_grace() {
+    let yaml = pod("  terminationGracePeriodSeconds: 300\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      livenessProbe:\n        httpGet:\n          path: /healthz\n          port: 8080\n        terminationGracePeriodSeconds: 10\n      lifecycle:\n        preStop:\n          exec:\n            command: [/upload-state.sh]\n");
+    let t = timeline(&yaml, Trigger::Liveness("app".into()));
+    assert_eq!(t.grace_period_seconds, 10);
+    let c = container(&t, "app");
+    span(
+        c.pre_stop
+            .as_ref()
+            .expect("hook runs on a liveness kill")
+            .end_seconds,
+        0.0,
+        10.0,
+    );
+    span(c.kill_seconds, 10.0, 12.0);
+    // On API deletion the hook runs too, bounded by TGPS.
+    let t = timeline(&yaml, Trigger::Delete);
+    span(container(&t, "app").kill_seconds, 300.0, 302.0);
+}
+
+const R19: &str = "  terminationGracePeriodSeconds: 120\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n";
+
+fn evict_soft(max: i64) -> Timeline {
+    let opts = Options {
+        kubelet: KubeletConfig {
+            eviction_max_pod_grace_period: max,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    timeline_with(&pod(R19), Trigger::EvictSoft, opts)
+}
+
+#[test]
+fn r19_soft_eviction_with_zero_or_negative_max_kills_at_once() {
+    for max in [-1, 0] {
+        let t = evict_soft(max);
+        assert_eq!(t.grace_period_seconds, 1, "max {max}");
+        let c = container(&t, "app");
+        span(c.stop_signal_seconds, 0.0, 0.0);
+        span(c.kill_seconds, 2.0, 2.0);
+        assert!(t
+            .findings
+            .iter()
+            .any(|f| f.rule == "soft-eviction-is-immediate"));
+    }
+    // Positive N: SIGKILL at min(N, 120).
+    span(container(&evict_soft(60), "app").kill_seconds, 60.0, 60.0);
+    span(
+        container(&evict_soft(500), "app").kill_seconds,
+        120.0,
+        120.0,
+    );
+}
+
+#[test]
+fn r22_a_regular_proxy_container_gets_sigterm_with_the_app() {
+    let t = timeline(&pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n    - name: istio-proxy\n      image: istio/proxyv2:1.22.0\n      command: [pilot-agent, proxy]\n"), Trigger::Delete);
+    for name in ["app", "istio-proxy"] {
+        span(container(&t, name).stop_signal_seconds, 0.0, 0.0);
+    }
+}
+
+#[test]
+fn r25_pre_stop_shorter_than_the_load_balancer_lag() {
+    let t = timeline(&pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 15\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 15.0, 15.0);
+    span(c.kill_seconds, 30.0, 30.0);
+    let t = timeline(&pod("  terminationGracePeriodSeconds: 160\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 130\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 130.0, 130.0);
+    span(c.kill_seconds, 160.0, 160.0);
+}
+
+#[test]
+fn r26_the_pod_would_allow_120_seconds() {
+    let t = timeline(&pod("  terminationGracePeriodSeconds: 120\n  containers:\n    - name: grpc\n      image: example/grpc\n      command: [/server]\n"), Trigger::Delete);
+    span(container(&t, "grpc").kill_seconds, 120.0, 120.0);
+}
+
+#[test]
+fn r27_graceful_stop_that_never_returns_hits_sigkill_at_30() {
+    let t = timeline(&pod("  containers:\n    - name: gateway\n      image: aibrix/gateway-plugins\n      command: [/gateway]\n"), Trigger::Delete);
+    span(container(&t, "gateway").kill_seconds, 30.0, 30.0);
+}
+
+const FORCE: &str = "  terminationGracePeriodSeconds: 30\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [/drain]\n";
+
+#[test]
+fn model_10_force_delete_kills_with_budget_one() {
+    let t = timeline(&pod(FORCE), Trigger::ForceDelete);
+    assert_eq!(t.grace_period_seconds, 1);
+    let c = container(&t, "app");
+    span(c.pre_stop.as_ref().unwrap().end_seconds, 0.0, 1.0);
+    // SIGKILL about 2 s after SIGTERM.
+    span(c.kill_seconds, 2.0, 3.0);
+    assert!(t
+        .findings
+        .iter()
+        .any(|f| f.rule == "force-delete-keeps-running"));
+}
+
+#[test]
+fn model_10_grace_period_zero_without_force_is_one() {
+    let t = timeline(&pod(FORCE), Trigger::DeleteWithGrace(0));
+    assert_eq!(t.grace_period_seconds, 1);
+}
+
+#[test]
+fn r20_old_kubelets_gave_force_deleted_pods_the_full_tgps() {
+    let opts = Options {
+        version: KubeVersion::new(1, 28),
+        ..Default::default()
+    };
+    let t = timeline_with(&pod(FORCE), Trigger::ForceDelete, opts);
+    assert_eq!(t.grace_period_seconds, 30);
+}
+
+#[test]
+fn model_7_hard_eviction_uses_one_second() {
+    let t = timeline(&pod(FORCE), Trigger::EvictHard);
+    assert_eq!(t.grace_period_seconds, 1);
+    span(container(&t, "app").kill_seconds, 2.0, 3.0);
+}
+
+#[test]
+fn model_3_native_sidecar_stops_after_the_main_container() {
+    let yaml = pod("  terminationGracePeriodSeconds: 30\n  initContainers:\n    - name: proxy\n      image: envoyproxy/envoy\n      command: [envoy]\n      restartPolicy: Always\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 5\n");
+    let t = timeline(&yaml, Trigger::Delete);
+    let app = container(&t, "app");
+    span(app.stop_signal_seconds, 5.0, 5.0);
+    span(app.kill_seconds, 30.0, 30.0);
+    let proxy = container(&t, "proxy");
+    assert_eq!(proxy.role, "sidecar");
+    // The proxy's stop signal waits for the app: at 5 s if the app exits on SIGTERM, at 30 s if
+    // it runs until SIGKILL; the wait is deducted, so SIGKILL comes 2 s later at the latest.
+    span(proxy.stop_signal_seconds, 5.0, 30.0);
+    span(proxy.kill_seconds, 30.0, 32.0);
+}

@@ -1,0 +1,266 @@
+//! `podgrace explain` run as a user runs it: the real binary, real files, real exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `shared/` beside the checkout (or `PODGRACE_SHARED`), if present.
+fn shared() -> Option<PathBuf> {
+    let dir = std::env::var_os("PODGRACE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"));
+    dir.is_dir().then_some(dir)
+}
+
+fn podgrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podgrace")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn snapshots_of_the_examples() {
+    for (name, args) in [
+        ("web", vec!["explain", "examples/web.yaml"]),
+        ("sidecar", vec!["explain", "examples/sidecar.yaml"]),
+        (
+            "hook-too-long",
+            vec![
+                "explain",
+                "examples/hook-too-long.yaml",
+                "-t",
+                "delete",
+                "-t",
+                "liveness:worker",
+                "-t",
+                "evict-hard",
+            ],
+        ),
+        (
+            "web-triggers",
+            vec![
+                "explain",
+                "examples/web.yaml",
+                "-t",
+                "delete:10",
+                "-t",
+                "force-delete",
+                "-t",
+                "evict-soft",
+                "-t",
+                "node-shutdown",
+                "--eviction-max-pod-grace-period",
+                "20",
+            ],
+        ),
+        (
+            "hook-too-long-1.27",
+            vec![
+                "explain",
+                "examples/hook-too-long.yaml",
+                "--kubernetes-version",
+                "1.27",
+            ],
+        ),
+    ] {
+        let out = podgrace(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        insta::assert_snapshot!(name, stdout(&out));
+    }
+}
+
+#[test]
+fn json_follows_the_explain_contract() {
+    let out = podgrace(&["explain", "examples/sidecar.yaml", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    insta::assert_json_snapshot!("sidecar-json", v);
+    let pod = &v[0];
+    let mut keys: Vec<&str> = pod
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "containers",
+            "findings",
+            "gracePeriodSeconds",
+            "kubernetesVersion",
+            "pod",
+            "trigger"
+        ]
+    );
+    let proxy = &pod["containers"][0];
+    let mut keys: Vec<&str> = proxy
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "killSeconds",
+            "name",
+            "preStop",
+            "role",
+            "stopSignal",
+            "stopSignalSeconds"
+        ]
+    );
+    assert_eq!(proxy["role"], "sidecar");
+    assert_eq!(proxy["preStop"]["action"], "exec");
+    assert_eq!(proxy["preStop"]["endSeconds"]["min"], 3.0);
+    assert_eq!(proxy["killSeconds"]["max"], 47.0);
+}
+
+#[test]
+fn bad_input_names_file_line_column_and_path_with_exit_2() {
+    let dir = tempdir();
+    let file = dir.join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n    - name: app\n      image: x\n      lifecycle:\n        preStopp:\n          sleep:\n            seconds: 5\n",
+    )
+    .unwrap();
+    let out = podgrace(&["explain", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("typo.yaml:10:9: spec.containers[0].lifecycle.preStopp: unknown field \"preStopp\" (did you mean \"preStop\"?)"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "nothing is explained half-way");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        vec!["explain", "examples/web.yaml", "--trigger", "explode"],
+        vec![
+            "explain",
+            "examples/web.yaml",
+            "--kubernetes-version",
+            "2.0",
+        ],
+        vec!["explain", "examples/web.yaml", "-t", "liveness:nope"],
+        vec!["explain", "does-not-exist.yaml"],
+        vec!["explain"],
+    ] {
+        let out = podgrace(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty());
+    }
+}
+
+#[test]
+fn stdin_is_read_with_dash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["explain", "-", "-o", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 7\n  containers: [{name: a, image: x}]\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["containers"][0]["killSeconds"]["max"], 7.0);
+}
+
+/// Files of the shared corpus that the API server itself would reject, with the reason.
+const INVALID_CORPUS_FILES: &[(&str, &str)] = &[(
+    "kubernetes__examples/_archived__cockroachdb__cockroachdb-statefulset.yaml",
+    "policy/v1beta1 PodDisruptionBudget, removed in Kubernetes 1.25",
+)];
+
+#[test]
+fn explain_runs_over_the_whole_corpus() {
+    let Some(shared) = shared() else {
+        eprintln!("skipped: no shared/ beside the checkout (set PODGRACE_SHARED)");
+        return;
+    };
+    let corpus = shared.join("corpus");
+    let mut files = Vec::new();
+    for project in std::fs::read_dir(&corpus).unwrap() {
+        let project = project.unwrap().path();
+        if project.is_dir() {
+            for f in std::fs::read_dir(&project).unwrap() {
+                files.push(f.unwrap().path());
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() > 50, "corpus has {} files", files.len());
+    let mut explained = 0;
+    for f in &files {
+        let rel = f
+            .strip_prefix(&corpus)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let out = podgrace(&[
+            "explain",
+            f.to_str().unwrap(),
+            "-o",
+            "json",
+            "-t",
+            "delete",
+            "-t",
+            "force-delete",
+            "-t",
+            "evict-soft",
+            "-t",
+            "evict-hard",
+            "-t",
+            "node-shutdown",
+        ]);
+        if let Some((_, why)) = INVALID_CORPUS_FILES.iter().find(|(name, _)| *name == rel) {
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{rel} should be rejected: {why}"
+            );
+            continue;
+        }
+        let err = stderr(&out);
+        if out.status.code() == Some(2) && err.contains("no pod or pod template") {
+            continue; // e.g. a file of Services only
+        }
+        assert!(out.status.success(), "{rel}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        explained += v.as_array().unwrap().len();
+    }
+    assert!(explained > 100, "only {explained} timelines");
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("podgrace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
