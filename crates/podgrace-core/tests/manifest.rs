@@ -399,30 +399,3 @@ mod no_panic {
         assert!(manifest::parse_only(&text).is_err());
     }
 }
-
-/// Rough timing: `cargo test --release -p podgrace-core --test manifest timing -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn timing_10k_deployments() {
-    let mut text = String::new();
-    for i in 0..10_000 {
-        text.push_str(&format!(
-            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web-{i}\n  namespace: prod\n  labels: {{app: web-{i}, tier: frontend}}\n  annotations:\n    example.com/owner: team-{i}\nspec:\n  replicas: 3\n  selector:\n    matchLabels: {{app: web-{i}}}\n  template:\n    metadata:\n      labels: {{app: web-{i}, tier: frontend}}\n    spec:\n      terminationGracePeriodSeconds: 45\n      containers:\n      - name: app\n        image: registry.example.com/web:1.2.{i}\n        args: [--port=8080, --drain-timeout=20s]\n        ports:\n        - {{name: http, containerPort: 8080}}\n        env:\n        - {{name: MODE, value: production}}\n        - name: POD_IP\n          valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}\n        resources:\n          requests: {{cpu: 100m, memory: 128Mi}}\n          limits: {{memory: 256Mi}}\n        lifecycle:\n          preStop:\n            sleep: {{seconds: 10}}\n        readinessProbe:\n          httpGet: {{path: /ready, port: http}}\n          periodSeconds: 5\n        livenessProbe:\n          httpGet: {{path: /healthz, port: 8080}}\n          initialDelaySeconds: 10\n      - name: proxy\n        image: envoyproxy/envoy:v1.30\n        ports: [{{containerPort: 9901}}]\n        lifecycle:\n          preStop:\n            exec: {{command: [sh, -c, sleep 15]}}\n"
-        ));
-    }
-    let t0 = std::time::Instant::now();
-    let n = manifest::parse_only(&text).unwrap();
-    let parse = t0.elapsed();
-    let t1 = std::time::Instant::now();
-    let m = manifest::load(&text, "bench.yaml").unwrap();
-    let load = t1.elapsed();
-    assert_eq!(n, 10_000);
-    assert_eq!(m.pods().count(), 10_000);
-    println!(
-        "{} bytes: parse_only {:?}, load {:?}, ratio {:.2}",
-        text.len(),
-        parse,
-        load,
-        load.as_secs_f64() / parse.as_secs_f64()
-    );
-}

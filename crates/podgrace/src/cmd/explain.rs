@@ -7,6 +7,7 @@ use podgrace_core::timeline::{
 };
 use podgrace_core::KubeVersion;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -95,7 +96,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     match args.output {
         Format::Json => {
             let all: Vec<&Timeline> = timelines.iter().map(|(_, t)| t).collect();
-            println!("{}", serde_json::to_string_pretty(&all)?);
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            serde_json::to_writer_pretty(&mut w, &all)?;
+            writeln!(w)?;
+            w.flush()?;
         }
         Format::Text => {
             let mut out = String::new();
