@@ -66,10 +66,7 @@ pub(super) fn kill_container_prestop(c: &mut Check<'_>) -> Result<(), VectorErro
 }
 
 pub(super) fn kill_container_error(c: &mut Check<'_>) -> Result<(), VectorError> {
-    let containers = c
-        .input("pod.containers")?
-        .as_array()
-        .ok_or_else(|| c.bad("pod.containers", "expected a list"))?;
+    let containers = c.input_array("pod.containers")?;
     let name = c.input_str("containerName")?;
     let _ = c.input_opt_i64("gracePeriodOverride")?;
     // killContainer looks the container up in the pod spec and fails when it is not there.
@@ -80,11 +77,7 @@ pub(super) fn kill_container_error(c: &mut Check<'_>) -> Result<(), VectorError>
 
 pub(super) fn wait_for_turn(c: &mut Check<'_>) -> Result<(), VectorError> {
     let mut containers = Vec::new();
-    for ic in c
-        .input("initContainers")?
-        .as_array()
-        .ok_or_else(|| c.bad("initContainers", "expected a list"))?
-    {
+    for ic in c.input_array("initContainers")? {
         let name = ic
             .get("name")
             .and_then(Value::as_str)
@@ -95,11 +88,7 @@ pub(super) fn wait_for_turn(c: &mut Check<'_>) -> Result<(), VectorError> {
             sidecar: policy == Some("Always"),
         });
     }
-    for m in c
-        .input("containers")?
-        .as_array()
-        .ok_or_else(|| c.bad("containers", "expected a list"))?
-    {
+    for m in c.input_array("containers")? {
         let name = m
             .as_str()
             .ok_or_else(|| c.bad("containers", "expected names"))?;

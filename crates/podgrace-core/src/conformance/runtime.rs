@@ -73,26 +73,3 @@ fn wait_container_stop(c: &mut Check<'_>) -> Result<(), VectorError> {
     c.expect_eq("error", Value::Bool(got.is_err()));
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::{evaluate, parse_vectors, Verdict, BUILTIN_VECTORS};
-
-    #[test]
-    fn runtime_vectors_pass() {
-        let vs = parse_vectors(BUILTIN_VECTORS).unwrap();
-        let mine: Vec<_> = vs
-            .iter()
-            .filter(|v| v.function.starts_with("containerd ") || v.function.starts_with("moby "))
-            .collect();
-        assert_eq!(mine.len(), 13);
-        for v in mine {
-            assert_eq!(
-                evaluate(v).unwrap_or_else(|e| panic!("{e}")),
-                Verdict::Pass,
-                "{}",
-                v.source
-            );
-        }
-    }
-}
