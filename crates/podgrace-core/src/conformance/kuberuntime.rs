@@ -15,4 +15,3 @@ pub(super) fn kill_container_error(c: &mut Check<'_>) -> Result<(), VectorError>
 pub(super) fn wait_for_turn(c: &mut Check<'_>) -> Result<(), VectorError> {
     Err(c.bad("function", "not implemented yet"))
 }
-
