@@ -254,6 +254,14 @@ struct ContainerEntry {
     events: Arc<Mutex<Vec<StopEvent>>>,
 }
 
+/// What a stop or exec needs of a container, taken out of the state lock.
+struct Handles {
+    process: Option<ContainerProcess>,
+    stop_signal: i32,
+    signaled: Arc<AtomicBool>,
+    events: Arc<Mutex<Vec<StopEvent>>>,
+}
+
 struct SandboxEntry {
     sandbox: Option<Sandbox>,
 }
@@ -320,29 +328,18 @@ impl ProcessRuntime {
         st.sandboxes.get(sandbox_id)?.sandbox.as_ref()?.ip()
     }
 
-    fn process_of(
-        &self,
-        id: &str,
-    ) -> Result<
-        (
-            Option<ContainerProcess>,
-            i32,
-            Arc<AtomicBool>,
-            Arc<Mutex<Vec<StopEvent>>>,
-        ),
-        RuntimeError,
-    > {
+    fn process_of(&self, id: &str) -> Result<Handles, RuntimeError> {
         let st = lock(&self.state);
         let c = st
             .containers
             .get(id)
             .ok_or_else(|| RuntimeError::ContainerNotFound { id: id.into() })?;
-        Ok((
-            c.process.clone(),
-            c.config.stop_signal.unwrap_or(15),
-            Arc::clone(&c.stop_signaled),
-            Arc::clone(&c.events),
-        ))
+        Ok(Handles {
+            process: c.process.clone(),
+            stop_signal: c.config.stop_signal.unwrap_or(15),
+            signaled: Arc::clone(&c.stop_signaled),
+            events: Arc::clone(&c.events),
+        })
     }
 
     async fn wait_exit(process: &ContainerProcess, events: &Mutex<Vec<StopEvent>>) {
@@ -507,7 +504,12 @@ impl RuntimeService for ProcessRuntime {
         id: &str,
         timeout_seconds: i64,
     ) -> Result<(), RuntimeError> {
-        let (process, stop_signal, signaled, events) = match self.process_of(id) {
+        let Handles {
+            process,
+            stop_signal,
+            signaled,
+            events,
+        } = match self.process_of(id) {
             Ok(v) => v,
             // containerd: an unknown container is already stopped.
             Err(RuntimeError::ContainerNotFound { .. }) => return Ok(()),
@@ -585,7 +587,7 @@ impl RuntimeService for ProcessRuntime {
         cmd: Vec<String>,
         timeout_seconds: i64,
     ) -> Result<ExecSyncResponse, RuntimeError> {
-        let (process, ..) = self.process_of(id)?;
+        let Handles { process, .. } = self.process_of(id)?;
         let Some(process) = process.filter(|p| p.try_exit().is_none()) else {
             return Err(RuntimeError::ExecSyncNotRunning { id: id.into() });
         };
