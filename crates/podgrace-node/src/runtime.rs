@@ -636,3 +636,49 @@ impl RuntimeService for ProcessRuntime {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn context_done_fires_at_the_deadline() {
+        let start = Instant::now();
+        let ctx = CallContext::background().with_deadline(start + Duration::from_millis(50));
+        ctx.done().await;
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn context_done_fires_on_cancel_only() {
+        let (ctx, cancel) = CallContext::background().with_cancel();
+        let not_yet = tokio::time::timeout(Duration::from_millis(20), ctx.done()).await;
+        assert!(not_yet.is_err());
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(1), ctx.done())
+            .await
+            .expect("cancelled");
+    }
+
+    #[tokio::test]
+    async fn unknown_ids() {
+        let (rt, _out) = ProcessRuntime::new(NetworkConfig::default());
+        let ctx = CallContext::background();
+        assert!(rt.stop_container(&ctx, "nope", 30).await.is_ok());
+        assert!(rt.stop_pod_sandbox(&ctx, "nope").await.is_ok());
+        assert!(rt.remove_pod_sandbox(&ctx, "nope").await.is_ok());
+        assert!(matches!(
+            rt.container_status(&ctx, "nope").await,
+            Err(RuntimeError::ContainerNotFound { .. })
+        ));
+        assert!(matches!(
+            rt.create_container(&ctx, "nope", ContainerConfig::default())
+                .await,
+            Err(RuntimeError::PodSandboxNotFound { .. })
+        ));
+        assert!(matches!(
+            rt.exec_sync(&ctx, "nope", vec!["true".into()], 1).await,
+            Err(RuntimeError::ContainerNotFound { .. })
+        ));
+    }
+}

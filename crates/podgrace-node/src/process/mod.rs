@@ -536,3 +536,28 @@ fn drain(fd: OwnedFd) {
         let _ = tokio::io::copy(&mut rx, &mut tokio::io::sink()).await;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_runtime_convention() {
+        assert_eq!(ExitStatus::Code(0).code(), 0);
+        assert_eq!(ExitStatus::Code(3).code(), 3);
+        assert_eq!(ExitStatus::Signal(9).code(), 137);
+        assert_eq!(ExitStatus::Signal(15).code(), 143);
+    }
+
+    #[test]
+    fn signal_numbers_are_checked() {
+        assert_eq!(signal_from_raw(15).map(|s| s.as_raw()).ok(), Some(15));
+        assert_eq!(signal_from_raw(3).map(|s| s.as_raw()).ok(), Some(3));
+        assert_eq!(signal_from_raw(35).map(|s| s.as_raw()).ok(), Some(35));
+        for bad in [0, -1, 65, i32::MAX, i32::MIN] {
+            assert!(
+                matches!(signal_from_raw(bad), Err(ProcessError::InvalidSignal { signal }) if signal == bad)
+            );
+        }
+    }
+}

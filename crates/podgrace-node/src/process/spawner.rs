@@ -11,6 +11,7 @@ use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 
 use rustix::event::{poll, PollFd, PollFlags};
@@ -24,6 +25,10 @@ use super::ProcessError;
 /// The default `PATH` of a container when its env gives none (containerd's `oci.DefaultPathEnv`).
 pub(crate) const DEFAULT_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Set when the spawner thread could not return to the host PID namespace: children forked
+/// afterwards would land in a container's namespace, so every later spawn is refused.
+static POISONED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) struct SpawnerState {
     /// This process's own PID namespace (to return to after creating or joining another).
@@ -187,6 +192,12 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command"),
         });
     };
+    if POISONED.load(Ordering::SeqCst) {
+        return Err(ProcessError::Spawn {
+            argv: req.argv.clone(),
+            source: std::io::Error::other("spawner thread is stuck in another PID namespace"),
+        });
+    }
     let mut cmd = Command::new(&program);
     cmd.args(&req.argv[1..]);
     cmd.env_clear();
@@ -325,6 +336,7 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
             move_into_link_name_space(st.host_pidns.as_fd(), Some(LinkNameSpaceType::ProcessID))
         {
             // Children forked later would land in the wrong namespace: refuse loudly.
+            POISONED.store(true, Ordering::SeqCst);
             tracing::error!(error = %e, "spawner: cannot return to the host PID namespace");
         }
     }
