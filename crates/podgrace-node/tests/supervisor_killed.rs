@@ -38,7 +38,9 @@ async fn supervisor_role() {
     c.wait().await;
 }
 
-fn run_supervisor_and_kill_it(mark: &str, host: bool) {
+/// Starts the supervisor, waits until its container runs, SIGKILLs it; returns the ready line
+/// (`<pid 1> <isolation>`) and the marker of the container's processes.
+fn start_and_kill_supervisor(mark: &str, host: bool) -> (String, String) {
     let exe = std::env::current_exe().expect("current_exe");
     let ready_file = std::env::temp_dir().join(format!("podgrace-ready-{mark}"));
     let _ = std::fs::remove_file(&ready_file);
@@ -74,7 +76,11 @@ fn run_supervisor_and_kill_it(mark: &str, host: bool) {
 
     sup.kill().expect("SIGKILL supervisor");
     sup.wait().expect("wait supervisor");
+    (ready, marker)
+}
 
+fn run_supervisor_and_kill_it(mark: &str, host: bool) {
+    let (ready, marker) = start_and_kill_supervisor(mark, host);
     let gone = common::eventually(Duration::from_secs(3), || {
         common::pids_with_env(&marker).is_empty()
     });
@@ -94,4 +100,41 @@ fn no_container_process_outlives_a_killed_supervisor() {
         return;
     }
     run_supervisor_and_kill_it(&format!("ns-{}", std::process::id()), false);
+}
+
+/// Host (fallback) mode: PDEATHSIG still kills PID 1. A grandchild is NOT covered in this mode
+/// (nothing is left alive to kill it once podgrace is gone); the test checks PID 1 and then
+/// cleans the grandchild up itself.
+#[test]
+fn host_mode_pid_1_dies_with_a_killed_supervisor() {
+    if std::env::var(MARK_VAR).is_ok() {
+        return;
+    }
+    let (ready, marker) = start_and_kill_supervisor(&format!("host-{}", std::process::id()), true);
+    let pid1: i32 = ready
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("pid in ready line");
+    assert!(ready.ends_with("Host"), "{ready}");
+    let pid1_gone = common::eventually(Duration::from_secs(3), || {
+        // Gone, or a zombie about to be collected by init.
+        std::fs::read_to_string(format!("/proc/{pid1}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+                    .unwrap_or(false)
+            })
+            .unwrap_or(true)
+    });
+    for pid in common::pids_with_env(&marker) {
+        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+    }
+    assert!(
+        pid1_gone,
+        "PID 1 ({pid1}) outlived the supervisor in host mode"
+    );
 }
