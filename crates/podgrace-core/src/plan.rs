@@ -276,9 +276,7 @@ pub struct PodPlan {
 impl PodPlan {
     /// Native sidecars, in declaration order.
     pub fn sidecars(&self) -> impl Iterator<Item = &ContainerPlan> {
-        self.init_containers
-            .iter()
-            .filter(|c| c.role == ContainerRole::Sidecar)
+        self.init_containers.iter().filter(|c| c.role == ContainerRole::Sidecar)
     }
 
     /// Every container that runs during termination: native sidecars, then main containers.
@@ -288,10 +286,7 @@ impl PodPlan {
 
     /// Looks a container up by name among init and regular containers.
     pub fn container(&self, name: &str) -> Option<&ContainerPlan> {
-        self.init_containers
-            .iter()
-            .chain(self.containers.iter())
-            .find(|c| c.name == name)
+        self.init_containers.iter().chain(self.containers.iter()).find(|c| c.name == name)
     }
 }
 
@@ -300,31 +295,17 @@ mod tests {
     use super::*;
 
     fn exec(args: &[&str]) -> Handler {
-        Handler::Exec {
-            command: args.iter().map(|s| s.to_string()).collect(),
-        }
+        Handler::Exec { command: args.iter().map(|s| s.to_string()).collect() }
     }
 
     #[test]
     fn known_durations() {
-        assert_eq!(
-            Handler::Sleep { seconds: 5 }.known_duration_ms(),
-            Some(5000)
-        );
+        assert_eq!(Handler::Sleep { seconds: 5 }.known_duration_ms(), Some(5000));
         assert_eq!(exec(&["sleep", "10"]).known_duration_ms(), Some(10_000));
         assert_eq!(exec(&["/bin/sleep", "1.5"]).known_duration_ms(), Some(1500));
-        assert_eq!(
-            exec(&["sh", "-c", "sleep 15"]).known_duration_ms(),
-            Some(15_000)
-        );
-        assert_eq!(
-            exec(&["/bin/bash", "-c", "exec sleep 2m"]).known_duration_ms(),
-            Some(120_000)
-        );
-        assert_eq!(
-            exec(&["sh", "-c", "sleep 5; kill -TERM 1"]).known_duration_ms(),
-            None
-        );
+        assert_eq!(exec(&["sh", "-c", "sleep 15"]).known_duration_ms(), Some(15_000));
+        assert_eq!(exec(&["/bin/bash", "-c", "exec sleep 2m"]).known_duration_ms(), Some(120_000));
+        assert_eq!(exec(&["sh", "-c", "sleep 5; kill -TERM 1"]).known_duration_ms(), None);
         assert_eq!(exec(&["nginx", "-s", "quit"]).known_duration_ms(), None);
         assert_eq!(exec(&["sleep", "inf"]).known_duration_ms(), None);
         assert_eq!(exec(&["sleep", "-1"]).known_duration_ms(), None);

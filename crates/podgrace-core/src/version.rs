@@ -62,14 +62,8 @@ impl FromStr for KubeVersion {
         let syntax = || ParseVersionError::Syntax(s.to_string());
         let trimmed = s.trim().trim_start_matches('v');
         let mut parts = trimmed.split('.');
-        let major: u32 = parts
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(syntax)?;
-        let minor: u32 = parts
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(syntax)?;
+        let major: u32 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(syntax)?;
+        let minor: u32 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(syntax)?;
         if let Some(patch) = parts.next() {
             patch.parse::<u32>().map_err(|_| syntax())?;
         }
@@ -90,30 +84,12 @@ mod tests {
 
     #[test]
     fn parses_common_spellings() {
-        assert_eq!(
-            "1.28".parse::<KubeVersion>().unwrap(),
-            KubeVersion::new(1, 28)
-        );
-        assert_eq!(
-            "v1.21".parse::<KubeVersion>().unwrap(),
-            KubeVersion::new(1, 21)
-        );
-        assert_eq!(
-            "1.30.4".parse::<KubeVersion>().unwrap(),
-            KubeVersion::new(1, 30)
-        );
-        assert!(matches!(
-            "1".parse::<KubeVersion>(),
-            Err(ParseVersionError::Syntax(_))
-        ));
-        assert!(matches!(
-            "1.x".parse::<KubeVersion>(),
-            Err(ParseVersionError::Syntax(_))
-        ));
-        assert!(matches!(
-            "1.99".parse::<KubeVersion>(),
-            Err(ParseVersionError::OutOfRange(_))
-        ));
+        assert_eq!("1.28".parse::<KubeVersion>().unwrap(), KubeVersion::new(1, 28));
+        assert_eq!("v1.21".parse::<KubeVersion>().unwrap(), KubeVersion::new(1, 21));
+        assert_eq!("1.30.4".parse::<KubeVersion>().unwrap(), KubeVersion::new(1, 30));
+        assert!(matches!("1".parse::<KubeVersion>(), Err(ParseVersionError::Syntax(_))));
+        assert!(matches!("1.x".parse::<KubeVersion>(), Err(ParseVersionError::Syntax(_))));
+        assert!(matches!("1.99".parse::<KubeVersion>(), Err(ParseVersionError::OutOfRange(_))));
     }
 
     #[test]

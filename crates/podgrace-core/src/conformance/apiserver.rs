@@ -15,3 +15,4 @@ pub(super) fn check_graceful_delete(c: &mut Check<'_>) -> Result<(), VectorError
 pub(super) fn kubectl_delete(c: &mut Check<'_>) -> Result<(), VectorError> {
     Err(c.bad("function", "not implemented yet"))
 }
+

@@ -15,3 +15,4 @@ pub(super) fn kill_container_error(c: &mut Check<'_>) -> Result<(), VectorError>
 pub(super) fn wait_for_turn(c: &mut Check<'_>) -> Result<(), VectorError> {
     Err(c.bad("function", "not implemented yet"))
 }
+

@@ -55,26 +55,13 @@ pub enum VectorError {
     UnknownFunction { line: usize, function: String },
     /// The adapter does not know this input key.
     #[error("line {line}: function {function:?}: unknown input key {key:?}")]
-    UnknownInput {
-        line: usize,
-        function: String,
-        key: String,
-    },
+    UnknownInput { line: usize, function: String, key: String },
     /// The adapter does not know this expected key.
     #[error("line {line}: function {function:?}: unknown expected key {key:?}")]
-    UnknownExpected {
-        line: usize,
-        function: String,
-        key: String,
-    },
+    UnknownExpected { line: usize, function: String, key: String },
     /// A key is known but its value is not understood.
     #[error("line {line}: function {function:?}: {key:?}: {message}")]
-    BadValue {
-        line: usize,
-        function: String,
-        key: String,
-        message: String,
-    },
+    BadValue { line: usize, function: String, key: String, message: String },
 }
 
 /// The outcome of one vector.
@@ -96,10 +83,8 @@ pub fn parse_vectors(text: &str) -> Result<Vec<Vector>, VectorError> {
         if raw.trim().is_empty() {
             continue;
         }
-        let mut v: Vector = serde_json::from_str(raw).map_err(|e| VectorError::Syntax {
-            line,
-            message: e.to_string(),
-        })?;
+        let mut v: Vector = serde_json::from_str(raw)
+            .map_err(|e| VectorError::Syntax { line, message: e.to_string() })?;
         v.line = line;
         out.push(v);
     }
@@ -119,12 +104,8 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         "kubectl delete (flag -> DeleteOptions.gracePeriodSeconds)" => {
             apiserver::kubectl_delete(&mut c)?
         }
-        "kuberuntime.setTerminationGracePeriod" => {
-            kuberuntime::set_termination_grace_period(&mut c)?
-        }
-        "kuberuntime.killContainer (preStop gating)" => {
-            kuberuntime::kill_container_prestop(&mut c)?
-        }
+        "kuberuntime.setTerminationGracePeriod" => kuberuntime::set_termination_grace_period(&mut c)?,
+        "kuberuntime.killContainer (preStop gating)" => kuberuntime::kill_container_prestop(&mut c)?,
         "kuberuntime.killContainer (error path)" => kuberuntime::kill_container_error(&mut c)?,
         "kuberuntime.terminationOrdering.waitForTurn" => kuberuntime::wait_for_turn(&mut c)?,
         "podWorkers.calculateEffectiveGracePeriod" => podworker::effective_grace(&mut c)?,
@@ -151,10 +132,7 @@ pub struct Report {
 impl Report {
     /// Number of vectors that passed.
     pub fn passed(&self) -> usize {
-        self.results
-            .iter()
-            .filter(|(_, v)| *v == Verdict::Pass)
-            .count()
+        self.results.iter().filter(|(_, v)| *v == Verdict::Pass).count()
     }
     /// Number of vectors that failed.
     pub fn failed(&self) -> usize {
@@ -205,10 +183,7 @@ impl<'a> Check<'a> {
     }
 
     fn unknown_function(&self) -> VectorError {
-        VectorError::UnknownFunction {
-            line: self.v.line,
-            function: self.v.function.clone(),
-        }
+        VectorError::UnknownFunction { line: self.v.line, function: self.v.function.clone() }
     }
 
     /// A `BadValue` error for `key`.
@@ -240,35 +215,27 @@ impl<'a> Check<'a> {
 
     /// A required input.
     pub fn input(&self, key: &str) -> Result<&'a Value, VectorError> {
-        self.input_opt(key)
-            .ok_or_else(|| self.bad(key, "required input missing"))
+        self.input_opt(key).ok_or_else(|| self.bad(key, "required input missing"))
     }
 
     /// An optional integer input; JSON `null` and absence are `None`.
     pub fn input_opt_i64(&self, key: &str) -> Result<Option<i64>, VectorError> {
         match self.input_opt(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| self.bad(key, "expected an integer")),
+            Some(v) => v.as_i64().map(Some).ok_or_else(|| self.bad(key, "expected an integer")),
         }
     }
 
     /// A required integer input.
     pub fn input_i64(&self, key: &str) -> Result<i64, VectorError> {
-        self.input_opt_i64(key)?
-            .ok_or_else(|| self.bad(key, "expected an integer"))
+        self.input_opt_i64(key)?.ok_or_else(|| self.bad(key, "expected an integer"))
     }
 
     /// An optional number input (integer or float); `null` and absence are `None`.
     pub fn input_opt_f64(&self, key: &str) -> Result<Option<f64>, VectorError> {
         match self.input_opt(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| self.bad(key, "expected a number")),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| self.bad(key, "expected a number")),
         }
     }
 
@@ -276,10 +243,7 @@ impl<'a> Check<'a> {
     pub fn input_opt_bool(&self, key: &str) -> Result<Option<bool>, VectorError> {
         match self.input_opt(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| self.bad(key, "expected a boolean")),
+            Some(v) => v.as_bool().map(Some).ok_or_else(|| self.bad(key, "expected a boolean")),
         }
     }
 
@@ -287,17 +251,13 @@ impl<'a> Check<'a> {
     pub fn input_opt_str(&self, key: &str) -> Result<Option<&'a str>, VectorError> {
         match self.input_opt(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.bad(key, "expected a string")),
+            Some(v) => v.as_str().map(Some).ok_or_else(|| self.bad(key, "expected a string")),
         }
     }
 
     /// A required string input.
     pub fn input_str(&self, key: &str) -> Result<&'a str, VectorError> {
-        self.input_opt_str(key)?
-            .ok_or_else(|| self.bad(key, "expected a string"))
+        self.input_opt_str(key)?.ok_or_else(|| self.bad(key, "expected a string"))
     }
 
     /// The expected value for `key`, if present; marks it checked. The caller must compare it.
@@ -313,8 +273,7 @@ impl<'a> Check<'a> {
         let actual = actual.into();
         if let Some(exp) = self.expected(key) {
             if !json_eq(exp, &actual) {
-                self.mismatches
-                    .push(format!("{key}: expected {exp}, got {actual}"));
+                self.mismatches.push(format!("{key}: expected {exp}, got {actual}"));
             }
         }
     }
@@ -334,12 +293,7 @@ impl<'a> Check<'a> {
             });
         }
         let checked = self.used_expected.borrow();
-        if let Some(k) = self
-            .v
-            .expected
-            .keys()
-            .find(|k| !checked.contains(k.as_str()))
-        {
+        if let Some(k) = self.v.expected.keys().find(|k| !checked.contains(k.as_str())) {
             return Err(VectorError::UnknownExpected {
                 line: self.v.line,
                 function: self.v.function.clone(),
@@ -348,11 +302,7 @@ impl<'a> Check<'a> {
         }
         drop(used);
         drop(checked);
-        Ok(if self.mismatches.is_empty() {
-            Verdict::Pass
-        } else {
-            Verdict::Fail(self.mismatches)
-        })
+        Ok(if self.mismatches.is_empty() { Verdict::Pass } else { Verdict::Fail(self.mismatches) })
     }
 }
 
@@ -367,9 +317,7 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -390,45 +338,28 @@ mod tests {
                 Verdict::Fail(m) => Some(format!("{}: {}", v.source, m.join("; "))),
             })
             .collect();
-        assert!(
-            failures.is_empty(),
-            "failed vectors:\n{}",
-            failures.join("\n")
-        );
+        assert!(failures.is_empty(), "failed vectors:\n{}", failures.join("\n"));
         assert_eq!(report.passed(), 96);
     }
 
     #[test]
     fn builtin_vectors_match_the_shared_file_when_present() {
-        let shared = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/spec/vectors.jsonl"
-        );
+        let shared = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/vectors.jsonl");
         if let Ok(text) = std::fs::read_to_string(shared) {
-            assert_eq!(
-                text, BUILTIN_VECTORS,
-                "crates/podgrace-core/vectors is out of date"
-            );
+            assert_eq!(text, BUILTIN_VECTORS, "crates/podgrace-core/vectors is out of date");
         }
     }
 
     #[test]
     fn unknown_function_and_keys_are_errors() {
         let unknown_fn = r#"{"function":"nope","source":"s","inputs":{},"expected":{}}"#;
-        assert!(matches!(
-            run(unknown_fn),
-            Err(VectorError::UnknownFunction { line: 1, .. })
-        ));
-        let unknown_key =
-            r#"{"function":"killPodNow","source":"s","inputs":{"bogus":1},"expected":{}}"#;
+        assert!(matches!(run(unknown_fn), Err(VectorError::UnknownFunction { line: 1, .. })));
+        let unknown_key = r#"{"function":"killPodNow","source":"s","inputs":{"bogus":1},"expected":{}}"#;
         match run(unknown_key) {
             Err(VectorError::UnknownInput { key, .. }) => assert_eq!(key, "bogus"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
-            run("{not json"),
-            Err(VectorError::Syntax { line: 1, .. })
-        ));
+        assert!(matches!(run("{not json"), Err(VectorError::Syntax { line: 1, .. })));
     }
 
     #[test]

@@ -11,3 +11,4 @@ pub(super) fn update_pod(c: &mut Check<'_>) -> Result<(), VectorError> {
 pub(super) fn kill_pod_now(c: &mut Check<'_>) -> Result<(), VectorError> {
     Err(c.bad("function", "not implemented yet"))
 }
+
