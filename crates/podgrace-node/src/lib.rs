@@ -1,0 +1,17 @@
+//! podgrace node layer: the local kubelet and container runtime.
+//!
+//! * [`process`]: spawning container processes (PID 1 of their own PID namespace when
+//!   permitted), the one reaper, signalling through pidfds, whole-container kill, exec inside.
+//! * [`runtime`]: a CRI-RuntimeService-shaped trait and [`runtime::ProcessRuntime`], which
+//!   implements it with containerd's StopContainer semantics.
+//! * [`sandbox`]: a pod's network namespace and address.
+//!
+//! # System requirements
+//! Linux ≥ 5.4 (pidfd_open, waitid(P_PIDFD)). Namespaced mode and pod networks need root (or
+//! `CAP_SYS_ADMIN` + `CAP_NET_ADMIN`); without them podgrace falls back to host processes and
+//! the host network, saying so once. Pod networks use iproute2's `ip`. The tests also run
+//! `sh`, `sleep` and `tr` (dash/coreutils) inside containers.
+
+pub mod process;
+pub mod runtime;
+pub mod sandbox;

@@ -1,0 +1,684 @@
+//! A CRI-RuntimeService-shaped trait and the built-in process runtime.
+//!
+//! The kubelet-side parts of podgrace (pod worker, hooks, probes) call only [`RuntimeService`],
+//! as the kubelet calls CRI, so a CRI client for a real containerd can be a second
+//! implementation. Every method takes a [`CallContext`] (Go's `ctx`: deadline and cancellation).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::process::{
+    ContainerProcess, ContainerSpec, ExitStatus, Isolation, OutputLine, ProcessError,
+};
+use crate::sandbox::{NetworkConfig, Sandbox, SandboxError};
+
+/// Errors of the runtime module.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("run pod sandbox {name}: {source}")]
+    RunPodSandbox { name: String, source: SandboxError },
+    #[error("pod sandbox {id} not found")]
+    PodSandboxNotFound { id: String },
+    #[error("container {id} not found")]
+    ContainerNotFound { id: String },
+    #[error("start container {id}: it is not in state Created")]
+    StartContainerState { id: String },
+    #[error("start container {id}: {source}")]
+    StartContainer { id: String, source: ProcessError },
+    #[error("stop container {id}: signal {signal}: {source}")]
+    StopContainerSignal {
+        id: String,
+        signal: i32,
+        source: ProcessError,
+    },
+    #[error("stop container {id}: caller's context ended before the container exited")]
+    StopContainerCancelled { id: String },
+    #[error("exec in container {id}: {source}")]
+    ExecSync { id: String, source: ProcessError },
+    #[error("exec in container {id}: caller's context ended first; the exec was killed")]
+    ExecSyncCancelled { id: String },
+    #[error("exec in container {id}: it is not running")]
+    ExecSyncNotRunning { id: String },
+}
+
+/// The caller's context: an optional deadline and an optional cancellation, like Go's
+/// `context.Context` that every CRI call carries.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    deadline: Option<Instant>,
+    cancel: Option<watch::Receiver<bool>>,
+}
+
+/// Cancels the [`CallContext`] made by [`CallContext::with_cancel`]; dropping it cancels nothing.
+#[derive(Debug)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Canceller {
+    /// Cancels every context made from this canceller.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl CallContext {
+    /// No deadline, never cancelled (Go's `context.Background()`).
+    pub fn background() -> Self {
+        Self::default()
+    }
+
+    /// This context with a deadline (monotonic).
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+        self
+    }
+
+    /// This context plus a cancellation handle.
+    pub fn with_cancel(mut self) -> (Self, Canceller) {
+        let (tx, rx) = watch::channel(false);
+        self.cancel = Some(rx);
+        (self, Canceller(tx))
+    }
+
+    /// Completes when the deadline passes or the context is cancelled; never otherwise.
+    pub async fn done(&self) {
+        let deadline = async {
+            match self.deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &self.cancel {
+                Some(rx) => {
+                    let mut rx = rx.clone();
+                    // A dropped canceller never cancels.
+                    if rx.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! { _ = deadline => {}, _ = cancelled => {} }
+    }
+}
+
+/// CRI `PodSandboxConfig`, the parts podgrace uses.
+#[derive(Debug, Clone, Default)]
+pub struct PodSandboxConfig {
+    /// Pod name (metadata.name).
+    pub name: String,
+    /// `spec.hostNetwork`: no network namespace.
+    pub host_network: bool,
+}
+
+/// CRI `ContainerConfig`, the parts podgrace uses.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerConfig {
+    pub name: String,
+    /// `command` + `args` as one argv.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+    /// The stop signal as a Linux signal number (default SIGTERM = 15); containerd captures it
+    /// at create time (`container_create.go`).
+    pub stop_signal: Option<i32>,
+    /// Run as a plain host process even when namespaces are permitted.
+    pub force_host: bool,
+}
+
+/// CRI container state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+}
+
+/// CRI `ContainerStatus`, the parts podgrace uses. Times are monotonic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    pub id: String,
+    pub name: String,
+    pub state: ContainerState,
+    /// Host pid of PID 1 while it runs or after.
+    pub pid: Option<i32>,
+    pub isolation: Option<Isolation>,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    pub exit: Option<ExitStatus>,
+}
+
+/// CRI `ExecSyncResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSyncResponse {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Exit code; 128 + signal if killed.
+    pub exit_code: i32,
+}
+
+/// What happened during stops of a container, with monotonic timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopEvent {
+    pub at: Instant,
+    pub kind: StopEventKind,
+}
+
+/// The kinds of [`StopEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopEventKind {
+    /// `StopContainer(timeout)` was called (timeout in seconds).
+    StopRequested { timeout_seconds: i64 },
+    /// The stop signal (number) was sent to PID 1.
+    StopSignalSent { signal: i32 },
+    /// A later call with timeout > 0 found the stop signal already sent and did not resend it.
+    StopSignalSkipped { signal: i32 },
+    /// SIGKILL was sent to PID 1.
+    KillSent,
+    /// The container exited (collected by the reaper at `at`).
+    Exited { status: ExitStatus },
+}
+
+/// The CRI RuntimeService, as far as termination needs it. All durations in seconds as in CRI.
+pub trait RuntimeService: Send + Sync {
+    /// `RunPodSandbox`: creates the pod's network namespace (unless host network) and returns
+    /// the sandbox id.
+    fn run_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        config: PodSandboxConfig,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
+    /// `StopPodSandbox`: SIGKILLs containers still running (containerd stops them with
+    /// timeout 0) and tears the network down. Unknown id → Ok.
+    fn stop_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `RemovePodSandbox`: stops it if needed and forgets it and its containers. Unknown id → Ok.
+    fn remove_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `CreateContainer` in a sandbox; returns the container id.
+    fn create_container(
+        &self,
+        ctx: &CallContext,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
+    /// `StartContainer`: spawns the entry process.
+    fn start_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `StopContainer(id, timeout)`, timeout in seconds. See [`ProcessRuntime`] for semantics.
+    fn stop_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        timeout_seconds: i64,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `ExecSync(id, cmd, timeout)`; `timeout_seconds <= 0` means no timeout (CRI).
+    fn exec_sync(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> impl Future<Output = Result<ExecSyncResponse, RuntimeError>> + Send;
+    /// `ContainerStatus`.
+    fn container_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerStatus, RuntimeError>> + Send;
+}
+
+struct ContainerEntry {
+    id: String,
+    sandbox_id: String,
+    config: ContainerConfig,
+    process: Option<ContainerProcess>,
+    /// containerd's `IsStopSignaledWithTimeout`.
+    stop_signaled: Arc<AtomicBool>,
+    events: Arc<Mutex<Vec<StopEvent>>>,
+}
+
+/// What a stop or exec needs of a container, taken out of the state lock.
+struct Handles {
+    process: Option<ContainerProcess>,
+    stop_signal: i32,
+    signaled: Arc<AtomicBool>,
+    events: Arc<Mutex<Vec<StopEvent>>>,
+}
+
+struct SandboxEntry {
+    sandbox: Option<Sandbox>,
+}
+
+#[derive(Default)]
+struct State {
+    sandboxes: HashMap<String, SandboxEntry>,
+    containers: HashMap<String, ContainerEntry>,
+    next: u64,
+}
+
+/// The built-in runtime: containers are local processes (see [`crate::process`]), pods get a
+/// network namespace (see [`crate::sandbox`]). StopContainer mirrors containerd
+/// (`internal/cri/server/container_stop.go` `stopContainer`):
+/// * unknown id → Ok; container not running → Ok;
+/// * `timeout > 0`: the stop signal is sent only on the first such call (an atomic flag), then
+///   the call waits up to its own `timeout` seconds for the exit; on exit → Ok; if the
+///   caller's context ends first → [`RuntimeError::StopContainerCancelled`], no SIGKILL;
+/// * `timeout <= 0`, or the wait timed out: SIGKILL, then wait for the exit bounded only by the
+///   caller's context.
+///
+/// So a second call with a smaller timeout sends no second signal but SIGKILLs at its own,
+/// earlier deadline (as containerd does; CRI-O instead keeps the earliest deadline in one loop).
+pub struct ProcessRuntime {
+    state: Mutex<State>,
+    output: mpsc::UnboundedSender<OutputLine>,
+    network: NetworkConfig,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn record(events: &Mutex<Vec<StopEvent>>, at: Instant, kind: StopEventKind) {
+    lock(events).push(StopEvent { at, kind });
+}
+
+impl ProcessRuntime {
+    /// A runtime and the stream of all its containers' output lines.
+    pub fn new(network: NetworkConfig) -> (Self, mpsc::UnboundedReceiver<OutputLine>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            ProcessRuntime {
+                state: Mutex::new(State::default()),
+                output: tx,
+                network,
+            },
+            rx,
+        )
+    }
+
+    /// The stop events of a container so far, in order (empty for an unknown id).
+    pub fn stop_events(&self, id: &str) -> Vec<StopEvent> {
+        let st = lock(&self.state);
+        st.containers
+            .get(id)
+            .map(|c| lock(&c.events).clone())
+            .unwrap_or_default()
+    }
+
+    /// The sandbox's pod IP, if it has its own network namespace.
+    pub fn pod_ip(&self, sandbox_id: &str) -> Option<std::net::Ipv4Addr> {
+        let st = lock(&self.state);
+        st.sandboxes.get(sandbox_id)?.sandbox.as_ref()?.ip()
+    }
+
+    fn process_of(&self, id: &str) -> Result<Handles, RuntimeError> {
+        let st = lock(&self.state);
+        let c = st
+            .containers
+            .get(id)
+            .ok_or_else(|| RuntimeError::ContainerNotFound { id: id.into() })?;
+        Ok(Handles {
+            process: c.process.clone(),
+            stop_signal: c.config.stop_signal.unwrap_or(15),
+            signaled: Arc::clone(&c.stop_signaled),
+            events: Arc::clone(&c.events),
+        })
+    }
+
+    async fn wait_exit(process: &ContainerProcess, events: &Mutex<Vec<StopEvent>>) {
+        let exit = process.wait().await;
+        let mut ev = lock(events);
+        if !ev
+            .iter()
+            .any(|e| matches!(e.kind, StopEventKind::Exited { .. }))
+        {
+            ev.push(StopEvent {
+                at: exit.at,
+                kind: StopEventKind::Exited {
+                    status: exit.status,
+                },
+            });
+        }
+    }
+}
+
+impl RuntimeService for ProcessRuntime {
+    async fn run_pod_sandbox(
+        &self,
+        _ctx: &CallContext,
+        config: PodSandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        let network = self.network.clone();
+        let name = config.name.clone();
+        let host_network = config.host_network;
+        let sandbox =
+            tokio::task::spawn_blocking(move || Sandbox::create(&name, host_network, &network))
+                .await
+                .map_err(|e| RuntimeError::RunPodSandbox {
+                    name: config.name.clone(),
+                    source: SandboxError::Command {
+                        argv: vec![],
+                        reason: e.to_string(),
+                    },
+                })?
+                .map_err(|source| RuntimeError::RunPodSandbox {
+                    name: config.name.clone(),
+                    source,
+                })?;
+        let mut st = lock(&self.state);
+        st.next += 1;
+        let id = format!("sandbox-{}-{}", st.next, config.name);
+        st.sandboxes.insert(
+            id.clone(),
+            SandboxEntry {
+                sandbox: Some(sandbox),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn stop_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        let ids: Vec<String> = {
+            let st = lock(&self.state);
+            if !st.sandboxes.contains_key(id) {
+                return Ok(());
+            }
+            st.containers
+                .values()
+                .filter(|c| c.sandbox_id == id)
+                .map(|c| c.id.clone())
+                .collect()
+        };
+        for cid in ids {
+            self.stop_container(ctx, &cid, 0).await?;
+        }
+        let sandbox = lock(&self.state)
+            .sandboxes
+            .get_mut(id)
+            .and_then(|s| s.sandbox.take());
+        if let Some(mut sb) = sandbox {
+            let _ = tokio::task::spawn_blocking(move || sb.teardown()).await;
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.stop_pod_sandbox(ctx, id).await?;
+        let mut st = lock(&self.state);
+        st.sandboxes.remove(id);
+        st.containers.retain(|_, c| c.sandbox_id != id);
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        _ctx: &CallContext,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+    ) -> Result<String, RuntimeError> {
+        let mut st = lock(&self.state);
+        if !st.sandboxes.contains_key(pod_sandbox_id) {
+            return Err(RuntimeError::PodSandboxNotFound {
+                id: pod_sandbox_id.into(),
+            });
+        }
+        st.next += 1;
+        let id = format!("ctr-{}-{}", st.next, config.name);
+        st.containers.insert(
+            id.clone(),
+            ContainerEntry {
+                id: id.clone(),
+                sandbox_id: pod_sandbox_id.into(),
+                config,
+                process: None,
+                stop_signaled: Arc::new(AtomicBool::new(false)),
+                events: Arc::new(Mutex::new(Vec::new())),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn start_container(&self, _ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        let spec = {
+            let st = lock(&self.state);
+            let c = st
+                .containers
+                .get(id)
+                .ok_or_else(|| RuntimeError::ContainerNotFound { id: id.into() })?;
+            if c.process.is_some() {
+                return Err(RuntimeError::StartContainerState { id: id.into() });
+            }
+            let netns = st
+                .sandboxes
+                .get(&c.sandbox_id)
+                .and_then(|s| s.sandbox.as_ref())
+                .and_then(|s| s.netns_path().map(|p| p.to_path_buf()));
+            ContainerSpec {
+                name: c.config.name.clone(),
+                argv: c.config.argv.clone(),
+                env: c.config.env.clone(),
+                working_dir: c.config.working_dir.clone(),
+                netns,
+                force_host: c.config.force_host,
+            }
+        };
+        let process = ContainerProcess::spawn(spec, Some(self.output.clone()))
+            .await
+            .map_err(|source| RuntimeError::StartContainer {
+                id: id.into(),
+                source,
+            })?;
+        let mut st = lock(&self.state);
+        match st.containers.get_mut(id) {
+            Some(c) => {
+                c.process = Some(process);
+                Ok(())
+            }
+            None => {
+                let _ = process.kill();
+                Err(RuntimeError::ContainerNotFound { id: id.into() })
+            }
+        }
+    }
+
+    async fn stop_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        timeout_seconds: i64,
+    ) -> Result<(), RuntimeError> {
+        let Handles {
+            process,
+            stop_signal,
+            signaled,
+            events,
+        } = match self.process_of(id) {
+            Ok(v) => v,
+            // containerd: an unknown container is already stopped.
+            Err(RuntimeError::ContainerNotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let Some(process) = process else {
+            return Ok(());
+        };
+        if process.try_exit().is_some() {
+            return Ok(());
+        }
+        record(
+            &events,
+            Instant::now(),
+            StopEventKind::StopRequested { timeout_seconds },
+        );
+        if timeout_seconds > 0 {
+            if signaled
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                let at = Instant::now();
+                process.signal(stop_signal).map_err(|source| {
+                    RuntimeError::StopContainerSignal {
+                        id: id.into(),
+                        signal: stop_signal,
+                        source,
+                    }
+                })?;
+                record(
+                    &events,
+                    at,
+                    StopEventKind::StopSignalSent {
+                        signal: stop_signal,
+                    },
+                );
+            } else {
+                record(
+                    &events,
+                    Instant::now(),
+                    StopEventKind::StopSignalSkipped {
+                        signal: stop_signal,
+                    },
+                );
+            }
+            let deadline =
+                tokio::time::Instant::now() + Duration::from_secs(timeout_seconds as u64);
+            tokio::select! {
+                _ = Self::wait_exit(&process, &events) => return Ok(()),
+                _ = ctx.done() => return Err(RuntimeError::StopContainerCancelled { id: id.into() }),
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        let at = Instant::now();
+        let sent = process
+            .kill()
+            .map_err(|source| RuntimeError::StopContainerSignal {
+                id: id.into(),
+                signal: 9,
+                source,
+            })?;
+        if sent {
+            record(&events, at, StopEventKind::KillSent);
+        }
+        tokio::select! {
+            _ = Self::wait_exit(&process, &events) => Ok(()),
+            _ = ctx.done() => Err(RuntimeError::StopContainerCancelled { id: id.into() }),
+        }
+    }
+
+    async fn exec_sync(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> Result<ExecSyncResponse, RuntimeError> {
+        let Handles { process, .. } = self.process_of(id)?;
+        let Some(process) = process.filter(|p| p.try_exit().is_none()) else {
+            return Err(RuntimeError::ExecSyncNotRunning { id: id.into() });
+        };
+        let (env, dir) = {
+            let st = lock(&self.state);
+            st.containers
+                .get(id)
+                .map(|c| (c.config.env.clone(), c.config.working_dir.clone()))
+                .unwrap_or_default()
+        };
+        let timeout = (timeout_seconds > 0).then(|| Duration::from_secs(timeout_seconds as u64));
+        tokio::select! {
+            r = process.exec(cmd, env, dir, timeout) => {
+                let out = r.map_err(|source| RuntimeError::ExecSync { id: id.into(), source })?;
+                Ok(ExecSyncResponse { stdout: out.stdout, stderr: out.stderr, exit_code: out.status.code() })
+            }
+            // Dropping the exec future SIGKILLs the exec process.
+            _ = ctx.done() => Err(RuntimeError::ExecSyncCancelled { id: id.into() }),
+        }
+    }
+
+    async fn container_status(
+        &self,
+        _ctx: &CallContext,
+        id: &str,
+    ) -> Result<ContainerStatus, RuntimeError> {
+        let st = lock(&self.state);
+        let c = st
+            .containers
+            .get(id)
+            .ok_or_else(|| RuntimeError::ContainerNotFound { id: id.into() })?;
+        let exit = c.process.as_ref().and_then(|p| p.try_exit());
+        Ok(ContainerStatus {
+            id: c.id.clone(),
+            name: c.config.name.clone(),
+            state: match (&c.process, exit) {
+                (None, _) => ContainerState::Created,
+                (Some(_), None) => ContainerState::Running,
+                (Some(_), Some(_)) => ContainerState::Exited,
+            },
+            pid: c.process.as_ref().map(|p| p.pid()),
+            isolation: c.process.as_ref().map(|p| p.isolation()),
+            started_at: c.process.as_ref().map(|p| p.started_at()),
+            finished_at: exit.map(|e| e.at),
+            exit: exit.map(|e| e.status),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn context_done_fires_at_the_deadline() {
+        let start = Instant::now();
+        let ctx = CallContext::background().with_deadline(start + Duration::from_millis(50));
+        ctx.done().await;
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn context_done_fires_on_cancel_only() {
+        let (ctx, cancel) = CallContext::background().with_cancel();
+        let not_yet = tokio::time::timeout(Duration::from_millis(20), ctx.done()).await;
+        assert!(not_yet.is_err());
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(1), ctx.done())
+            .await
+            .expect("cancelled");
+    }
+
+    #[tokio::test]
+    async fn unknown_ids() {
+        let (rt, _out) = ProcessRuntime::new(NetworkConfig::default());
+        let ctx = CallContext::background();
+        assert!(rt.stop_container(&ctx, "nope", 30).await.is_ok());
+        assert!(rt.stop_pod_sandbox(&ctx, "nope").await.is_ok());
+        assert!(rt.remove_pod_sandbox(&ctx, "nope").await.is_ok());
+        assert!(matches!(
+            rt.container_status(&ctx, "nope").await,
+            Err(RuntimeError::ContainerNotFound { .. })
+        ));
+        assert!(matches!(
+            rt.create_container(&ctx, "nope", ContainerConfig::default())
+                .await,
+            Err(RuntimeError::PodSandboxNotFound { .. })
+        ));
+        assert!(matches!(
+            rt.exec_sync(&ctx, "nope", vec!["true".into()], 1).await,
+            Err(RuntimeError::ContainerNotFound { .. })
+        ));
+    }
+}

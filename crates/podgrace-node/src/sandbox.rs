@@ -1,0 +1,267 @@
+//! A pod's network: its own network namespace and an address reachable from the host only.
+//!
+//! Layout for pod index `n` (2..=254) in the configured /24 (default `169.254.77.0/24`,
+//! link-local, so it is never routed off the host):
+//! * netns `podgrace-<n>-<owner pid>` (named, under `/run/netns`), `lo` up;
+//! * a veth pair: `pgh<n>` on the host with `<base>.1/32` and a route `<base>.n/32` to it,
+//!   `eth0` in the pod with `<base>.n/32` and one route, to `<base>.1` (scope link).
+//!   No default route, so a pod reaches only the host, never another pod or the outside;
+//!   podgrace enables no forwarding.
+//!
+//! Built with iproute2 (`ip`), run through podgrace's own spawner and reaper. `hostNetwork`
+//! pods get no namespace. Without the privilege to create namespaces every pod falls back to
+//! the host network with one warning. Stale namespaces of dead podgrace processes are removed
+//! before the first sandbox of a process is created.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use crate::process::{run_helper_blocking, ExitStatus, ProcessError};
+
+/// Errors of the sandbox module.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{argv:?}: {reason}")]
+    Command { argv: Vec<String>, reason: String },
+    #[error("running {argv:?}: {source}")]
+    Spawn {
+        argv: Vec<String>,
+        source: ProcessError,
+    },
+    #[error("no free pod address left in {base}/24")]
+    AllocateAddress { base: Ipv4Addr },
+}
+
+/// The address range pods get their IPs from: `base` is the /24 network address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkConfig {
+    pub base: Ipv4Addr,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        NetworkConfig {
+            base: Ipv4Addr::new(169, 254, 77, 0),
+        }
+    }
+}
+
+impl NetworkConfig {
+    fn addr(&self, n: u8) -> Ipv4Addr {
+        let o = self.base.octets();
+        Ipv4Addr::new(o[0], o[1], o[2], n)
+    }
+}
+
+/// A pod sandbox's network. Torn down by [`Sandbox::teardown`] or on drop.
+#[derive(Debug)]
+pub struct Sandbox {
+    name: String,
+    net: Option<PodNet>,
+}
+
+#[derive(Debug)]
+struct PodNet {
+    netns: String,
+    path: PathBuf,
+    host_if: String,
+    ip: Ipv4Addr,
+}
+
+fn ip(args: &[&str]) -> Result<String, SandboxError> {
+    let mut argv = vec!["ip"];
+    argv.extend_from_slice(args);
+    let owned = || argv.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let out = run_helper_blocking(&argv).map_err(|source| SandboxError::Spawn {
+        argv: owned(),
+        source,
+    })?;
+    if out.status != ExitStatus::Code(0) {
+        return Err(SandboxError::Command {
+            argv: owned(),
+            reason: format!(
+                "{:?}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+const PREFIX: &str = "podgrace-";
+
+/// Removes namespaces (and their veth pairs) left by podgrace processes that no longer run.
+/// Returns the names removed.
+pub fn cleanup_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(list) = ip(&["netns", "list"]) else {
+        return removed;
+    };
+    for line in list.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let mut parts = rest.splitn(2, '-');
+        let (Some(n), Some(owner)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(owner) = owner.parse::<u32>() else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        let _ = ip(&["netns", "del", name]);
+        let _ = ip(&["link", "del", &format!("pgh{n}")]);
+        removed.push(name.to_string());
+    }
+    removed
+}
+
+fn allocation_lock() -> &'static Mutex<()> {
+    static L: OnceLock<Mutex<()>> = OnceLock::new();
+    L.get_or_init(|| Mutex::new(()))
+}
+
+impl Sandbox {
+    /// Creates the network of pod `name`: a namespace with its own address, or none for
+    /// `host_network` or when namespaces are not permitted (one warning per process).
+    /// Blocking (runs `ip` a few times, some milliseconds each).
+    /// Errors: [`SandboxError::Command`] when an `ip` step fails after the namespace was made,
+    /// [`SandboxError::AllocateAddress`].
+    pub fn create(
+        name: &str,
+        host_network: bool,
+        config: &NetworkConfig,
+    ) -> Result<Sandbox, SandboxError> {
+        if host_network {
+            return Ok(Sandbox {
+                name: name.into(),
+                net: None,
+            });
+        }
+        static STALE: OnceLock<()> = OnceLock::new();
+        STALE.get_or_init(|| {
+            for n in cleanup_stale() {
+                tracing::info!(netns = %n, "removed stale podgrace network namespace");
+            }
+        });
+        static PERMITTED: OnceLock<bool> = OnceLock::new();
+        let permitted = *PERMITTED.get_or_init(|| {
+            let probe = format!("{PREFIX}probe-{}", std::process::id());
+            match ip(&["netns", "add", &probe]) {
+                Ok(_) => {
+                    let _ = ip(&["netns", "del", &probe]);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "pod networking: cannot create network namespaces; pods use the host network");
+                    false
+                }
+            }
+        });
+        if !permitted {
+            return Ok(Sandbox {
+                name: name.into(),
+                net: None,
+            });
+        }
+        let _guard = allocation_lock().lock().unwrap_or_else(|p| p.into_inner());
+        // Claim an index atomically: creating the host veth fails if another process holds it.
+        let mut claimed = None;
+        for n in 2u8..=254 {
+            let host_if = format!("pgh{n}");
+            if ip(&[
+                "link",
+                "add",
+                &host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("pgc{n}"),
+            ])
+            .is_ok()
+            {
+                claimed = Some(n);
+                break;
+            }
+        }
+        let Some(n) = claimed else {
+            return Err(SandboxError::AllocateAddress { base: config.base });
+        };
+        let netns = format!("{PREFIX}{n}-{}", std::process::id());
+        let mut sb = Sandbox {
+            name: name.into(),
+            net: Some(PodNet {
+                path: PathBuf::from(format!("/run/netns/{netns}")),
+                netns: netns.clone(),
+                host_if: format!("pgh{n}"),
+                ip: config.addr(n),
+            }),
+        };
+        let host_ip = format!("{}", config.addr(1));
+        let pod_ip = format!("{}", config.addr(n));
+        let pod_if = format!("pgc{n}");
+        let host_if = format!("pgh{n}");
+        let (pod_cidr, host_cidr) = (format!("{pod_ip}/32"), format!("{host_ip}/32"));
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["netns", "add", &netns],
+            vec!["link", "set", &pod_if, "netns", &netns],
+            vec!["-n", &netns, "link", "set", &pod_if, "name", "eth0"],
+            vec!["-n", &netns, "link", "set", "lo", "up"],
+            vec!["-n", &netns, "addr", "add", &pod_cidr, "dev", "eth0"],
+            vec!["-n", &netns, "link", "set", "eth0", "up"],
+            vec![
+                "-n", &netns, "route", "add", &host_cidr, "dev", "eth0", "scope", "link",
+            ],
+            vec!["addr", "add", &host_cidr, "dev", &host_if],
+            vec!["link", "set", &host_if, "up"],
+            vec!["route", "add", &pod_cidr, "dev", &host_if, "src", &host_ip],
+        ];
+        for step in steps {
+            if let Err(e) = ip(&step) {
+                sb.teardown();
+                return Err(e);
+            }
+        }
+        tracing::debug!(pod = %name, %pod_ip, %netns, "pod sandbox network ready");
+        Ok(sb)
+    }
+
+    /// The pod's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pod IP, `None` on the host network.
+    pub fn ip(&self) -> Option<Ipv4Addr> {
+        self.net.as_ref().map(|n| n.ip)
+    }
+
+    /// The network namespace file containers join (`/run/netns/<name>`), `None` on the host
+    /// network.
+    pub fn netns_path(&self) -> Option<&Path> {
+        self.net.as_ref().map(|n| n.path.as_path())
+    }
+
+    /// Deletes the namespace and the veth pair (idempotent, errors logged).
+    pub fn teardown(&mut self) {
+        if let Some(net) = self.net.take() {
+            if let Err(e) = ip(&["netns", "del", &net.netns]) {
+                tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
+            }
+            // Normally gone with the namespace (its peer lived there).
+            let _ = ip(&["link", "del", &net.host_if]);
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
