@@ -12,6 +12,8 @@
 //! the host network, saying so once. Pod networks use iproute2's `ip`. The tests also run
 //! `sh`, `sleep` and `tr` (dash/coreutils) inside containers.
 
+pub mod events;
+pub mod httpget;
 pub mod process;
 pub mod runtime;
 pub mod sandbox;
