@@ -489,12 +489,8 @@ fn kubelet_kill(override_seconds: i64) -> Start {
 /// The stop signal the runtime sends to a container: `lifecycle.stopSignal`, else the image's
 /// STOPSIGNAL (for the official images podgrace knows), else SIGTERM.
 fn stop_signal(c: &ContainerPlan) -> String {
-    let image = c
-        .image
-        .as_deref()
-        .and_then(runtime::image_stop_signal)
-        .map(|s| s.to_string());
-    match runtime::effective_stop_signal(c.stop_signal.as_deref(), image.as_deref()) {
+    match runtime::container_stop_signal(c.stop_signal.as_deref(), c.image.as_deref()) {
+
         Ok(sig) => sig.to_string(),
         // Manifest validation rejects unknown signal names; keep the text if one slips through.
         Err(_) => c.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),

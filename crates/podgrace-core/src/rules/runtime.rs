@@ -463,7 +463,25 @@ impl CrioStopLoop {
     }
 }
 
+/// The stop signal of a container as the kubelet and containerd settle it: `lifecycle.stopSignal`
+/// (KEP-4960) if set, else the image's STOPSIGNAL (known for the official images of
+/// [`image_stop_signal`]; podgrace cannot pull images), else SIGTERM.
+///
+/// # Errors
+/// [`ParseSignalError`] for a `lifecycle.stopSignal` that is not a signal name.
+///
+/// Upstream: containerd `internal/cri/server/container_stop.go` `stopContainer` (precedence),
+/// `container_create.go` (image STOPSIGNAL captured at create time).
+pub fn container_stop_signal(
+    lifecycle_stop_signal: Option<&str>,
+    image: Option<&str>,
+) -> Result<Signal, ParseSignalError> {
+    let from_image = image.and_then(image_stop_signal).map(|s| s.to_string());
+    effective_stop_signal(lifecycle_stop_signal, from_image.as_deref())
+}
+
 /// The STOPSIGNAL of a well-known official image, when its Dockerfile sets one.
+
 ///
 /// Matches `nginx`, `nginx:1.27`, `docker.io/library/nginx:1.27-alpine`, `nginx@sha256:...`.
 /// Only entries checked against the image's Dockerfile are listed (evidence per entry below);
