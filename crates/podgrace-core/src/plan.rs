@@ -107,12 +107,15 @@ impl Handler {
 
     /// How long the handler runs if it is of known length, in milliseconds: the sleep action,
     /// exec `sleep N`, `sh -c "sleep N"` / `bash -c "sleep N"` (also `exec sleep N`), with N
-    /// a plain number of seconds or a `s`/`m`/`h` suffixed one. `None` when it can't be known.
+    /// a plain number of seconds or a `s`/`m`/`h` suffixed one; a tcpSocket handler takes 0
+    /// (the kubelet refuses to run it). `None` when it can't be known.
     pub fn known_duration_ms(&self) -> Option<i64> {
         match self {
             Handler::Sleep { seconds } => Some(seconds.saturating_mul(1000).max(0)),
             Handler::Exec { command } => exec_sleep_ms(command),
-            Handler::HttpGet(_) | Handler::TcpSocket { .. } => None,
+            // The kubelet has no runner for tcpSocket lifecycle handlers: it fails at once.
+            Handler::TcpSocket { .. } => Some(0),
+            Handler::HttpGet(_) => None,
         }
     }
 }
@@ -284,6 +287,30 @@ impl PodPlan {
     /// Every container that runs during termination: native sidecars, then main containers.
     pub fn running_containers(&self) -> impl Iterator<Item = &ContainerPlan> {
         self.sidecars().chain(self.containers.iter())
+    }
+
+    /// The priority the Priority admission plugin gives the pod: `spec.priority` if set, else
+    /// the value of a built-in class (`system-node-critical` 2000001000,
+    /// `system-cluster-critical` 2000000000). Other class names need the cluster's
+    /// PriorityClass objects, so they give `None`.
+    ///
+    /// Source: `pkg/apis/scheduling/types.go` (`SystemCriticalPriority`) and
+    /// `plugin/pkg/admission/priority/admission.go`.
+    pub fn effective_priority(&self) -> Option<i32> {
+        self.priority.or(match self.priority_class_name.as_deref() {
+            Some("system-node-critical") => Some(2_000_001_000),
+            Some("system-cluster-critical") => Some(2_000_000_000),
+            _ => None,
+        })
+    }
+
+    /// A critical pod for the kubelet: priority at least `SystemCriticalPriority` (2000000000).
+    /// Static and mirror pods are critical too, but a manifest cannot say it is one.
+    ///
+    /// Source: `pkg/kubelet/types/pod_update.go` `IsCriticalPod`.
+    pub fn is_critical(&self) -> bool {
+        self.effective_priority()
+            .is_some_and(|p| p >= 2_000_000_000)
     }
 
     /// Looks a container up by name among init and regular containers.

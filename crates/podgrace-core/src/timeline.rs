@@ -6,7 +6,7 @@
 //! hook of known length (sleep action, `sleep N`) gives `min == max`. For sidecars, `min` also
 //! assumes every app exits at once on its stop signal and `max` that each runs until SIGKILL.
 
-use crate::plan::{ContainerPlan, ContainerRole, PodPlan};
+use crate::plan::{ContainerPlan, ContainerRole, Handler, PodPlan};
 use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};
 use crate::rules::kuberuntime::{self, GraceFields, KillContainer, KillReason};
 use crate::rules::podworker::{self, GraceInputs};
@@ -203,6 +203,12 @@ pub enum TimelineError {
         container: String,
         known: String,
     },
+    /// `node-shutdown` with a kubelet whose graceful node shutdown is off.
+    #[error("graceful node shutdown is disabled (shutdownGracePeriod {shutdown_grace_period} s, shutdownGracePeriodCriticalPods {critical} s): the kubelet does not terminate pods on shutdown, they die with the node")]
+    GracefulShutdownDisabled {
+        shutdown_grace_period: i64,
+        critical: i64,
+    },
     /// The named container has no probe of that kind.
     #[error("pod {pod}: container {container:?} has no {probe} probe")]
     NoProbe {
@@ -248,6 +254,20 @@ pub fn explain(
         return probe_kill(pod, trigger, name, opts);
     }
 
+    if *trigger == Trigger::NodeShutdown {
+        let k = opts.kubelet;
+        if nodeshutdown::migrate_config(
+            k.shutdown_grace_period,
+            k.shutdown_grace_period_critical_pods,
+        )
+        .is_none()
+        {
+            return Err(TimelineError::GracefulShutdownDisabled {
+                shutdown_grace_period: k.shutdown_grace_period,
+                critical: k.shutdown_grace_period_critical_pods,
+            });
+        }
+    }
     let start = resolve_start(pod, trigger, opts, &mut findings);
     let (effective, _) = podworker::effective_grace_period(
         GraceInputs {
@@ -259,6 +279,26 @@ pub fn explain(
         version,
     );
     let override_seconds = podworker::kill_pod_override(effective, start.kill_override, version);
+    trigger_findings(pod, trigger, opts, &start, effective, &mut findings);
+    if matches!(trigger, Trigger::EvictSoft | Trigger::EvictHard) && pod.is_critical() {
+        // evictPod refuses critical pods and moves on to the next ranked pod.
+        findings.push(Finding {
+            rule: "critical-pod-not-evicted",
+            severity: Severity::Info,
+            message: format!(
+                "priority {} makes this a critical pod: the eviction manager refuses to evict it (evictPod, pkg/kubelet/eviction/eviction_manager.go)",
+                pod.effective_priority().unwrap_or_default()
+            ),
+        });
+        return Ok(Timeline {
+            pod: pod_name(pod),
+            trigger: trigger.to_string(),
+            kubernetes_version: version.to_string(),
+            grace_period_seconds: effective,
+            containers: Vec::new(),
+            findings,
+        });
+    }
     let base = kuberuntime::set_termination_grace_period(
         GraceFields {
             deletion_grace_period_seconds: start.dgps,
@@ -362,17 +402,12 @@ fn resolve_start(
         )),
         Trigger::EvictSoft => {
             let max = opts.kubelet.eviction_max_pod_grace_period;
-            let o = eviction::grace_period_override(false, max, Some(tgps), opts.version);
-            if max <= 0 {
-                findings.push(Finding {
-                    rule: "soft-eviction-is-immediate",
-                    severity: Severity::Warning,
-                    message: format!(
-                        "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to 1 s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172)"
-                    ),
-                });
-            }
-            kubelet_kill(o)
+            kubelet_kill(eviction::grace_period_override(
+                false,
+                max,
+                Some(tgps),
+                opts.version,
+            ))
         }
         Trigger::NodeShutdown => {
             let k = opts.kubelet;
@@ -381,11 +416,12 @@ fn resolve_start(
                 k.shutdown_grace_period_critical_pods,
             )
             .unwrap_or_default();
-            let period = nodeshutdown::group_by_priority(&groups, &[((), pod.priority)])
-                .ok()
-                .and_then(|gs| gs.into_iter().find(|g| !g.pods.is_empty()))
-                .map(|g| g.group.shutdown_grace_period_seconds)
-                .unwrap_or(0);
+            let period =
+                nodeshutdown::group_by_priority(&groups, &[((), pod.effective_priority())])
+                    .ok()
+                    .and_then(|gs| gs.into_iter().find(|g| !g.pods.is_empty()))
+                    .map(|g| g.group.shutdown_grace_period_seconds)
+                    .unwrap_or(0);
             kubelet_kill(nodeshutdown::pod_grace_period_override(period, Some(tgps)))
         }
         Trigger::Liveness(_) | Trigger::Startup(_) => Start {
@@ -393,6 +429,51 @@ fn resolve_start(
             kill_override: None,
             removed_from_api: false,
         },
+    }
+}
+
+/// Findings that depend on the trigger and on what the pod worker made of it.
+fn trigger_findings(
+    pod: &PodPlan,
+    trigger: &Trigger,
+    opts: &Options,
+    start: &Start,
+    effective: i64,
+    findings: &mut Vec<Finding>,
+) {
+    let tgps = pod.termination_grace_period_seconds;
+    if let (Trigger::EvictSoft, Some(o)) = (trigger, start.kill_override) {
+        let max = opts.kubelet.eviction_max_pod_grace_period;
+        if max <= 0 && effective < tgps {
+            findings.push(Finding {
+                rule: "soft-eviction-is-immediate",
+                severity: Severity::Warning,
+                message: format!(
+                    "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to {effective} s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172)"
+                ),
+            });
+        } else if o <= 0 && effective == tgps {
+            findings.push(Finding {
+                rule: "zero-override-means-full-grace",
+                severity: Severity::Info,
+                message: format!(
+                    "Kubernetes {} treats the override {o} as unset and grants the full terminationGracePeriodSeconds ({tgps} s); from 1.31 on the same eviction kills within about 1 s (issues #115819, #120449)",
+                    opts.version
+                ),
+            });
+        }
+    }
+    if let (Trigger::EvictHard | Trigger::ForceDelete, true) =
+        (trigger, effective == tgps && tgps > 1)
+    {
+        findings.push(Finding {
+            rule: "zero-override-means-full-grace",
+            severity: Severity::Info,
+            message: format!(
+                "Kubernetes {} turns the grace of 0 into the full terminationGracePeriodSeconds ({tgps} s); from 1.31 on it is 1 s (issues #113717, #115819)",
+                opts.version
+            ),
+        });
     }
 }
 
@@ -408,12 +489,8 @@ fn kubelet_kill(override_seconds: i64) -> Start {
 /// The stop signal the runtime sends to a container: `lifecycle.stopSignal`, else the image's
 /// STOPSIGNAL (for the official images podgrace knows), else SIGTERM.
 fn stop_signal(c: &ContainerPlan) -> String {
-    let image = c
-        .image
-        .as_deref()
-        .and_then(runtime::image_stop_signal)
-        .map(|s| s.to_string());
-    match runtime::effective_stop_signal(c.stop_signal.as_deref(), image.as_deref()) {
+    match runtime::container_stop_signal(c.stop_signal.as_deref(), c.image.as_deref()) {
+
         Ok(sig) => sig.to_string(),
         // Manifest validation rejects unknown signal names; keep the text if one slips through.
         Err(_) => c.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),
@@ -448,7 +525,7 @@ fn main_instants(kill: &KillContainer, hook_end_ms: Option<i64>) -> Instants {
     let timeout_s = k.stop_timeout();
     Instants {
         stop_ms,
-        kill_ms: stop_ms + timeout_s.max(0) * 1000,
+        kill_ms: stop_ms.saturating_add(timeout_s.max(0).saturating_mul(1000)),
         timeout_s,
     }
 }
@@ -469,8 +546,8 @@ fn pod_kill(
     let mains: Vec<&ContainerPlan> = pod.containers.iter().collect();
     for c in &mains {
         let hook = hook_ends(c, &kill);
-        let lo = main_instants(&kill, hook.map(|h| h.1));
-        let hi = main_instants(&kill, hook.map(|h| h.2));
+        let lo = signal_effect(c, main_instants(&kill, hook.map(|h| h.1)));
+        let hi = signal_effect(c, main_instants(&kill, hook.map(|h| h.2)));
         exits.push((c.name.clone(), lo.stop_ms, hi.kill_ms));
         out.push(timeline_entry(c, hook, lo, hi));
     }
@@ -485,13 +562,13 @@ fn pod_kill(
             let prereq_lo = main_lo.into_iter().chain(next_sidecar.map(|n| n.0)).max();
             let prereq_hi = main_hi.into_iter().chain(next_sidecar.map(|n| n.1)).max();
             (
-                sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo),
-                sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi),
+                signal_effect(c, sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo)),
+                signal_effect(c, sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi)),
             )
         } else {
             (
-                main_instants(&kill, hook.map(|h| h.1)),
-                main_instants(&kill, hook.map(|h| h.2)),
+                signal_effect(c, main_instants(&kill, hook.map(|h| h.1))),
+                signal_effect(c, main_instants(&kill, hook.map(|h| h.2))),
             )
         };
         next_sidecar = Some((lo.stop_ms, hi.kill_ms));
@@ -500,6 +577,18 @@ fn pod_kill(
     sidecar_entries.reverse();
     sidecar_entries.extend(out);
     sidecar_entries
+}
+
+/// A stop signal of SIGKILL ends the container at once: there is no later SIGKILL to wait for.
+fn signal_effect(c: &ContainerPlan, i: Instants) -> Instants {
+    if i.timeout_s > 0 && stop_signal(c) == "SIGKILL" {
+        Instants {
+            kill_ms: i.stop_ms,
+            ..i
+        }
+    } else {
+        i
+    }
 }
 
 fn sidecar_instants(
@@ -514,11 +603,11 @@ fn sidecar_instants(
     }
     let wait = kuberuntime::wait_for_turn_ms(start, &[prereq_exit_ms], k.turn_budget());
     k.turn_finished(wait);
-    let stop_ms = start + wait;
+    let stop_ms = start.saturating_add(wait);
     let timeout_s = k.stop_timeout();
     Instants {
         stop_ms,
-        kill_ms: stop_ms + timeout_s.max(0) * 1000,
+        kill_ms: stop_ms.saturating_add(timeout_s.max(0).saturating_mul(1000)),
         timeout_s,
     }
 }
@@ -605,8 +694,8 @@ fn probe_kill(
     );
     let kill = KillContainer::new(base, None, opts.version);
     let hook = hook_ends(c, &kill);
-    let lo = main_instants(&kill, hook.map(|h| h.1));
-    let hi = main_instants(&kill, hook.map(|h| h.2));
+    let lo = signal_effect(c, main_instants(&kill, hook.map(|h| h.1)));
+    let hi = signal_effect(c, main_instants(&kill, hook.map(|h| h.2)));
     let mut entry = timeline_entry(c, hook, lo, hi);
     entry.role = if c.role == ContainerRole::Sidecar {
         "sidecar"
@@ -650,23 +739,44 @@ fn container_findings(
             continue;
         };
         let known = c.pre_stop.as_ref().and_then(|h| h.known_duration_ms());
+        let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
+        let kill_max = fmt_secs((t.kill_seconds.max * 1000.0) as i64);
         if let (Some(budget), Some(d)) = (t.pre_stop_budget_seconds, known) {
-            if d >= budget * 1000 {
+            if d >= budget.saturating_mul(1000)
+                && !matches!(c.pre_stop, Some(Handler::TcpSocket { .. }))
+            {
                 // The pod's own budget is a manifest error; a budget cut short by the trigger
                 // (force delete, eviction, shutdown) is worth a warning.
                 let own_budget = budget >= pod.termination_grace_period_seconds;
+                let length = if d == budget.saturating_mul(1000) {
+                    format!("runs {} s, its whole budget", fmt_secs(d))
+                } else {
+                    format!("runs {} s but its budget is {budget} s", fmt_secs(d))
+                };
+                let then = if timeout_zero {
+                    format!("the runtime sends SIGKILL at once (t={kill_max})")
+                } else {
+                    format!("sends {} then, and SIGKILL at t={kill_max}", t.stop_signal)
+                };
                 findings.push(Finding {
                     rule: "prestop-exceeds-grace",
                     severity: if own_budget { Severity::Error } else { Severity::Warning },
                     message: format!(
-                        "container {}: the preStop hook runs {} s but its budget is {budget} s: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={}",
-                        t.name,
-                        fmt_secs(d),
-                        t.stop_signal,
-                        fmt_secs(t.kill_seconds.max as i64 * 1000)
+                        "container {}: the preStop hook {length}: the kubelet stops waiting at t={budget}, {then}, leaving the app no time to shut down after its stop signal",
+                        t.name
                     ),
                 });
             }
+        }
+        if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
+            findings.push(Finding {
+                rule: "tcpsocket-hook-not-run",
+                severity: Severity::Warning,
+                message: format!(
+                    "container {}: the kubelet does not run tcpSocket lifecycle handlers; the preStop fails at once (FailedPreStopHook) and the stop signal follows at t=0",
+                    t.name
+                ),
+            });
         }
         if c.pre_stop.is_some() && t.pre_stop.is_none() {
             findings.push(Finding {
@@ -678,7 +788,7 @@ fn container_findings(
                 ),
             });
         }
-        if t.stop_signal == "SIGKILL" {
+        if timeout_zero {
             findings.push(Finding {
                 rule: "immediate-sigkill",
                 severity: Severity::Warning,
@@ -687,15 +797,51 @@ fn container_findings(
                     t.name
                 ),
             });
+        } else if t.stop_signal == "SIGKILL" {
+            findings.push(Finding {
+                rule: "stop-signal-sigkill",
+                severity: Severity::Warning,
+                message: format!(
+                    "container {}: its stop signal is SIGKILL, so it is killed at t={} without any chance to shut down; SIGKILL cannot be caught or handled",
+                    t.name,
+                    fmt_secs((t.stop_signal_seconds.min * 1000.0) as i64)
+                ),
+            });
+        }
+        if c.stop_signal.is_some() {
+            findings.push(Finding {
+                rule: "stop-signal-feature-gate",
+                severity: Severity::Info,
+                message: format!(
+                    "container {}: lifecycle.stopSignal needs the ContainerStopSignals feature gate (alpha since 1.33, off by default) on the API server and the kubelet, and a runtime that honours it (containerd 2.3+, CRI-O); without the gate the field is dropped and the image's STOPSIGNAL or SIGTERM applies",
+                    t.name
+                ),
+            });
+        }
+        if c.stop_signal.is_none() && t.stop_signal != "SIGTERM" && !timeout_zero {
+            findings.push(Finding {
+                rule: "stop-signal-from-image",
+                severity: Severity::Info,
+                message: format!(
+                    "container {}: the stop signal {} is the STOPSIGNAL of the official image {} (inferred from the image name; set lifecycle.stopSignal to be explicit)",
+                    t.name,
+                    t.stop_signal,
+                    c.image.as_deref().unwrap_or_default()
+                ),
+            });
         }
         if t.kill_seconds.max > grace as f64 + 2.0 + 1e-9 {
+            let why = if version.at_least(1, 28) {
+                "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
+            } else {
+                format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")
+            };
             findings.push(Finding {
                 rule: "kill-beyond-grace",
                 severity: Severity::Warning,
                 message: format!(
-                    "container {}: SIGKILL can come as late as t={}, more than the grace period of {grace} s plus 2 s; kubelets 1.22 to 1.27 re-granted the full grace after preStop (issue #115817, fixed in 1.28)",
-                    t.name,
-                    fmt_secs((t.kill_seconds.max * 1000.0) as i64)
+                    "container {}: SIGKILL can come as late as t={kill_max}, more than the grace period of {grace} s plus 2 s: {why}",
+                    t.name
                 ),
             });
         }

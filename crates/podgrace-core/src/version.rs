@@ -60,18 +60,24 @@ impl FromStr for KubeVersion {
     /// Parses `1.28`, `v1.28` or `1.28.3` (the patch level is ignored).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let syntax = || ParseVersionError::Syntax(s.to_string());
-        let trimmed = s.trim().trim_start_matches('v');
-        let mut parts = trimmed.split('.');
-        let major: u32 = parts
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(syntax)?;
-        let minor: u32 = parts
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(syntax)?;
+        // A number as Kubernetes writes it: digits, no sign, no leading zero.
+        let number = |p: Option<&str>| -> Result<u32, ParseVersionError> {
+            match p {
+                Some(p)
+                    if !p.is_empty()
+                        && p.bytes().all(|b| b.is_ascii_digit())
+                        && (p == "0" || !p.starts_with('0')) =>
+                {
+                    p.parse().map_err(|_| syntax())
+                }
+                _ => Err(syntax()),
+            }
+        };
+        let mut parts = s.strip_prefix('v').unwrap_or(s).split('.');
+        let major = number(parts.next())?;
+        let minor = number(parts.next())?;
         if let Some(patch) = parts.next() {
-            patch.parse::<u32>().map_err(|_| syntax())?;
+            number(Some(patch))?;
         }
         if parts.next().is_some() {
             return Err(syntax());
@@ -106,6 +112,11 @@ mod tests {
             "1".parse::<KubeVersion>(),
             Err(ParseVersionError::Syntax(_))
         ));
+        for bad in [
+            "1.028", "01.28", " 1.28", "1.28 ", "+1.28", "1.28.x", "1..28", "vv1.28",
+        ] {
+            assert!(bad.parse::<KubeVersion>().is_err(), "{bad:?}");
+        }
         assert!(matches!(
             "1.x".parse::<KubeVersion>(),
             Err(ParseVersionError::Syntax(_))

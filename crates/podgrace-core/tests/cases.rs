@@ -295,3 +295,130 @@ fn model_3_native_sidecar_stops_after_the_main_container() {
     span(proxy.stop_signal_seconds, 5.0, 30.0);
     span(proxy.kill_seconds, 30.0, 32.0);
 }
+
+#[test]
+fn critical_pods_are_not_evicted_and_get_the_critical_shutdown_period() {
+    let yaml = pod("  priorityClassName: system-node-critical\n  containers:\n    - name: proxy\n      image: registry.k8s.io/kube-proxy:v1.31.0\n      command: [kube-proxy]\n");
+    for t in [Trigger::EvictHard, Trigger::EvictSoft] {
+        let tl = timeline(&yaml, t);
+        assert!(tl.containers.is_empty());
+        assert!(tl
+            .findings
+            .iter()
+            .any(|f| f.rule == "critical-pod-not-evicted"));
+    }
+    // shutdownGracePeriod 30 s with 10 s for critical pods: the critical group gets 10 s.
+    let tl = timeline(&yaml, Trigger::NodeShutdown);
+    assert_eq!(tl.grace_period_seconds, 10);
+    let plain =
+        pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n");
+    assert_eq!(
+        timeline(&plain, Trigger::NodeShutdown).grace_period_seconds,
+        20
+    );
+}
+
+#[test]
+fn graceful_node_shutdown_disabled_is_an_error() {
+    let opts = Options {
+        kubelet: KubeletConfig {
+            shutdown_grace_period: 0,
+            shutdown_grace_period_critical_pods: 0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let m = manifest::load(&pod(R19), "case.yaml").unwrap();
+    let err = explain(m.pods().next().unwrap(), &Trigger::NodeShutdown, &opts).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("graceful node shutdown is disabled"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tcp_socket_pre_stop_fails_at_once() {
+    let t = timeline(&pod("  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        preStop:\n          tcpSocket:\n            port: 8080\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    span(c.pre_stop.as_ref().unwrap().end_seconds, 0.0, 0.0);
+    span(c.stop_signal_seconds, 0.0, 0.0);
+    span(c.kill_seconds, 30.0, 30.0);
+    assert!(t
+        .findings
+        .iter()
+        .any(|f| f.rule == "tcpsocket-hook-not-run"));
+    assert!(!t.findings.iter().any(|f| f.rule == "prestop-exceeds-grace"));
+}
+
+#[test]
+fn a_sigkill_stop_signal_kills_at_the_stop_signal() {
+    let t = timeline(&pod("  os:\n    name: linux\n  containers:\n    - name: app\n      image: example/app\n      command: [/app]\n      lifecycle:\n        stopSignal: SIGKILL\n        preStop:\n          sleep:\n            seconds: 3\n"), Trigger::Delete);
+    let c = container(&t, "app");
+    assert_eq!(c.stop_signal, "SIGKILL");
+    span(c.stop_signal_seconds, 3.0, 3.0);
+    span(c.kill_seconds, 3.0, 3.0);
+    assert!(t.findings.iter().any(|f| f.rule == "stop-signal-sigkill"));
+    assert!(!t.findings.iter().any(|f| f.rule == "immediate-sigkill"));
+}
+
+#[test]
+fn soft_eviction_before_1_31_falls_back_to_the_full_grace() {
+    let opts = Options {
+        version: KubeVersion::new(1, 28),
+        ..Default::default()
+    };
+    let t = timeline_with(&pod(R19), Trigger::EvictSoft, opts);
+    assert_eq!(t.grace_period_seconds, 120);
+    assert!(!t
+        .findings
+        .iter()
+        .any(|f| f.rule == "soft-eviction-is-immediate"));
+    assert!(t
+        .findings
+        .iter()
+        .any(|f| f.rule == "zero-override-means-full-grace"));
+}
+
+#[test]
+fn features_are_gated_by_kubernetes_version() {
+    let load = |yaml: &str, v: KubeVersion| {
+        manifest::load_with(yaml, "v.yaml", &manifest::LoadOptions { kube_version: v })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let sleep = pod("  containers:\n    - name: app\n      image: x\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 5\n");
+    assert!(load(&sleep, KubeVersion::new(1, 30)).is_ok());
+    let err = load(&sleep, KubeVersion::new(1, 29)).unwrap_err();
+    assert!(
+        err.contains("preStop.sleep: Forbidden: the sleep action needs Kubernetes 1.30"),
+        "{err}"
+    );
+    let sidecar = pod("  initContainers:\n    - name: proxy\n      image: x\n      restartPolicy: Always\n  containers:\n    - name: app\n      image: x\n");
+    assert!(load(&sidecar, KubeVersion::new(1, 29)).is_ok());
+    let err = load(&sidecar, KubeVersion::new(1, 28)).unwrap_err();
+    assert!(
+        err.contains(
+            "initContainers[0].restartPolicy: Forbidden: native sidecars need Kubernetes 1.29"
+        ),
+        "{err}"
+    );
+    let signal = pod("  os:\n    name: linux\n  containers:\n    - name: app\n      image: x\n      lifecycle:\n        stopSignal: SIGUSR1\n");
+    assert!(load(&signal, KubeVersion::new(1, 33)).is_ok());
+    let err = load(&signal, KubeVersion::new(1, 32)).unwrap_err();
+    assert!(
+        err.contains("lifecycle.stopSignal: Forbidden: lifecycle.stopSignal needs Kubernetes 1.33"),
+        "{err}"
+    );
+}
+
+#[test]
+fn container_names_must_be_rfc_1123_labels() {
+    let err = manifest::load(
+        &pod("  containers:\n    - name: My_App\n      image: x\n"),
+        "n.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("n.yaml:7:13: spec.containers[0].name: Invalid value: \"My_App\": a lowercase RFC 1123 label"), "{err}");
+}

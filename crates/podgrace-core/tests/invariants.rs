@@ -158,3 +158,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// No input value makes the arithmetic overflow (debug builds panic on overflow).
+    #[test]
+    fn extreme_values_do_not_overflow(
+        tgps in prop_oneof![Just(i64::MAX), Just(i64::MAX / 2), Just(i64::MIN), 0i64..10, (i64::MAX - 10)..=i64::MAX],
+        sleep in prop_oneof![Just(i64::MAX), Just(i64::MIN), 0i64..100],
+        t in prop_oneof![Just(Trigger::Delete), Just(Trigger::DeleteWithGrace(i64::MAX)), Just(Trigger::ForceDelete), Just(Trigger::EvictSoft), Just(Trigger::EvictHard), Just(Trigger::NodeShutdown)],
+        max_grace in prop_oneof![Just(i64::MAX), Just(i64::MIN), -5i64..5],
+        v in version(),
+    ) {
+        let p = pod(
+            tgps,
+            vec![container("m", ContainerRole::Main, Some(Handler::Sleep { seconds: sleep }))],
+            vec![container("s", ContainerRole::Sidecar, Some(Handler::Exec { command: vec!["/x".into()] }))],
+        );
+        let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, shutdown_grace_period: i64::MAX, shutdown_grace_period_critical_pods: 1 } };
+        let tl = explain(&p, &t, &opts).unwrap();
+        for c in &tl.containers {
+            prop_assert!(c.kill_seconds.max >= c.kill_seconds.min);
+            prop_assert!(c.kill_seconds.min >= 0.0, "{c:?}");
+        }
+    }
+}

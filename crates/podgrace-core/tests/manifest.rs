@@ -311,11 +311,15 @@ fn multi_document_list_and_json() {
     );
 }
 
-/// Corpus files that really are invalid, with the reason.
-const INVALID_CORPUS: &[(&str, &str)] = &[(
-    "kubernetes__examples/_archived__cockroachdb__cockroachdb-statefulset.yaml",
-    "PodDisruptionBudget in policy/v1beta1, removed in Kubernetes 1.25",
-)];
+/// Corpus files that really are invalid, with the reason (`tests/data/invalid-corpus.tsv`).
+fn invalid_corpus() -> Vec<(String, String)> {
+    include_str!("data/invalid-corpus.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(p, r)| (p.to_string(), r.to_string()))
+        .collect()
+}
 
 fn shared_dir() -> Option<std::path::PathBuf> {
     let dir = match std::env::var_os("PODGRACE_SHARED") {
@@ -343,6 +347,8 @@ fn corpus_loads() {
     }
     files.sort();
     assert!(!files.is_empty());
+    let invalid = invalid_corpus();
+    assert!(!invalid.is_empty());
     let mut failures = Vec::new();
     for f in &files {
         let rel = f
@@ -352,7 +358,7 @@ fn corpus_loads() {
             .to_string();
         let text = std::fs::read_to_string(f).unwrap();
         let result = manifest::load(&text, &rel);
-        let expected_invalid = INVALID_CORPUS.iter().any(|(name, _)| *name == rel);
+        let expected_invalid = invalid.iter().any(|(name, _)| *name == rel);
         match (result, expected_invalid) {
             (Ok(_), false) | (Err(_), true) => {}
             (Ok(_), true) => failures.push(format!("{rel}: expected to fail but loaded")),

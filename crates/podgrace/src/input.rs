@@ -18,21 +18,47 @@ fn read_path(path: &Path) -> Result<Document, BadInput> {
             .read_to_string(&mut text)
             .map_err(|e| BadInput(format!("-: cannot read standard input: {e}")))?;
         return Ok(Document {
-            name: "-".into(),
+            name: "<stdin>".into(),
             text,
         });
     }
     let bytes = std::fs::read(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        BadInput(format!(
-            "{}: not UTF-8 text (byte {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
+    let text = String::from_utf8(bytes).map_err(|e| not_utf8(&path.display().to_string(), e))?;
     Ok(Document {
         name: path.display().to_string(),
         text,
+    })
+}
+
+/// Says where a file stops being UTF-8 (line and column of the first bad byte), and whether it
+/// looks like UTF-16, which some Windows editors write.
+fn not_utf8(name: &str, e: std::string::FromUtf8Error) -> BadInput {
+    let bytes = e.as_bytes();
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return BadInput(format!(
+            "{name}: the file is UTF-16 text; Kubernetes manifests are UTF-8 (convert it, e.g. with iconv -f UTF-16 -t UTF-8)"
+        ));
+    }
+    let valid = &bytes[..e.utf8_error().valid_up_to()];
+    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count()
+        + 1;
+    BadInput(format!(
+        "{name}:{line}:{column}: not UTF-8 text (byte 0x{:02X})",
+        bytes.get(valid.len()).copied().unwrap_or(0)
+    ))
+}
+
+/// A hint for text that failed to load and looks like an unrendered Helm or Go template.
+pub fn template_hint(doc: &Document) -> Option<String> {
+    (doc.text.contains("{{") && doc.text.contains("}}")).then(|| {
+        format!(
+            "{}: this looks like a Helm template; render it first, e.g. `helm template . | podgrace explain -`",
+            doc.name
+        )
     })
 }
 
@@ -62,21 +88,33 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<Document>, BadInput> {
             "`-` (standard input) may be given only once".into(),
         ));
     }
+    // The same file named twice (directly or through a directory) is read once.
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| {
+        f == Path::new("-") || seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone()))
+    });
     files.iter().map(|f| read_path(f)).collect()
 }
 
+/// Walks `dir` depth-first in name order. Symbolic links to directories are not followed (as
+/// `kubectl -R` does not), so a link cycle cannot loop; links to files are read.
 fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BadInput> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| BadInput(format!("{}: {e}", dir.display())))?;
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut paths: Vec<(PathBuf, bool)> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+        .collect();
     paths.sort();
-    for p in paths {
-        if p.is_dir() {
+    for (p, real_dir) in paths {
+        if real_dir {
             collect_dir(&p, out)?;
-        } else if matches!(
-            p.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
+        } else if !p.is_dir()
+            && matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        {
             out.push(p);
         }
     }

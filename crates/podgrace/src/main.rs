@@ -52,7 +52,9 @@ fn main() -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            for line in format!("{e:#}").lines() {
+                eprintln!("error: {line}");
+            }
             ExitCode::from(2)
         }
     }

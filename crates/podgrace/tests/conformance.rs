@@ -49,7 +49,7 @@ fn a_failing_vector_is_printed_with_its_source_and_exits_1() {
 fn an_unknown_function_or_key_exits_2_and_says_which() {
     let file = write(
         "unknown-fn.jsonl",
-        r#"{"function":"kubelet.mystery","source":"s","inputs":{},"expected":{}}"#,
+        r#"{"function":"kubelet.mystery","source":"s","inputs":{},"expected":{"x":1}}"#,
     );
     let out = podgrace(&["conformance", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -57,7 +57,7 @@ fn an_unknown_function_or_key_exits_2_and_says_which() {
 
     let file = write(
         "unknown-key.jsonl",
-        r#"{"function":"killPodNow","source":"s","inputs":{"gracePeriodOverrid":3},"expected":{}}"#,
+        r#"{"function":"killPodNow","source":"s","inputs":{"gracePeriodOverrid":3},"expected":{"x":1}}"#,
     );
     let out = podgrace(&["conformance", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -80,4 +80,19 @@ fn the_shared_vector_file_passes_when_given_explicitly() {
     }
     let out = podgrace(&["conformance", shared.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_vector_that_expects_nothing_or_an_empty_file_is_bad_input() {
+    let file = write(
+        "empty-expected.jsonl",
+        r#"{"function":"killPodNow","source":"s","inputs":{},"expected":{}}"#,
+    );
+    let out = podgrace(&["conformance", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot fail"));
+    let file = write("empty.jsonl", "\n\n");
+    let out = podgrace(&["conformance", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no test vector"));
 }

@@ -194,10 +194,14 @@ fn stdin_is_read_with_dash() {
 }
 
 /// Files of the shared corpus that the API server itself would reject, with the reason.
-const INVALID_CORPUS_FILES: &[(&str, &str)] = &[(
-    "kubernetes__examples/_archived__cockroachdb__cockroachdb-statefulset.yaml",
-    "policy/v1beta1 PodDisruptionBudget, removed in Kubernetes 1.25",
-)];
+fn invalid_corpus() -> Vec<(String, String)> {
+    include_str!("../../podgrace-core/tests/data/invalid-corpus.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(p, r)| (p.to_string(), r.to_string()))
+        .collect()
+}
 
 #[test]
 fn explain_runs_over_the_whole_corpus() {
@@ -217,6 +221,7 @@ fn explain_runs_over_the_whole_corpus() {
     }
     files.sort();
     assert!(files.len() > 50, "corpus has {} files", files.len());
+    let invalid = invalid_corpus();
     let mut explained = 0;
     for f in &files {
         let rel = f
@@ -240,7 +245,7 @@ fn explain_runs_over_the_whole_corpus() {
             "-t",
             "node-shutdown",
         ]);
-        if let Some((_, why)) = INVALID_CORPUS_FILES.iter().find(|(name, _)| *name == rel) {
+        if let Some((_, why)) = invalid.iter().find(|(name, _)| *name == rel) {
             assert_eq!(
                 out.status.code(),
                 Some(2),
@@ -263,4 +268,70 @@ fn tempdir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("podgrace-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+#[test]
+fn symlinked_directories_are_not_followed() {
+    let dir = tempdir().join("loop");
+    let inner = dir.join("a");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(
+        inner.join("pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x}]\n",
+    )
+    .unwrap();
+    let _ = std::os::unix::fs::symlink("..", inner.join("up"));
+    let _ = std::os::unix::fs::symlink(&dir, inner.join("self"));
+    let out = podgrace(&["explain", dir.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "the pod is explained once");
+}
+
+#[test]
+fn every_error_line_is_prefixed() {
+    let dir = tempdir().join("two-errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["a.yaml", "b.yaml"] {
+        std::fs::write(
+            dir.join(name),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x, bogus: 1}]\n",
+        )
+        .unwrap();
+    }
+    let out = podgrace(&["explain", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.lines()
+            .all(|l| l.starts_with("error: ") && l.contains("unknown field \"bogus\"")),
+        "{err}"
+    );
+}
+
+#[test]
+fn negative_or_disabled_shutdown_settings_are_rejected() {
+    let out = podgrace(&[
+        "explain",
+        "examples/web.yaml",
+        "-t",
+        "node-shutdown",
+        "--shutdown-grace-period=-1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = podgrace(&[
+        "explain",
+        "examples/web.yaml",
+        "-t",
+        "node-shutdown",
+        "--shutdown-grace-period=0",
+        "--shutdown-grace-period-critical-pods=0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("graceful node shutdown is disabled"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -29,7 +29,7 @@ fn relative_time(c: &Check<'_>, key: &str, s: &str) -> Result<i64, VectorError> 
         .strip_suffix('s')
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| c.bad(key, format!("not a time like now-1s: {s:?}")))?;
-    Ok(NOW + sign * secs)
+    Ok(NOW.saturating_add(secs.saturating_mul(sign)))
 }
 
 fn show_time(t: i64) -> String {

@@ -50,6 +50,9 @@ pub enum VectorError {
     /// The line is not a JSON object of the vector shape.
     #[error("line {line}: not a test vector: {message}")]
     Syntax { line: usize, message: String },
+    /// The file holds no vector at all.
+    #[error("no test vector in the file")]
+    Empty,
     /// No adapter exists for this upstream function.
     #[error("line {line}: unknown function {function:?}")]
     UnknownFunction { line: usize, function: String },
@@ -85,10 +88,11 @@ pub enum Verdict {
     Fail(Vec<String>),
 }
 
-/// Parses a JSON Lines vector file; blank lines are skipped.
+/// Parses a JSON Lines vector file; blank lines and a leading byte-order mark are skipped.
 ///
 /// # Errors
-/// [`VectorError::Syntax`] naming the first line that is not a vector.
+/// [`VectorError::Syntax`] naming the first line that is not a vector (or whose `expected` is
+/// empty, since such a vector cannot fail); [`VectorError::Empty`] for a file without vectors.
 pub fn parse_vectors(text: &str) -> Result<Vec<Vector>, VectorError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -96,12 +100,26 @@ pub fn parse_vectors(text: &str) -> Result<Vec<Vector>, VectorError> {
         if raw.trim().is_empty() {
             continue;
         }
+        let raw = if line == 1 {
+            raw.trim_start_matches('\u{feff}')
+        } else {
+            raw
+        };
         let mut v: Vector = serde_json::from_str(raw).map_err(|e| VectorError::Syntax {
             line,
             message: e.to_string(),
         })?;
         v.line = line;
+        if v.expected.is_empty() {
+            return Err(VectorError::Syntax {
+                line,
+                message: "\"expected\" is empty: a vector that expects nothing cannot fail".into(),
+            });
+        }
         out.push(v);
+    }
+    if out.is_empty() {
+        return Err(VectorError::Empty);
     }
     Ok(out)
 }
@@ -411,13 +429,13 @@ mod tests {
 
     #[test]
     fn unknown_function_and_keys_are_errors() {
-        let unknown_fn = r#"{"function":"nope","source":"s","inputs":{},"expected":{}}"#;
+        let unknown_fn = r#"{"function":"nope","source":"s","inputs":{},"expected":{"x":1}}"#;
         assert!(matches!(
             run(unknown_fn),
             Err(VectorError::UnknownFunction { line: 1, .. })
         ));
         let unknown_key =
-            r#"{"function":"killPodNow","source":"s","inputs":{"bogus":1},"expected":{}}"#;
+            r#"{"function":"killPodNow","source":"s","inputs":{"bogus":1},"expected":{"x":1}}"#;
         match run(unknown_key) {
             Err(VectorError::UnknownInput { key, .. }) => assert_eq!(key, "bogus"),
             other => panic!("{other:?}"),

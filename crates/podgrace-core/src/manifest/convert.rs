@@ -28,6 +28,20 @@ use crate::plan::{
 /// Upstream `DefaultTerminationGracePeriodSeconds`, seconds.
 const DEFAULT_TGPS: i64 = 30;
 
+/// The kinds podgrace reads, with the apiVersion the API server serves them under.
+const KNOWN_KINDS: &[(&str, &str)] = &[
+    ("v1", "Pod"),
+    ("v1", "ReplicationController"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("policy/v1", "PodDisruptionBudget"),
+];
+
 pub(crate) struct Loader<'f> {
     pub file: &'f str,
     pub options: &'f LoadOptions,
@@ -126,6 +140,10 @@ impl Loader<'_> {
             ("policy/v1", "PodDisruptionBudget") => Kind::Pdb,
             ("policy/v1beta1", "PodDisruptionBudget") if !version.at_least(1, 25) => Kind::Pdb,
             ("v1", "List") => Kind::List,
+            // `kubectl get -o yaml` of several objects can also give typed lists (PodList, ...).
+            (_, k) if k.ends_with("List") && k.len() > 4 && doc.get("items").is_some() => {
+                Kind::List
+            }
             (
                 "extensions/v1beta1" | "apps/v1beta1" | "apps/v1beta2",
                 "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet",
@@ -149,8 +167,23 @@ impl Loader<'_> {
                 errors.push(self.error(pos, "apiVersion", unsupported(hint)));
                 return;
             }
-            _ => Kind::Other,
+            (av, k) => {
+                // A kind podgrace reads, under the wrong group or with the wrong case, is what
+                // kubectl reports as "no matches for kind".
+                if let Some((want_av, want_k)) = KNOWN_KINDS
+                    .iter()
+                    .find(|(_, known)| known.eq_ignore_ascii_case(k))
+                    .filter(|(known_av, known)| (*known_av, *known) != (av, k))
+                {
+                    let pos = doc.get("kind").map_or(doc.pos, |n| n.pos);
+                    let hint = format!("did you mean apiVersion {want_av} and kind {want_k}?");
+                    errors.push(self.error(pos, "kind", unsupported(&hint)));
+                    return;
+                }
+                Kind::Other
+            }
         };
+
         match k {
             Kind::List => self.list(doc, out, errors),
             Kind::Other => out.push(self.object(doc, kind, api_version, ObjectBody::Other)),
@@ -182,12 +215,22 @@ impl Loader<'_> {
         }
     }
 
-    /// `kind: List`: each of `items` is loaded as a document of its own.
+    /// `kind: List` (or a typed list such as `PodList`): each of `items` is loaded as a
+    /// document of its own.
     fn list(&self, doc: &Node<'_>, out: &mut Vec<Object>, errors: &mut Vec<ManifestError>) {
         match doc.get("items").map(|n| &n.value) {
             Some(Value::Seq(items)) => {
-                for item in items {
+                for (i, item) in items.iter().enumerate() {
+                    let first = errors.len();
                     self.document(item, out, errors);
+                    // Paths inside an item start at the List's root, as kubectl reports them.
+                    for e in &mut errors[first..] {
+                        e.span.path = if e.span.path.is_empty() {
+                            format!("items[{i}]")
+                        } else {
+                            format!("items[{i}].{}", e.span.path)
+                        };
+                    }
                 }
             }
             Some(Value::Null) | None => {}

@@ -78,9 +78,35 @@ impl std::error::Error for DeError {}
 impl de::Error for DeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
         DeError {
-            message: msg.to_string(),
+            message: kubectl_words(msg.to_string()),
             at: None,
         }
+    }
+}
+
+/// Rewords serde's messages for Rust primitive types in the words a kubectl user knows
+/// (`expected i64` → `expected an integer`), and says when a whole number is too large (YAML
+/// reads an integer beyond 64 bits as a float).
+fn kubectl_words(message: String) -> String {
+    const INTEGERS: [&str; 8] = ["i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8"];
+    let Some((head, expected)) = message.rsplit_once(", expected ") else {
+        return message;
+    };
+    if matches!(expected, "f64" | "f32") {
+        return format!("{head}, expected a number");
+    }
+    if !INTEGERS.contains(&expected) {
+        return message;
+    }
+    let float = head
+        .strip_prefix("invalid type: floating point `")
+        .and_then(|n| n.strip_suffix('`'))
+        .and_then(|n| n.parse::<f64>().ok());
+    match float {
+        Some(f) if f.fract() == 0.0 && f.abs() >= 9.2e18 => format!(
+            "invalid value: integer {f:.0} is out of range, expected an integer between -9223372036854775808 and 9223372036854775807"
+        ),
+        _ => format!("{head}, expected an integer"),
     }
 }
 

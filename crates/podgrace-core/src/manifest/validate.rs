@@ -135,6 +135,20 @@ impl Checker<'_, '_, '_> {
     }
 }
 
+/// The message of `IsDNS1123Label` (`k8s.io/apimachinery/pkg/util/validation`).
+const DNS1123_LABEL_ERROR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/// `IsDNS1123Label`: at most 63 characters of `[a-z0-9-]`, starting and ending alphanumeric.
+fn is_dns1123_label(s: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.iter().all(|&b| alnum(b) || b == b'-')
+        && bytes.first().is_some_and(|&b| alnum(b))
+        && bytes.last().is_some_and(|&b| alnum(b))
+}
+
 fn with<'s>(base: &[Seg<'s>], more: &[Seg<'s>]) -> Vec<Seg<'s>> {
     let mut v = Vec::with_capacity(base.len() + more.len());
     v.extend_from_slice(base);
@@ -244,6 +258,14 @@ fn container<'s>(
                 detail: String::new(),
             },
         );
+    } else if !is_dns1123_label(&ctr.name) {
+        c.push(
+            &with(base, &[Seg::Key("name")]),
+            FieldErrorKind::Invalid {
+                value: format!("{:?}", ctr.name),
+                detail: DNS1123_LABEL_ERROR.into(),
+            },
+        );
     } else if names.contains(&ctr.name.as_str()) {
         c.push(
             &with(base, &[Seg::Key("name")]),
@@ -253,6 +275,15 @@ fn container<'s>(
         );
     } else {
         names.push(&ctr.name);
+    }
+    if role == Role::Sidecar && !c.version.at_least(1, 29) {
+        let v = c.version;
+        c.push(
+            &with(base, &[Seg::Key("restartPolicy")]),
+            FieldErrorKind::Forbidden {
+                detail: format!("native sidecars need Kubernetes 1.29 or newer (SidecarContainers: alpha in 1.28, beta and on by default in 1.29); on Kubernetes {v} this init container would never finish and the pod would not start"),
+            },
+        );
     }
     if let Some(policy) = ctr.restart_policy.as_deref() {
         if role == Role::Main {
@@ -308,7 +339,15 @@ fn container<'s>(
                 grace,
             );
         }
-        if let Some(sig) = &lc.stop_signal {
+        if let (Some(_), false) = (&lc.stop_signal, c.version.at_least(1, 33)) {
+            let v = c.version;
+            c.push(
+                &with(base, &[Seg::Key("lifecycle"), Seg::Key("stopSignal")]),
+                FieldErrorKind::Forbidden {
+                    detail: format!("lifecycle.stopSignal needs Kubernetes 1.33 or newer (ContainerStopSignals, KEP-4960); Kubernetes {v} does not have the field"),
+                },
+            );
+        } else if let Some(sig) = &lc.stop_signal {
             stop_signal(
                 c,
                 sig,
@@ -369,7 +408,17 @@ fn lifecycle_handler(
             &with(base, &[Seg::Key("tcpSocket"), Seg::Key("port")]),
         );
     } else if let Some(s) = &h.sleep {
-        sleep_action(c, s.seconds, grace, &with(base, &[Seg::Key("sleep")]));
+        if c.version.at_least(1, 30) {
+            sleep_action(c, s.seconds, grace, &with(base, &[Seg::Key("sleep")]));
+        } else {
+            let v = c.version;
+            c.push(
+                &with(base, &[Seg::Key("sleep")]),
+                FieldErrorKind::Forbidden {
+                    detail: format!("the sleep action needs Kubernetes 1.30 or newer (PodLifecycleSleepAction: alpha in 1.29, beta and on by default in 1.30); the API server of Kubernetes {v} drops it and the handler is left empty"),
+                },
+            );
+        }
     }
 }
 

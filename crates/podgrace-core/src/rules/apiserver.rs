@@ -151,7 +151,9 @@ pub fn before_delete(
         if requested >= existing_period {
             return pending(object, options_grace_period_seconds);
         }
-        let mut new_dt = old_dt - existing_period + requested;
+        let mut new_dt = old_dt
+            .saturating_sub(existing_period)
+            .saturating_add(requested);
         let mut new_period = requested;
         if clamp_dt_to_now && new_dt < now {
             new_dt = now;
@@ -171,7 +173,7 @@ pub fn before_delete(
     match check_graceful(options_grace_period_seconds) {
         None => immediate(object, options_grace_period_seconds),
         Some(period) => {
-            object.deletion_timestamp = Some(now + period);
+            object.deletion_timestamp = Some(now.saturating_add(period));
             object.deletion_grace_period_seconds = Some(period);
             BeforeDeleteOutcome {
                 graceful: true,

@@ -203,7 +203,7 @@ pub fn wait_for_turn_ms(
     for exit in prerequisite_exits_ms {
         match exit {
             None => return bound,
-            Some(t) => latest = latest.max(t - start_ms),
+            Some(t) => latest = latest.max(t.saturating_sub(start_ms)),
         }
     }
     latest.clamp(0, bound)

@@ -463,7 +463,25 @@ impl CrioStopLoop {
     }
 }
 
+/// The stop signal of a container as the kubelet and containerd settle it: `lifecycle.stopSignal`
+/// (KEP-4960) if set, else the image's STOPSIGNAL (known for the official images of
+/// [`image_stop_signal`]; podgrace cannot pull images), else SIGTERM.
+///
+/// # Errors
+/// [`ParseSignalError`] for a `lifecycle.stopSignal` that is not a signal name.
+///
+/// Upstream: containerd `internal/cri/server/container_stop.go` `stopContainer` (precedence),
+/// `container_create.go` (image STOPSIGNAL captured at create time).
+pub fn container_stop_signal(
+    lifecycle_stop_signal: Option<&str>,
+    image: Option<&str>,
+) -> Result<Signal, ParseSignalError> {
+    let from_image = image.and_then(image_stop_signal).map(|s| s.to_string());
+    effective_stop_signal(lifecycle_stop_signal, from_image.as_deref())
+}
+
 /// The STOPSIGNAL of a well-known official image, when its Dockerfile sets one.
+
 ///
 /// Matches `nginx`, `nginx:1.27`, `docker.io/library/nginx:1.27-alpine`, `nginx@sha256:...`.
 /// Only entries checked against the image's Dockerfile are listed (evidence per entry below);
@@ -472,7 +490,9 @@ pub fn image_stop_signal(image: &str) -> Option<Signal> {
     let (repo, tag) = split_image_reference(image)?;
     let tag_has = |word: &str| tag.split(['-', '.']).any(|t| t == word);
     match repo.as_str() {
-        // nginxinc/docker-nginx mainline/debian/Dockerfile: `STOPSIGNAL SIGQUIT`.
+        // nginxinc/docker-nginx mainline/debian/Dockerfile: `STOPSIGNAL SIGQUIT`, since commit
+        // 3fb70dd (2020-11-24, PR #457; nginx 1.19.5). Older version tags stop with SIGTERM.
+        "library/nginx" if tag_version(&tag).is_some_and(|v| v < (1, 19, 5)) => None,
         "library/nginx" => Some(Signal::SIGQUIT),
         // nginxinc/docker-nginx-unprivileged mainline/debian/Dockerfile: `STOPSIGNAL SIGQUIT`.
         "nginxinc/nginx-unprivileged" => Some(Signal::SIGQUIT),
@@ -490,6 +510,19 @@ pub fn image_stop_signal(image: &str) -> Option<Signal> {
 
 /// Splits an image reference into its Docker Hub repository path (`library/nginx`) and tag
 /// (`latest` if absent). `None` for images of other registries or an empty reference.
+/// The version at the start of an image tag (`1.19.0-alpine` → 1.19.0), if it has one.
+fn tag_version(tag: &str) -> Option<(u32, u32, u32)> {
+    let mut nums = tag
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()?
+        .split('.')
+        .map(|n| n.parse::<u32>().ok());
+    let major = nums.next()??;
+    let minor = nums.next().flatten().unwrap_or(0);
+    let patch = nums.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
 fn split_image_reference(image: &str) -> Option<(String, String)> {
     let image = image.trim();
     let without_digest = image.split('@').next().unwrap_or(image);
@@ -506,9 +539,10 @@ fn split_image_reference(image: &str) -> Option<(String, String)> {
     if parts.len() > 1 {
         let first = parts[0];
         if first.contains('.') || first.contains(':') || first == "localhost" {
+            // Docker Hub itself and Google's pull-through mirror of it.
             if !matches!(
                 first,
-                "docker.io" | "index.docker.io" | "registry-1.docker.io"
+                "docker.io" | "index.docker.io" | "registry-1.docker.io" | "mirror.gcr.io"
             ) {
                 return None;
             }
@@ -664,6 +698,21 @@ mod tests {
     fn image_stop_signals() {
         assert_eq!(image_stop_signal("nginx"), Some(Signal::SIGQUIT));
         assert_eq!(image_stop_signal("nginx:1.27"), Some(Signal::SIGQUIT));
+        assert_eq!(image_stop_signal("nginx:1.19.5"), Some(Signal::SIGQUIT));
+        assert_eq!(
+            image_stop_signal("nginx:1.19.0"),
+            None,
+            "before docker-nginx PR #457"
+        );
+        assert_eq!(image_stop_signal("nginx:1.15-alpine"), None);
+        assert_eq!(
+            image_stop_signal("nginx:stable-alpine"),
+            Some(Signal::SIGQUIT)
+        );
+        assert_eq!(
+            image_stop_signal("mirror.gcr.io/library/nginx:1.27"),
+            Some(Signal::SIGQUIT)
+        );
         assert_eq!(
             image_stop_signal("docker.io/library/nginx:1.27-alpine"),
             Some(Signal::SIGQUIT)

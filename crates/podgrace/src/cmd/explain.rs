@@ -31,10 +31,10 @@ pub struct Args {
     )]
     eviction_max_pod_grace_period: i64,
     /// kubelet shutdownGracePeriod, seconds (used by node-shutdown).
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(i64).range(0..))]
     shutdown_grace_period: i64,
     /// kubelet shutdownGracePeriodCriticalPods, seconds (used by node-shutdown).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(i64).range(0..))]
     shutdown_grace_period_critical_pods: i64,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
@@ -77,7 +77,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     for doc in &docs {
         match manifest::load_with(&doc.text, &doc.name, &load_opts) {
             Ok(m) => pods.extend(m.pods().cloned()),
-            Err(errs) => errors.extend(errs.0.iter().map(ToString::to_string)),
+            Err(errs) => {
+                errors.extend(errs.0.iter().map(ToString::to_string));
+                errors.extend(input::template_hint(doc));
+            }
         }
     }
     if !errors.is_empty() {
@@ -86,10 +89,32 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if pods.is_empty() {
         return Err(BadInput("no pod or pod template found in the input".into()).into());
     }
+    // A probe trigger names a container: it applies to the pods that run one of that name
+    // (with a single pod it always applies, so that a wrong name is reported).
+    let applies = |pod: &podgrace_core::plan::PodPlan, t: &Trigger| match t {
+        Trigger::Liveness(c) | Trigger::Startup(c) => {
+            pods.len() == 1 || pod.running_containers().any(|x| &x.name == c)
+        }
+        _ => true,
+    };
+    if let Some(t) = triggers
+        .iter()
+        .find(|t| !pods.iter().any(|p| applies(p, t)))
+    {
+        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+        return Err(BadInput(format!(
+            "--trigger {t}: no pod in the input runs that container (pods: {})",
+            names.join(", ")
+        ))
+        .into());
+    }
     let mut timelines = Vec::new();
     for pod in &pods {
-        for t in &triggers {
-            let tl = timeline::explain(pod, t, &opts).map_err(|e| BadInput(e.to_string()))?;
+        for t in triggers.iter().filter(|t| applies(pod, t)) {
+            let tl = timeline::explain(pod, t, &opts).map_err(|e| {
+                let at = &pod.span;
+                BadInput(format!("{}:{}:{}: {e}", at.file, at.line, at.column))
+            })?;
             timelines.push((pod, tl));
         }
     }
