@@ -119,7 +119,7 @@ pub struct PodSandboxConfig {
 }
 
 /// CRI `ContainerConfig`, the parts podgrace uses.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerConfig {
     pub name: String,
     /// `command` + `args` as one argv.
@@ -131,6 +131,31 @@ pub struct ContainerConfig {
     pub stop_signal: Option<i32>,
     /// Run as a plain host process even when namespaces are permitted.
     pub force_host: bool,
+}
+
+/// CRI `PodSandboxStatus`, the parts podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSandboxStatus {
+    pub id: String,
+    /// `network.ip`: the pod IP; `None` for a sandbox on the host network.
+    pub ip: Option<std::net::IpAddr>,
+}
+
+/// CRI `ContainerEventResponse` (`GetContainerEvents`, the evented PLEG's stream), the parts
+/// podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    pub container_id: String,
+    pub kind: ContainerEventKind,
+}
+
+/// CRI `ContainerEventType`, the kinds podgrace emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEventKind {
+    /// `CONTAINER_STARTED_EVENT`.
+    Started { at: Instant },
+    /// `CONTAINER_STOPPED_EVENT`: PID 1 exited (collected by the reaper at `at`).
+    Stopped { at: Instant, status: ExitStatus },
 }
 
 /// CRI container state.
@@ -236,6 +261,15 @@ pub trait RuntimeService: Send + Sync {
         cmd: Vec<String>,
         timeout_seconds: i64,
     ) -> impl Future<Output = Result<ExecSyncResponse, RuntimeError>> + Send;
+    /// `PodSandboxStatus`: the pod IP.
+    fn pod_sandbox_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<PodSandboxStatus, RuntimeError>> + Send;
+    /// `GetContainerEvents`: container lifecycle events from now on (lossy if a receiver lags
+    /// by more than the channel's capacity, as a stream behind a slow client would be).
+    fn container_events(&self) -> tokio::sync::broadcast::Receiver<ContainerEvent>;
     /// `ContainerStatus`.
     fn container_status(
         &self,
@@ -289,6 +323,7 @@ pub struct ProcessRuntime {
     state: Mutex<State>,
     output: mpsc::UnboundedSender<OutputLine>,
     network: NetworkConfig,
+    container_events: tokio::sync::broadcast::Sender<ContainerEvent>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -308,6 +343,7 @@ impl ProcessRuntime {
                 state: Mutex::new(State::default()),
                 output: tx,
                 network,
+                container_events: tokio::sync::broadcast::channel(1024).0,
             },
             rx,
         )
@@ -488,6 +524,28 @@ impl RuntimeService for ProcessRuntime {
         let mut st = lock(&self.state);
         match st.containers.get_mut(id) {
             Some(c) => {
+                let _ = self.container_events.send(ContainerEvent {
+                    container_id: id.to_string(),
+                    kind: ContainerEventKind::Started {
+                        at: process.started_at(),
+                    },
+                });
+                // The evented PLEG: one watcher per container reports its exit.
+                let (watched, tx, cid) = (
+                    process.clone(),
+                    self.container_events.clone(),
+                    id.to_string(),
+                );
+                tokio::spawn(async move {
+                    let exit = watched.wait().await;
+                    let _ = tx.send(ContainerEvent {
+                        container_id: cid,
+                        kind: ContainerEventKind::Stopped {
+                            at: exit.at,
+                            status: exit.status,
+                        },
+                    });
+                });
                 c.process = Some(process);
                 Ok(())
             }
@@ -607,6 +665,30 @@ impl RuntimeService for ProcessRuntime {
             // Dropping the exec future SIGKILLs the exec process.
             _ = ctx.done() => Err(RuntimeError::ExecSyncCancelled { id: id.into() }),
         }
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        _ctx: &CallContext,
+        id: &str,
+    ) -> Result<PodSandboxStatus, RuntimeError> {
+        let st = lock(&self.state);
+        let sb = st
+            .sandboxes
+            .get(id)
+            .ok_or_else(|| RuntimeError::PodSandboxNotFound { id: id.into() })?;
+        Ok(PodSandboxStatus {
+            id: id.to_string(),
+            ip: sb
+                .sandbox
+                .as_ref()
+                .and_then(|s| s.ip())
+                .map(std::net::IpAddr::V4),
+        })
+    }
+
+    fn container_events(&self) -> tokio::sync::broadcast::Receiver<ContainerEvent> {
+        self.container_events.subscribe()
     }
 
     async fn container_status(

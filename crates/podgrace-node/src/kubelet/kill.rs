@@ -1,0 +1,195 @@
+//! `killContainer` with real timers: the Killing event, the preStop hook bounded by the budget,
+//! the sidecar's wait for its turn, then StopContainer with the remainder (at least 2 s).
+//!
+//! The arithmetic is the core's [`KillContainer`]; this module only measures real elapsed
+//! times and feeds them in, so `explain` and `run` cannot disagree.
+//!
+//! Upstream: `pkg/kubelet/kuberuntime/kuberuntime_container.go` `killContainer` and
+//! `executePreStopHook` (Kubernetes 1.28+ order; older orders through [`KillContainer`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use podgrace_core::plan::{ContainerPlan, Handler};
+use podgrace_core::rules::kuberuntime::KillContainer;
+use podgrace_core::KubeVersion;
+
+use crate::events::{message, reason, EventRecorder};
+use crate::hooks::{run_handler, HookTarget};
+use crate::kubelet::ordering::TerminationOrdering;
+use crate::runtime::{CallContext, RuntimeError, RuntimeService};
+
+/// How a preStop hook ended, as the run report says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookOutcome {
+    /// It returned success within its budget.
+    Completed,
+    /// It returned an error within its budget (`FailedPreStopHook`).
+    Failed,
+    /// The budget ran out first; the kubelet stopped waiting (the hook is not cancelled).
+    Cut,
+}
+
+impl HookOutcome {
+    /// `completed`, `failed` or `cut` (the run JSON contract).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookOutcome::Completed => "completed",
+            HookOutcome::Failed => "failed",
+            HookOutcome::Cut => "cut",
+        }
+    }
+}
+
+/// What happened to the preStop hook of one kill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRecord {
+    pub action: &'static str,
+    pub started: Instant,
+    /// When the kubelet stopped waiting (the hook's end, or the budget).
+    pub ended: Instant,
+    pub outcome: HookOutcome,
+}
+
+/// The record of one `killContainer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillRecord {
+    pub started: Instant,
+    /// The grace the kill started with (after the override), seconds.
+    pub grace_period_seconds: i64,
+    pub pre_stop: Option<HookRecord>,
+    /// Time waited for the container's turn (sidecars).
+    pub waited_for_turn: Duration,
+    /// The StopContainer timeout handed to the runtime, seconds.
+    pub stop_timeout_seconds: i64,
+    /// When StopContainer was called.
+    pub stop_called: Instant,
+}
+
+/// One container to kill.
+pub struct KillTarget<'a> {
+    pub container: &'a ContainerPlan,
+    /// Runtime container id.
+    pub id: &'a str,
+    /// Base grace from `setTerminationGracePeriod`, seconds.
+    pub base_grace: i64,
+    /// `gracePeriodOverride`, seconds.
+    pub override_seconds: Option<i64>,
+    /// The Killing event's message (`Stopping container NAME` unless a probe kill).
+    pub message: String,
+    pub hook: HookTarget<'a>,
+}
+
+/// Kills one container like `killContainer`. `ctx` is the sync's context: cancelling it (a
+/// shorter grace arrived) cancels the hook and the StopContainer wait, as the kubelet's
+/// cancelled `SyncTerminatingPod` does; the caller then kills again with the new grace.
+///
+/// Returns the record of what was done, with the runtime's StopContainer result (for example
+/// [`RuntimeError::StopContainerCancelled`] when the sync was cancelled).
+pub async fn kill_container<R: RuntimeService + 'static>(
+    runtime: &Arc<R>,
+    ctx: &CallContext,
+    target: KillTarget<'_>,
+    ordering: Option<&TerminationOrdering>,
+    version: KubeVersion,
+    events: &EventRecorder,
+) -> (KillRecord, Result<(), RuntimeError>) {
+    let started = Instant::now();
+    let name = &target.container.name;
+    events.normal(reason::KILLING, Some(name), target.message.clone());
+    let mut kill = KillContainer::new(target.base_grace, target.override_seconds, version);
+    let grace_period_seconds = kill.grace();
+    let mut pre_stop = None;
+    if let (Some(budget), Some(handler)) = (
+        kill.pre_stop_budget(target.container.pre_stop.is_some()),
+        target.container.pre_stop.as_ref(),
+    ) {
+        let record = run_pre_stop(runtime, ctx, &target, handler, budget, events).await;
+        kill.pre_stop_finished(millis(record.ended - record.started));
+        pre_stop = Some(record);
+    }
+    let mut waited_for_turn = Duration::ZERO;
+    if let Some(o) = ordering {
+        waited_for_turn = o.wait_for_turn(name, kill.turn_budget()).await;
+        kill.turn_finished(millis(waited_for_turn));
+    }
+    let stop_timeout_seconds = kill.stop_timeout();
+    let stop_called = Instant::now();
+    let result = runtime
+        .stop_container(ctx, target.id, stop_timeout_seconds)
+        .await;
+    if let Some(o) = ordering {
+        o.container_terminated(name);
+    }
+    let record = KillRecord {
+        started,
+        grace_period_seconds,
+        pre_stop,
+        waited_for_turn,
+        stop_timeout_seconds,
+        stop_called,
+    };
+    (record, result)
+}
+
+/// `executePreStopHook`: runs the hook in its own task and waits for it or for `budget` seconds,
+/// whichever comes first. At the budget the kubelet stops waiting but does not cancel the hook;
+/// it only ends with the sync's context (or on its own).
+async fn run_pre_stop<R: RuntimeService + 'static>(
+    runtime: &Arc<R>,
+    ctx: &CallContext,
+    target: &KillTarget<'_>,
+    handler: &Handler,
+    budget: i64,
+    events: &EventRecorder,
+) -> HookRecord {
+    let started = Instant::now();
+    let task = {
+        let runtime = runtime.clone();
+        let ctx = ctx.clone();
+        let handler = handler.clone();
+        let pod = target.hook.pod.to_string();
+        let container = target.hook.container.to_string();
+        let container_id = target.hook.container_id.to_string();
+        let pod_ip = target.hook.pod_ip;
+        let ports = target.hook.ports.to_vec();
+        let events = events.clone();
+        tokio::spawn(async move {
+            let hook = HookTarget {
+                pod: &pod,
+                container: &container,
+                container_id: &container_id,
+                pod_ip,
+                ports: &ports,
+                events: Some(&events),
+            };
+            run_handler(runtime.as_ref(), &ctx, &hook, &handler).await
+        })
+    };
+    let bound = Duration::from_secs(u64::try_from(budget).unwrap_or(u64::MAX));
+    let outcome = match tokio::time::timeout(bound, task).await {
+        Ok(Ok(Ok(()))) => HookOutcome::Completed,
+        Ok(Ok(Err(e))) => {
+            tracing::debug!(container = %target.container.name, error = %e, "preStop hook failed");
+            events.warning(
+                reason::FAILED_PRE_STOP_HOOK,
+                Some(&target.container.name),
+                message::FAILED_PRE_STOP_HOOK.to_string(),
+            );
+            HookOutcome::Failed
+        }
+        // The hook task panicked: count it as a failed hook.
+        Ok(Err(_)) => HookOutcome::Failed,
+        Err(_) => HookOutcome::Cut,
+    };
+    HookRecord {
+        action: handler.action(),
+        started,
+        ended: Instant::now(),
+        outcome,
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,22 @@
+//! The local kubelet: one task per pod that starts its containers, restarts them as
+//! `restartPolicy` says, and terminates the pod exactly as the kubelet's pod worker does.
+//!
+//! It calls the container runtime only through [`crate::runtime::RuntimeService`], as the
+//! kubelet calls CRI, and takes every decision from the pure rules of `podgrace-core`
+//! (API server delete, pod worker grace, `killContainer` arithmetic, sidecar ordering,
+//! eviction override). One concept per module:
+//! * [`spec`]: a container of the plan → the runtime's container config;
+//! * [`ordering`]: the sidecar termination ordering with real waits;
+//! * [`kill`]: `killContainer` with real timers;
+//! * [`pod`]: the pod task (start, supervise, delete/evict, terminate).
+
+pub mod kill;
+pub mod ordering;
+pub mod pod;
+pub mod spec;
+
+pub use kill::{HookOutcome, HookRecord, KillRecord};
+pub use pod::{
+    run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
+    Termination, TerminationReason,
+};

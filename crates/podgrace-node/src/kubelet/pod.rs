@@ -1,0 +1,930 @@
+//! The pod task: one per pod, like the kubelet's pod worker goroutine (krustlet's per-pod
+//! state machine). It starts the containers (init containers to completion, native sidecars
+//! in order, then the main containers with their postStart hooks), restarts exited containers
+//! as `restartPolicy` says with CrashLoopBackOff, and terminates the pod when told to.
+//!
+//! Every termination decision comes from `podgrace-core`:
+//! * a delete goes through kubectl's flags and the API server's `BeforeDelete` /
+//!   `CheckGracefulDelete` ([`apiserver::store_delete`]), which yields the DGPS;
+//! * the pod worker's [`PodWorker`] turns DGPS or a kubelet override (eviction) into the
+//!   effective grace, which can only shrink; a shorter one cancels the termination in flight
+//!   and starts it again (hooks may run twice, as upstream);
+//! * each container is killed by [`kill_container`] with the `killContainer` arithmetic and,
+//!   when the pod has native sidecars, the termination ordering.
+//!
+//! Upstream: `pkg/kubelet/pod_workers.go` (`UpdatePod`, `podWorkerLoop`), `kubelet.go`
+//! (`SyncTerminatingPod`), `kuberuntime_manager.go` (`SyncPod`, `computePodActions`,
+//! `doBackOff`), `kuberuntime_container.go` (`startContainer`, `killContainersWithSyncResult`).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use podgrace_core::plan::{ContainerPlan, ContainerRole, PodPlan, RestartPolicy};
+use podgrace_core::rules::apiserver::{
+    self, KubectlDeleteFlags, KubectlDeleteError, PodForDelete, PodPhase as ApiPhase, StoredPod,
+};
+use podgrace_core::rules::eviction;
+use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason, OrderedContainer};
+use podgrace_core::rules::podworker::{
+    self, KillPodOptions, PodUpdate, PodWorker, UpdateType,
+};
+use podgrace_core::rules::runtime::Signal;
+use podgrace_core::KubeVersion;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::events::{message, reason, Event, EventRecorder};
+use crate::hooks::{format_pod, run_handler, HookTarget};
+use crate::kubelet::kill::{kill_container, KillRecord, KillTarget};
+use crate::kubelet::ordering::TerminationOrdering;
+use crate::kubelet::spec::{container_spec, ContainerSpec, SpecError};
+use crate::process::ExitStatus;
+use crate::runtime::{
+    CallContext, Canceller, ContainerEventKind, PodSandboxConfig, RuntimeError, RuntimeService,
+};
+
+/// How the pod is run.
+#[derive(Debug, Clone, Default)]
+pub struct PodOptions {
+    /// The Kubernetes version whose kubelet to reproduce.
+    pub version: KubeVersion,
+    /// `metadata.namespace` when the manifest gives none.
+    pub namespace: String,
+    /// Per-container stop signal overrides (`--stop-signal C=SIG`), by container name.
+    pub stop_signal_overrides: BTreeMap<String, String>,
+    /// Run every container as a plain host process even when namespaces are permitted.
+    pub force_host: bool,
+}
+
+/// What can be asked of a running pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodCommand {
+    /// `kubectl delete pod` with these flags (already validated).
+    Delete(KubectlDeleteFlags),
+    /// Node-pressure eviction at a hard or a soft threshold (`evictionMaxPodGracePeriod` in
+    /// seconds for the soft one).
+    Evict {
+        hard: bool,
+        eviction_max_pod_grace_period: i64,
+    },
+}
+
+/// The pod's lifecycle as a watcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Sandbox and containers are being started.
+    Starting,
+    Running,
+    /// Termination started (the deletion timestamp is set, or the kubelet is killing it).
+    Terminating,
+    /// Every container has stopped and the sandbox is gone.
+    Terminated,
+}
+
+/// What the pod task publishes on every change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodStatus {
+    pub phase: PodPhase,
+    /// The pod IP (`None` before the sandbox exists, or on the host network).
+    pub pod_ip: Option<IpAddr>,
+    /// Pod `Ready` condition: every running container ready.
+    pub ready: bool,
+    /// When termination started (EndpointSlice `terminating` from then on), monotonic.
+    pub terminating_since: Option<Instant>,
+    /// The effective grace period of the termination, seconds.
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// Why a container was terminated (the run JSON contract's `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationReason {
+    Deleted,
+    Evicted,
+    LivenessProbe,
+    StartupProbe,
+}
+
+impl TerminationReason {
+    /// `Deleted`, `Evicted`, `LivenessProbe` or `StartupProbe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Deleted => "Deleted",
+            TerminationReason::Evicted => "Evicted",
+            TerminationReason::LivenessProbe => "LivenessProbe",
+            TerminationReason::StartupProbe => "StartupProbe",
+        }
+    }
+}
+
+/// One `killContainer` of one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Termination {
+    pub reason: TerminationReason,
+    /// The runtime id of the container instance killed.
+    pub container_id: String,
+    pub stop_signal: Signal,
+    pub kill: KillRecord,
+    /// The kill was cut short by a shorter grace period and done again.
+    pub superseded: bool,
+}
+
+/// One container over the whole run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerReport {
+    pub name: String,
+    pub role: ContainerRole,
+    /// Runtime ids of every instance, in start order (restarts add more).
+    pub ids: Vec<String>,
+    pub restarts: u32,
+    pub terminations: Vec<Termination>,
+}
+
+/// What a pod run did, for the report.
+#[derive(Debug, Clone)]
+pub struct PodReport {
+    /// `namespace/name`.
+    pub pod: String,
+    /// When the pod task started (the report's t = 0).
+    pub started: Instant,
+    pub pod_ip: Option<IpAddr>,
+    pub containers: Vec<ContainerReport>,
+    pub events: Vec<Event>,
+}
+
+/// Why a pod could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    /// A container cannot be expressed as a local process.
+    #[error("pod {pod}: {source}")]
+    Spec { pod: String, source: SpecError },
+    /// The runtime refused the sandbox.
+    #[error("pod {pod}: {source}")]
+    Sandbox { pod: String, source: RuntimeError },
+    /// The pod task ended abnormally.
+    #[error("pod {pod}: the pod task failed: {reason}")]
+    Task { pod: String, reason: String },
+}
+
+/// A running pod: send it commands, watch its status, wait for its report.
+pub struct PodHandle {
+    commands: mpsc::UnboundedSender<PodCommand>,
+    status: watch::Receiver<PodStatus>,
+    task: JoinHandle<Result<PodReport, PodError>>,
+    name: String,
+}
+
+impl PodHandle {
+    /// Sends a command; `false` if the pod task has ended.
+    pub fn send(&self, command: PodCommand) -> bool {
+        self.commands.send(command).is_ok()
+    }
+
+    /// A watch of the pod's status.
+    pub fn status(&self) -> watch::Receiver<PodStatus> {
+        self.status.clone()
+    }
+
+    /// Waits for the pod task to end (after termination) and returns its report.
+    ///
+    /// # Errors
+    /// [`PodError`] if the pod could not be run.
+    pub async fn wait(self) -> Result<PodReport, PodError> {
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(PodError::Task {
+                pod: self.name,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Checks that every container of `plan` can be run, before anything is started.
+///
+/// # Errors
+/// [`PodError::Spec`] naming the first container that cannot.
+pub fn check_pod(plan: &PodPlan, opts: &PodOptions) -> Result<(), PodError> {
+    for c in plan.init_containers.iter().chain(plan.containers.iter()) {
+        let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
+        container_spec(c, over, opts.force_host).map_err(|source| PodError::Spec {
+            pod: plan.name.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Starts the pod task on the current tokio runtime.
+pub fn run_pod<R: RuntimeService + 'static>(
+    runtime: Arc<R>,
+    plan: PodPlan,
+    opts: PodOptions,
+    events: EventRecorder,
+) -> PodHandle {
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (status_tx, status_rx) = watch::channel(PodStatus {
+        phase: PodPhase::Starting,
+        pod_ip: None,
+        ready: false,
+        terminating_since: None,
+        grace_period_seconds: None,
+    });
+    let name = plan.name.clone();
+    let container_events = runtime.container_events();
+    let task = tokio::spawn(async move {
+        let pod = Pod::new(runtime, plan, opts, events, status_tx, container_events)?;
+        pod.run(cmd_rx).await
+    });
+    PodHandle {
+        commands: cmd_tx,
+        status: status_rx,
+        task,
+        name,
+    }
+}
+
+/// The runtime state of one container of the pod.
+struct Ctr {
+    plan: ContainerPlan,
+    spec: ContainerSpec,
+    /// The current instance's id.
+    id: Option<String>,
+    running: bool,
+    exit: Option<ExitStatus>,
+    started_at: Option<Instant>,
+    restarts: u32,
+    /// Restart waiting for its back-off to end.
+    restart_at: Option<Instant>,
+    report: ContainerReport,
+}
+
+/// One termination in flight: its cancellation and its task.
+struct InFlight {
+    canceller: Canceller,
+    task: JoinHandle<Vec<(String, Termination)>>,
+    /// Cancelled because a shorter grace arrived; it runs again once this one returns.
+    superseded: bool,
+}
+
+struct Pod<R> {
+    rt: Arc<R>,
+    plan: Arc<PodPlan>,
+    opts: PodOptions,
+    events: EventRecorder,
+    status: watch::Sender<PodStatus>,
+    container_events: broadcast::Receiver<crate::runtime::ContainerEvent>,
+    started: Instant,
+    /// `namespace/name`.
+    display: String,
+    /// `format.Pod`, as the kubelet names the pod in messages.
+    kubelet_name: String,
+    sandbox: Option<String>,
+    pod_ip: Option<IpAddr>,
+    ctrs: Vec<Ctr>,
+    /// Index of the next init container / sidecar to start, then of the mains.
+    next_start: usize,
+    /// The API object's deletion state.
+    api: StoredPod,
+    /// The pod worker's state.
+    worker: PodWorker,
+    termination_reason: Option<TerminationReason>,
+    in_flight: Option<InFlight>,
+    /// A shorter grace arrived: the termination in flight must be cancelled.
+    cancel_in_flight: bool,
+    /// `killPodNow`'s wait deadline for a kubelet-initiated kill (`ExceededGracePeriod`).
+    kill_pod_now_deadline: Option<Instant>,
+    /// The pod failed to start (an init container failed with restartPolicy Never).
+    failed: bool,
+}
+
+/// The first restart is immediate, then 10 s doubling up to 300 s (`doBackOff`, the kubelet's
+/// `flowcontrol.Backoff` with 10 s initial and 300 s maximum). A container that ran 10 minutes
+/// starts over.
+fn back_off(restarts: u32) -> Duration {
+    match restarts {
+        0 | 1 => Duration::ZERO,
+        n => Duration::from_secs((10u64 << (n - 2).min(5)).min(300)),
+    }
+}
+
+/// A container that ran this long without failing resets its back-off (2 × the 5 min maximum,
+/// as the kubelet's back-off garbage collection does).
+const BACK_OFF_RESET: Duration = Duration::from_secs(600);
+
+impl<R: RuntimeService + 'static> Pod<R> {
+    fn new(
+        rt: Arc<R>,
+        plan: PodPlan,
+        opts: PodOptions,
+        events: EventRecorder,
+        status: watch::Sender<PodStatus>,
+        container_events: broadcast::Receiver<crate::runtime::ContainerEvent>,
+    ) -> Result<Self, PodError> {
+        check_pod(&plan, &opts)?;
+        let namespace = plan
+            .namespace
+            .clone()
+            .unwrap_or_else(|| opts.namespace.clone());
+        let namespace = if namespace.is_empty() {
+            "default".to_string()
+        } else {
+            namespace
+        };
+        let ctrs = plan
+            .init_containers
+            .iter()
+            .chain(plan.containers.iter())
+            .map(|c| {
+                let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
+                // check_pod above made sure every spec builds.
+                let spec = container_spec(c, over, opts.force_host).map_err(|source| {
+                    PodError::Spec {
+                        pod: plan.name.clone(),
+                        source,
+                    }
+                })?;
+                Ok(Ctr {
+                    plan: c.clone(),
+                    spec,
+                    id: None,
+                    running: false,
+                    exit: None,
+                    started_at: None,
+                    restarts: 0,
+                    restart_at: None,
+                    report: ContainerReport {
+                        name: c.name.clone(),
+                        role: c.role,
+                        ids: Vec::new(),
+                        restarts: 0,
+                        terminations: Vec::new(),
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, PodError>>()?;
+        let tgps = plan.termination_grace_period_seconds;
+        let version = opts.version;
+        let mut worker = PodWorker::new(version);
+        worker.update_pod(PodUpdate::new(UpdateType::SyncPodCreate, Some(tgps)));
+        Ok(Pod {
+            display: format!("{namespace}/{}", plan.name),
+            kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
+            rt,
+            api: StoredPod {
+                pod: PodForDelete {
+                    node_name: "podgrace".into(),
+                    phase: ApiPhase::Running,
+                    termination_grace_period_seconds: Some(tgps),
+                },
+                ..Default::default()
+            },
+            plan: Arc::new(plan),
+            opts,
+            events,
+            status,
+            container_events,
+            started: Instant::now(),
+            sandbox: None,
+            pod_ip: None,
+            ctrs,
+            next_start: 0,
+            worker,
+            termination_reason: None,
+            in_flight: None,
+            cancel_in_flight: false,
+            kill_pod_now_deadline: None,
+            failed: false,
+        })
+    }
+
+    fn publish(&self, phase: PodPhase) {
+        let ready = !self.ctrs.is_empty()
+            && phase == PodPhase::Running
+            && self
+                .ctrs
+                .iter()
+                .filter(|c| c.plan.role != ContainerRole::Init)
+                .all(|c| c.running);
+        let terminating_since = self.status.borrow().terminating_since;
+        self.status.send_replace(PodStatus {
+            phase,
+            pod_ip: self.pod_ip,
+            ready,
+            terminating_since,
+            grace_period_seconds: (self.worker.grace_period > 0)
+                .then_some(self.worker.grace_period),
+        });
+    }
+
+    fn terminating(&self) -> bool {
+        self.worker.terminating_requested
+    }
+
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<PodCommand>) -> Result<PodReport, PodError> {
+        let ctx = CallContext::background();
+        let sandbox = self
+            .rt
+            .run_pod_sandbox(
+                &ctx,
+                PodSandboxConfig {
+                    name: self.plan.name.clone(),
+                    host_network: self.plan.host_network,
+                },
+            )
+            .await
+            .map_err(|source| PodError::Sandbox {
+                pod: self.display.clone(),
+                source,
+            })?;
+        self.pod_ip = self
+            .rt
+            .pod_sandbox_status(&ctx, &sandbox)
+            .await
+            .ok()
+            .and_then(|s| s.ip);
+        self.sandbox = Some(sandbox);
+        self.publish(PodPhase::Starting);
+
+        loop {
+            if !self.terminating() {
+                // Start what may start now; a command cancels a start in progress, as a
+                // termination cancels the kubelet's in-flight SyncPod.
+                tokio::select! {
+                    biased;
+                    cmd = commands.recv() => {
+                        match cmd {
+                            Some(cmd) => self.command(cmd),
+                            None => self.command(PodCommand::Delete(KubectlDeleteFlags::default())),
+                        }
+                        continue;
+                    }
+                    () = self.start_step() => {}
+                }
+            }
+            if self.terminating() && self.in_flight.is_none() {
+                if self.all_stopped() {
+                    break;
+                }
+                self.start_termination();
+            }
+            let next_restart = self
+                .ctrs
+                .iter()
+                .filter_map(|c| c.restart_at)
+                .min()
+                .filter(|_| !self.terminating());
+            let exceeded_at = self.kill_pod_now_deadline;
+            let mut flight = self.in_flight.take();
+            let finished = tokio::select! {
+                cmd = commands.recv(), if !commands.is_closed() => {
+                    match cmd {
+                        Some(cmd) => self.command(cmd),
+                        // The handle was dropped: delete the pod as `kubectl delete` would.
+                        None => self.command(PodCommand::Delete(KubectlDeleteFlags::default())),
+                    }
+                    None
+                }
+                ev = self.container_events.recv() => {
+                    if let Ok(ev) = ev {
+                        self.container_event(ev);
+                    }
+                    None
+                }
+                () = sleep_until(next_restart) => {
+                    let now = Instant::now();
+                    for c in &mut self.ctrs {
+                        if c.restart_at.is_some_and(|t| t <= now) {
+                            c.restart_at = None;
+                        }
+                    }
+                    None
+                }
+                () = sleep_until(exceeded_at) => {
+                    self.kill_pod_now_deadline = None;
+                    self.events.warning(reason::EXCEEDED_GRACE_PERIOD, None, message::EXCEEDED_GRACE_PERIOD);
+                    None
+                }
+                done = join_opt(flight.as_mut().map(|f| &mut f.task)) => Some(done),
+            };
+            match (finished, flight) {
+                (Some(done), Some(f)) => {
+                    for (name, mut t) in done {
+                        t.superseded = f.superseded;
+                        if let Some(c) = self.ctrs.iter_mut().find(|c| c.plan.name == name) {
+                            c.report.terminations.push(t);
+                        }
+                    }
+                    self.refresh_states().await;
+                    if !f.superseded && self.all_stopped() {
+                        break;
+                    }
+                }
+                (_, Some(mut f)) => {
+                    if std::mem::take(&mut self.cancel_in_flight) {
+                        // The in-flight SyncTerminatingPod is cancelled and runs again with
+                        // the new, shorter grace once it has returned.
+                        f.canceller.cancel();
+                        f.superseded = true;
+                    }
+                    self.in_flight = Some(f);
+                }
+                _ => self.cancel_in_flight = false,
+            }
+        }
+        // SyncTerminatedPod: the sandbox goes, and anything left in it (hooks still running
+        // after their budget, exec processes) dies with it.
+        if let Some(sb) = &self.sandbox {
+            let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
+            let _ = self.rt.remove_pod_sandbox(&ctx, sb).await;
+        }
+        self.publish(PodPhase::Terminated);
+        Ok(PodReport {
+            pod: self.display.clone(),
+            started: self.started,
+            pod_ip: self.pod_ip,
+            containers: self
+                .ctrs
+                .into_iter()
+                .map(|mut c| {
+                    c.report.restarts = c.restarts;
+                    c.report
+                })
+                .collect(),
+            events: self.events.events(),
+        })
+    }
+
+    fn all_stopped(&self) -> bool {
+        self.ctrs.iter().all(|c| !c.running)
+    }
+
+    /// Re-reads the runtime's view of every container instance.
+    async fn refresh_states(&mut self) {
+        let ctx = CallContext::background();
+        for c in &mut self.ctrs {
+            if let Some(id) = &c.id {
+                if let Ok(st) = self.rt.container_status(&ctx, id).await {
+                    c.running = st.state == crate::runtime::ContainerState::Running;
+                    if st.exit.is_some() {
+                        c.exit = st.exit;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The evented PLEG: a container of this pod started or stopped.
+    fn container_event(&mut self, ev: crate::runtime::ContainerEvent) {
+        let Some(i) = self
+            .ctrs
+            .iter()
+            .position(|c| c.id.as_deref() == Some(ev.container_id.as_str()))
+        else {
+            return;
+        };
+        let ContainerEventKind::Stopped { at, status } = ev.kind else {
+            return;
+        };
+        let terminating = self.terminating();
+        let policy = self.plan.restart_policy;
+        let c = &mut self.ctrs[i];
+        c.running = false;
+        c.exit = Some(status);
+        if terminating {
+            return;
+        }
+        if c.started_at.is_some_and(|s| at.saturating_duration_since(s) >= BACK_OFF_RESET) {
+            c.restarts = 0;
+        }
+        let restart = match c.plan.role {
+            // Native sidecars always restart; a regular init container reruns on failure
+            // unless the pod never restarts.
+            ContainerRole::Sidecar => true,
+            ContainerRole::Init => status.code() != 0 && policy != RestartPolicy::Never,
+            ContainerRole::Main => match policy {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => status.code() != 0,
+                RestartPolicy::Never => false,
+            },
+        };
+        if c.plan.role == ContainerRole::Init && status.code() != 0 && policy == RestartPolicy::Never {
+            // The pod fails: nothing more starts, the rest is terminated.
+            self.failed = true;
+            self.command_kill_failed();
+            return;
+        }
+        if restart {
+            c.restarts += 1;
+            let delay = back_off(c.restarts);
+            if !delay.is_zero() {
+                self.events.warning(
+                    reason::BACK_OFF,
+                    Some(&c.plan.name),
+                    message::back_off(&c.plan.name, &self.kubelet_name),
+                );
+            }
+            c.restart_at = Some(Instant::now() + delay);
+            c.id = None;
+            self.next_start = 0;
+        }
+        self.publish(PodPhase::Running);
+    }
+
+    /// A pod whose init container failed under `restartPolicy: Never` is Failed; its running
+    /// sidecars are stopped like a terminating pod's.
+    fn command_kill_failed(&mut self) {
+        let mut u = PodUpdate::new(
+            UpdateType::SyncPodUpdate,
+            Some(self.plan.termination_grace_period_seconds),
+        );
+        u.terminal_phase = true;
+        self.enter_termination(u, TerminationReason::Deleted);
+    }
+
+    /// `kubectl delete` through the API server, or an eviction through `killPodNow`.
+    fn command(&mut self, cmd: PodCommand) {
+        let tgps = self.plan.termination_grace_period_seconds;
+        let version = self.opts.version;
+        match cmd {
+            PodCommand::Delete(flags) => {
+                let request = match apiserver::kubectl_delete(flags) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.kubectl_error(e);
+                        return;
+                    }
+                };
+                let now = i64::try_from(self.started.elapsed().as_secs()).unwrap_or(i64::MAX);
+                let out = apiserver::store_delete(
+                    &self.api,
+                    true,
+                    request.grace_period_seconds,
+                    now,
+                    apiserver::clamps_deletion_timestamp(version),
+                );
+                if out.decision.graceful_pending {
+                    return;
+                }
+                let deletion = out.decision.object;
+                self.api.deletion = deletion;
+                let mut u = PodUpdate::new(UpdateType::SyncPodUpdate, Some(tgps));
+                u.deletion_timestamp = deletion.deletion_timestamp.is_some();
+                u.deletion_grace_period_seconds = deletion.deletion_grace_period_seconds;
+                self.enter_termination(u, TerminationReason::Deleted);
+            }
+            PodCommand::Evict {
+                hard,
+                eviction_max_pod_grace_period,
+            } => {
+                let o = eviction::grace_period_override(
+                    hard,
+                    eviction_max_pod_grace_period,
+                    Some(tgps),
+                    version,
+                );
+                let mut u = PodUpdate::new(UpdateType::SyncPodKill, Some(tgps));
+                u.kill = Some(KillPodOptions {
+                    evict: true,
+                    override_seconds: Some(o),
+                });
+                // killPodNow waits g + g/2 (at least 10 s), then says ExceededGracePeriod.
+                let wait = podworker::kill_pod_now_wait_seconds(Some(o), Some(tgps));
+                self.kill_pod_now_deadline = Some(
+                    Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)),
+                );
+                self.enter_termination(u, TerminationReason::Evicted);
+            }
+        }
+    }
+
+    fn kubectl_error(&self, e: KubectlDeleteError) {
+        tracing::warn!(pod = %self.display, error = %e, "delete refused");
+    }
+
+    /// `UpdatePod`: records the update; a new or shorter grace (re)starts the termination.
+    fn enter_termination(&mut self, u: PodUpdate, reason: TerminationReason) {
+        let before = self.worker.grace_period;
+        let was_terminating = self.worker.terminating_requested;
+        self.worker.update_pod(u);
+        if !self.worker.terminating_requested {
+            return;
+        }
+        if !was_terminating {
+            self.termination_reason = Some(reason);
+            self.status.send_modify(|s| s.terminating_since = Some(Instant::now()));
+            self.publish(PodPhase::Terminating);
+        } else if reason == TerminationReason::Evicted {
+            self.termination_reason = Some(reason);
+        }
+        if was_terminating && self.worker.grace_period < before {
+            self.cancel_in_flight = true;
+            self.publish(PodPhase::Terminating);
+        }
+    }
+
+    /// `SyncTerminatingPod` → `killPod`: every running container in parallel.
+    fn start_termination(&mut self) {
+        let g = self.worker.grace_period;
+        let version = self.opts.version;
+        let tgps = self.plan.termination_grace_period_seconds;
+        let override_seconds = podworker::kill_pod_override(
+            g,
+            self.worker.pending_kill.and_then(|k| k.override_seconds),
+            version,
+        );
+        let base = kuberuntime::set_termination_grace_period(
+            GraceFields {
+                deletion_grace_period_seconds: self.api.deletion.deletion_grace_period_seconds,
+                termination_grace_period_seconds: Some(tgps),
+                ..Default::default()
+            },
+            KillReason::Other,
+        );
+        let reason = self.termination_reason.unwrap_or(TerminationReason::Deleted);
+        let targets: Vec<(ContainerPlan, String, Signal)> = self
+            .ctrs
+            .iter()
+            .filter(|c| c.running)
+            .filter_map(|c| Some((c.plan.clone(), c.id.clone()?, c.spec.stop_signal)))
+            .collect();
+        let ordering = (version.at_least(1, 29) && self.plan.sidecars().next().is_some()).then(|| {
+            let running: Vec<String> = targets.iter().map(|t| t.0.name.clone()).collect();
+            let order: Vec<OrderedContainer> = self
+                .plan
+                .running_containers()
+                .map(|c| OrderedContainer {
+                    name: c.name.clone(),
+                    sidecar: c.role == ContainerRole::Sidecar,
+                })
+                .collect();
+            Arc::new(TerminationOrdering::new(&order, |n| {
+                running.iter().any(|r| r == n)
+            }))
+        });
+        let (ctx, canceller) = CallContext::background().with_cancel();
+        let rt = self.rt.clone();
+        let events = self.events.clone();
+        let pod_name = self.kubelet_name.clone();
+        let pod_ip = self.pod_ip;
+        let task = tokio::spawn(async move {
+            let mut kills = tokio::task::JoinSet::new();
+            for (plan, id, signal) in targets {
+                let rt = rt.clone();
+                let ctx = ctx.clone();
+                let events = events.clone();
+                let ordering = ordering.clone();
+                let pod_name = pod_name.clone();
+                kills.spawn(async move {
+                    let target = KillTarget {
+                        container: &plan,
+                        id: &id,
+                        base_grace: base,
+                        override_seconds,
+                        message: message::killing(&plan.name),
+                        hook: HookTarget {
+                            pod: &pod_name,
+                            container: &plan.name,
+                            container_id: &id,
+                            pod_ip,
+                            ports: &plan.ports,
+                            events: Some(&events),
+                        },
+                    };
+                    let (kill, result) =
+                        kill_container(&rt, &ctx, target, ordering.as_deref(), version, &events)
+                            .await;
+                    if let Err(e) = result {
+                        tracing::debug!(container = %plan.name, error = %e, "StopContainer");
+                    }
+                    (
+                        plan.name.clone(),
+                        Termination {
+                            reason,
+                            container_id: id,
+                            stop_signal: signal,
+                            kill,
+                            superseded: false,
+                        },
+                    )
+                });
+            }
+            kills.join_all().await
+        });
+        self.in_flight = Some(InFlight {
+            canceller,
+            task,
+            superseded: false,
+        });
+    }
+
+    /// Starts the next container that may start: init containers and sidecars one by one in
+    /// declaration order (an init container must exit 0 first; a sidecar must be running),
+    /// then every main container, each with its postStart hook. Restarts due after back-off go
+    /// through here too. Returns when there is nothing to start now (then it waits forever, so
+    /// the caller's `select!` moves on to events).
+    async fn start_step(&mut self) {
+        if self.failed {
+            return std::future::pending().await;
+        }
+        let n_init = self.plan.init_containers.len();
+        // Init phase: the first init container that has not completed.
+        let mut i = 0;
+        while i < self.ctrs.len() {
+            let c = &self.ctrs[i];
+            let is_init = i < n_init;
+            let done_init = c.plan.role == ContainerRole::Init && c.exit.is_some_and(|e| e.code() == 0);
+            let waiting = c.restart_at.is_some();
+            if c.running || done_init || waiting {
+                if is_init && (waiting || (c.plan.role == ContainerRole::Init && !done_init)) {
+                    // An init container still running or backing off blocks what follows.
+                    return std::future::pending().await;
+                }
+                i += 1;
+                continue;
+            }
+            if c.plan.role == ContainerRole::Init && c.exit.is_some() && !done_init {
+                // Failed, restart not scheduled (restartPolicy Never): nothing more starts.
+                return std::future::pending().await;
+            }
+            self.start_container(i).await;
+            if is_init {
+                // Wait for the next event before going on (init exit, or sidecar running).
+                return;
+            }
+            i += 1;
+        }
+        self.publish(PodPhase::Running);
+        std::future::pending().await
+    }
+
+    /// `startContainer`: create, start, then the postStart hook; a failed hook kills the
+    /// container (`FailedPostStartHook`).
+    async fn start_container(&mut self, i: usize) {
+        let ctx = CallContext::background();
+        let Some(sandbox) = self.sandbox.clone() else {
+            return;
+        };
+        let config = self.ctrs[i].spec.config.clone();
+        let name = self.ctrs[i].plan.name.clone();
+        let id = match self.rt.create_container(&ctx, &sandbox, config).await {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(container = %name, error = %e, "CreateContainer failed");
+                self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
+                return;
+            }
+        };
+        self.events.normal(reason::CREATED, Some(&name), message::created(&name));
+        if let Err(e) = self.rt.start_container(&ctx, &id).await {
+            tracing::warn!(container = %name, error = %e, "StartContainer failed");
+            self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
+            return;
+        }
+        self.events.normal(reason::STARTED, Some(&name), message::started(&name));
+        {
+            let c = &mut self.ctrs[i];
+            c.id = Some(id.clone());
+            c.running = true;
+            c.exit = None;
+            c.started_at = Some(Instant::now());
+            c.report.ids.push(id.clone());
+        }
+        if let Some(handler) = self.ctrs[i].plan.post_start.clone() {
+            let ports = self.ctrs[i].plan.ports.clone();
+            let hook = HookTarget {
+                pod: &self.kubelet_name,
+                container: &name,
+                container_id: &id,
+                pod_ip: self.pod_ip,
+                ports: &ports,
+                events: Some(&self.events),
+            };
+            if let Err(e) = run_handler(self.rt.as_ref(), &ctx, &hook, &handler).await {
+                tracing::debug!(container = %name, error = %e, "postStart hook failed");
+                self.events.warning(
+                    reason::FAILED_POST_START_HOOK,
+                    Some(&name),
+                    message::FAILED_POST_START_HOOK,
+                );
+                let _ = self.rt.stop_container(&ctx, &id, 2).await;
+            }
+        }
+        self.publish(PodPhase::Running);
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn join_opt<T>(task: Option<&mut JoinHandle<Vec<T>>>) -> Vec<T> {
+    match task {
+        Some(t) => t.await.unwrap_or_default(),
+        None => std::future::pending().await,
+    }
+}

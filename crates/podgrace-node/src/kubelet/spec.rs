@@ -1,0 +1,84 @@
+//! From a container of the pod plan to the runtime's `ContainerConfig`, as the kubelet's
+//! `generateContainerConfig` does (`pkg/kubelet/kuberuntime/kuberuntime_container.go`).
+
+use std::path::PathBuf;
+
+use podgrace_core::plan::ContainerPlan;
+use podgrace_core::rules::runtime::{container_stop_signal, Signal};
+
+use crate::runtime::ContainerConfig;
+
+/// A container podgrace cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// No `command`: the image's ENTRYPOINT would apply, and podgrace cannot read images.
+    #[error("container {container:?} has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)")]
+    NoCommand { container: String },
+    /// The stop signal is not a signal name.
+    #[error("container {container:?}: {reason}")]
+    StopSignal { container: String, reason: String },
+}
+
+/// What the local kubelet needs of one container besides its plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    pub config: ContainerConfig,
+    /// The stop signal the runtime sends (see [`container_stop_signal`]).
+    pub stop_signal: Signal,
+    /// Environment variables whose value comes from a reference podgrace cannot resolve.
+    pub unresolved_env: Vec<String>,
+}
+
+/// Builds the runtime config of `container`: argv is `command` + `args` (no image, so no
+/// ENTRYPOINT/CMD), literal `env` values, `workingDir`, and the stop signal from
+/// `lifecycle.stopSignal`, `stop_signal_override` (a user's `--stop-signal`), the known image
+/// STOPSIGNAL, or SIGTERM. `POD_IP`-style downward-API values are not known here; they are left
+/// out and listed in `unresolved_env`.
+///
+/// # Errors
+/// [`SpecError::NoCommand`] for a container without `command`; [`SpecError::StopSignal`] for a
+/// stop signal that is not a signal name.
+pub fn container_spec(
+    container: &ContainerPlan,
+    stop_signal_override: Option<&str>,
+    force_host: bool,
+) -> Result<ContainerSpec, SpecError> {
+    if container.command.is_empty() {
+        return Err(SpecError::NoCommand {
+            container: container.name.clone(),
+        });
+    }
+    let requested = stop_signal_override.or(container.stop_signal.as_deref());
+    let stop_signal = container_stop_signal(requested, container.image.as_deref()).map_err(|e| {
+        SpecError::StopSignal {
+            container: container.name.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    let mut env = Vec::new();
+    let mut unresolved_env = Vec::new();
+    for (name, value) in &container.env {
+        match value {
+            Some(v) => env.push((name.clone(), v.clone())),
+            None => unresolved_env.push(name.clone()),
+        }
+    }
+    let argv = container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .cloned()
+        .collect();
+    Ok(ContainerSpec {
+        config: ContainerConfig {
+            name: container.name.clone(),
+            argv,
+            env,
+            working_dir: container.working_dir.as_ref().map(PathBuf::from),
+            stop_signal: Some(stop_signal.number()),
+            force_host,
+        },
+        stop_signal,
+        unresolved_env,
+    })
+}
