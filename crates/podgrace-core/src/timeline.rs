@@ -327,13 +327,7 @@ fn resolve_start(
     match trigger {
         Trigger::Delete => {
             let s = api_delete(KubectlDeleteFlags::default());
-            if tgps == 0 {
-                findings.push(Finding {
-                    rule: "zero-grace-force-deletes",
-                    severity: Severity::Error,
-                    message: "terminationGracePeriodSeconds is 0: a plain `kubectl delete` is a force delete (the API object goes at once; issue #120671)".into(),
-                });
-            }
+            findings.extend(zero_grace_force_deletes(pod));
             s
         }
         Trigger::DeleteWithGrace(n) => {
@@ -363,15 +357,7 @@ fn resolve_start(
         Trigger::EvictSoft => {
             let max = opts.kubelet.eviction_max_pod_grace_period;
             let o = eviction::grace_period_override(false, max, Some(tgps), opts.version);
-            if max <= 0 {
-                findings.push(Finding {
-                    rule: "soft-eviction-is-immediate",
-                    severity: Severity::Warning,
-                    message: format!(
-                        "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to 1 s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172)"
-                    ),
-                });
-            }
+            findings.extend(soft_eviction_is_immediate(pod, max, opts.version));
             kubelet_kill(o)
         }
         Trigger::NodeShutdown => {
@@ -614,17 +600,7 @@ fn probe_kill(
         "main"
     };
     let mut findings = Vec::new();
-    if probe.termination_grace_period_seconds.is_none() && pod.termination_grace_period_seconds > 60
-    {
-        findings.push(Finding {
-            rule: "probe-kill-uses-pod-grace",
-            severity: Severity::Warning,
-            message: format!(
-                "the {kind} probe has no terminationGracePeriodSeconds, so a probe kill of a hung app waits the pod's {} s before SIGKILL; set the probe's own (KEP-2238)",
-                pod.termination_grace_period_seconds
-            ),
-        });
-    }
+    findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];
     container_findings(pod, &containers, base, opts.version, &mut findings);
     Ok(Timeline {
@@ -649,25 +625,7 @@ fn container_findings(
         let Some(c) = pod.container(&t.name) else {
             continue;
         };
-        let known = c.pre_stop.as_ref().and_then(|h| h.known_duration_ms());
-        if let (Some(budget), Some(d)) = (t.pre_stop_budget_seconds, known) {
-            if d >= budget * 1000 {
-                // The pod's own budget is a manifest error; a budget cut short by the trigger
-                // (force delete, eviction, shutdown) is worth a warning.
-                let own_budget = budget >= pod.termination_grace_period_seconds;
-                findings.push(Finding {
-                    rule: "prestop-exceeds-grace",
-                    severity: if own_budget { Severity::Error } else { Severity::Warning },
-                    message: format!(
-                        "container {}: the preStop hook runs {} s but its budget is {budget} s: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={}",
-                        t.name,
-                        fmt_secs(d),
-                        t.stop_signal,
-                        fmt_secs(t.kill_seconds.max as i64 * 1000)
-                    ),
-                });
-            }
-        }
+        findings.extend(prestop_exceeds_grace(pod, c, t));
         if c.pre_stop.is_some() && t.pre_stop.is_none() {
             findings.push(Finding {
                 rule: "prestop-skipped",
@@ -700,6 +658,109 @@ fn container_findings(
             });
         }
     }
+}
+
+/// Probe-level KEP-2238 threshold: above this pod TGPS, a probe without its own
+/// `terminationGracePeriodSeconds` is worth a finding.
+pub const PROBE_GRACE_LARGE_TGPS_SECONDS: i64 = 60;
+
+/// `prestop-exceeds-grace`: a hook of known length (sleep action, exec `sleep N`) as long as its
+/// budget or longer; the kubelet abandons it at the budget. Shared by explain and lint.
+pub fn prestop_exceeds_grace(
+    pod: &PodPlan,
+    c: &ContainerPlan,
+    t: &ContainerTimeline,
+) -> Option<Finding> {
+    let budget = t.pre_stop_budget_seconds?;
+    let hook = c.pre_stop.as_ref()?;
+    let d = hook.known_duration_ms()?;
+    if d < budget.saturating_mul(1000) {
+        return None;
+    }
+    // The pod's own budget is a manifest error; a budget cut short by the trigger (force
+    // delete, eviction, shutdown) is worth a warning.
+    let tgps = pod.termination_grace_period_seconds;
+    let own_budget = budget >= tgps;
+    let what = match hook {
+        crate::plan::Handler::Sleep { .. } => "sleep",
+        _ => "exec sleep",
+    };
+    let kill = fmt_secs((t.kill_seconds.max * 1000.0).round() as i64);
+    let message = if own_budget {
+        format!(
+            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds to at least {} + your drain time",
+            t.name,
+            fmt_secs(d),
+            t.stop_signal,
+            fmt_secs(d),
+        )
+    } else {
+        format!(
+            "container {}: preStop {what} {} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
+            t.name,
+            fmt_secs(d),
+            t.stop_signal,
+        )
+    };
+    Some(Finding {
+        rule: "prestop-exceeds-grace",
+        severity: if own_budget {
+            Severity::Error
+        } else {
+            Severity::Warning
+        },
+        message,
+    })
+}
+
+/// `zero-grace-force-deletes`: TGPS 0 turns a plain delete into a force delete. Shared by
+/// explain and lint.
+pub fn zero_grace_force_deletes(pod: &PodPlan) -> Option<Finding> {
+    (pod.termination_grace_period_seconds == 0 && !pod.termination_grace_period_defaulted).then(|| Finding {
+        rule: "zero-grace-force-deletes",
+        severity: Severity::Error,
+        message: "terminationGracePeriodSeconds is 0: a plain `kubectl delete` is a force delete (the API object goes at once, a replacement can start while the old processes still run, and they get at most 2 s after the stop signal; issue #120671); set terminationGracePeriodSeconds to the time the app needs to drain, e.g. 30".into(),
+    })
+}
+
+/// `probe-kill-uses-pod-grace`: a liveness or startup probe without its own
+/// terminationGracePeriodSeconds while the pod's is large (> 60 s). Shared by explain and lint.
+pub fn probe_kill_uses_pod_grace(
+    pod: &PodPlan,
+    kind: &str,
+    probe: &crate::plan::Probe,
+) -> Option<Finding> {
+    let tgps = pod.termination_grace_period_seconds;
+    (probe.termination_grace_period_seconds.is_none() && tgps > PROBE_GRACE_LARGE_TGPS_SECONDS)
+        .then(|| Finding {
+            rule: "probe-kill-uses-pod-grace",
+            severity: Severity::Warning,
+            message: format!(
+                "the {kind} probe has no terminationGracePeriodSeconds, so a probe kill of a hung app waits the pod's {tgps} s before SIGKILL; set the probe's own (KEP-2238), e.g. {kind}Probe.terminationGracePeriodSeconds: 10"
+            ),
+        })
+}
+
+/// `soft-eviction-is-immediate`: a kubelet `evictionMaxPodGracePeriod` ≤ 0 makes every soft
+/// eviction nearly immediate. Shared by explain and lint.
+pub fn soft_eviction_is_immediate(
+    pod: &PodPlan,
+    eviction_max_pod_grace_period: i64,
+    version: KubeVersion,
+) -> Option<Finding> {
+    let max = eviction_max_pod_grace_period;
+    let tgps = pod.termination_grace_period_seconds;
+    if max > 0 {
+        return None;
+    }
+    let o = eviction::grace_period_override(false, max, Some(tgps), version);
+    Some(Finding {
+        rule: "soft-eviction-is-immediate",
+        severity: Severity::Warning,
+        message: format!(
+            "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to 1 s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172); set evictionMaxPodGracePeriod to at least {tgps}"
+        ),
+    })
 }
 
 /// Formats milliseconds as seconds without trailing zeros (`1.5`, `30`).
