@@ -59,7 +59,7 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             .pdbs
             .iter()
             .filter(|(o, p)| {
-                cx.same_namespace(o.namespace.as_deref())
+                cx.related(o)
                     && p.spec
                         .as_ref()
                         .and_then(|s| s.selector.as_ref())

@@ -232,17 +232,19 @@ impl PodCx<'_> {
         self.timeline.containers.iter().find(|t| t.name == c.name)
     }
 
-    /// Whether a Service or PodDisruptionBudget in `namespace` may select this pod (an unset
-    /// namespace on either side matches any: rendered charts often leave it out).
-    pub fn same_namespace(&self, namespace: Option<&str>) -> bool {
-        namespaces_match(self.object.namespace.as_deref(), namespace)
+    /// Whether a Service or PodDisruptionBudget `other` may select this pod (see [`related`]).
+    pub fn related(&self, other: &Object) -> bool {
+        related(self.object, other)
     }
 }
 
-pub(crate) fn namespaces_match(a: Option<&str>, b: Option<&str>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a == b,
-        _ => true,
+/// Whether two objects may end up in the same namespace: both name the same namespace, or one
+/// leaves it unset and both come from the same file (a rendered chart or kustomization; files
+/// of a directory without namespaces may be applied to different namespaces).
+pub(crate) fn related(a: &Object, b: &Object) -> bool {
+    match (a.namespace.as_deref(), b.namespace.as_deref()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.span.file == b.span.file,
     }
 }
 

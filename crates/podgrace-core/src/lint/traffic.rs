@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{namespaces_match, object_ref, secs, selects, PodCx, Sink};
+use super::{object_ref, related, secs, selects, PodCx, Sink};
 use crate::manifest::Object;
 use crate::plan::{ContainerPlan, ContainerRole, PodPlan, WorkloadKind};
 
@@ -35,7 +35,7 @@ fn selector(svc: &Service) -> Option<&std::collections::BTreeMap<String, String>
 /// Why container `c` serves traffic, if it does.
 fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
     for (o, svc) in cx.services {
-        if !cx.same_namespace(o.namespace.as_deref()) {
+        if !cx.related(o) {
             continue;
         }
         if !selector(svc).is_some_and(|s| selects(s, &cx.pod.labels)) {
@@ -126,9 +126,7 @@ pub(super) fn check_service(
         return;
     }
     for (po, pod) in pods {
-        if !namespaces_match(o.namespace.as_deref(), po.namespace.as_deref())
-            || !selects(sel, &pod.labels)
-        {
+        if !related(o, po) || !selects(sel, &pod.labels) {
             continue;
         }
         if pod
