@@ -2,7 +2,7 @@
 //! short TGPS, and the kubelet's evictionMaxPodGracePeriod.
 
 use super::{secs, selects, PodCx, Sink};
-use crate::plan::{Handler, WorkloadKind};
+use crate::plan::{ContainerRole, Handler, WorkloadKind};
 use crate::timeline;
 
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
@@ -17,8 +17,9 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             sink.shared(cx, f, Some(c), span());
             continue;
         }
-        // prestop-near-grace: the hook ends in time but leaves little for the app.
-        if !sink.enabled("prestop-near-grace") {
+        // prestop-near-grace: the hook ends in time but leaves little for the app (main
+        // containers; a native sidecar's stop signal waits for the main containers).
+        if !sink.enabled("prestop-near-grace") || c.role != ContainerRole::Main {
             continue;
         }
         let (Some(budget), Some(d)) = (

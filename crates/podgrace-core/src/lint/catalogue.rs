@@ -22,6 +22,20 @@ pub fn rule(id: &str) -> Option<&'static Rule> {
     CATALOGUE.iter().find(|r| r.id == id)
 }
 
+/// The README's rule table (Markdown), generated from the catalogue.
+pub fn markdown_table() -> String {
+    let mut s = String::from("| rule | severity | what it finds |\n|---|---|---|\n");
+    for r in CATALOGUE {
+        s.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            r.id,
+            super::severity_str(r.severity),
+            r.title.replace('|', "\\|")
+        ));
+    }
+    s
+}
+
 /// Every rule, grouped by concern (budget, signals, hooks, probes, traffic, sidecars).
 pub const CATALOGUE: &[Rule] = &[
     // ---- budget ----
