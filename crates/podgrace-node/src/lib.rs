@@ -13,7 +13,9 @@
 //! `sh`, `sleep` and `tr` (dash/coreutils) inside containers.
 
 pub mod events;
+pub mod hooks;
 pub mod httpget;
+pub mod probes;
 pub mod process;
 pub mod runtime;
 pub mod sandbox;
