@@ -5,6 +5,12 @@
 //! * [`runtime`]: a CRI-RuntimeService-shaped trait and [`runtime::ProcessRuntime`], which
 //!   implements it with containerd's StopContainer semantics.
 //! * [`sandbox`]: a pod's network namespace and address.
+//! * [`events`]: kubelet-style events (reasons and wordings of upstream) with monotonic
+//!   timestamps, stored and streamed to subscribers.
+//! * [`hooks`]: lifecycle handlers (exec, httpGet, sleep) run as the kubelet's handler runner.
+//! * [`probes`]: startup, liveness and readiness probes (exec, httpGet, tcpSocket, grpc): one
+//!   attempt, and the periodic worker.
+//! * [`httpget`]: the kubelet's HTTP GET client shared by hooks and probes.
 //!
 //! # System requirements
 //! Linux ≥ 5.4 (pidfd_open, waitid(P_PIDFD)). Namespaced mode and pod networks need root (or
@@ -12,6 +18,10 @@
 //! the host network, saying so once. Pod networks use iproute2's `ip`. The tests also run
 //! `sh`, `sleep` and `tr` (dash/coreutils) inside containers.
 
+pub mod events;
+pub mod hooks;
+pub mod httpget;
+pub mod probes;
 pub mod process;
 pub mod runtime;
 pub mod sandbox;

@@ -1,0 +1,300 @@
+//! Kubelet-style events with monotonic timestamps.
+//!
+//! Every report podgrace prints is built from these. An [`EventRecorder`] keeps every event in
+//! order and hands each one to its subscribers (a lossless, unbounded channel each, so a CLI can
+//! print live lines); [`EventRecorder::events`] is a snapshot.
+//!
+//! The reasons are the kubelet's own strings (`pkg/kubelet/events/event.go`, Kubernetes 1.20 to
+//! 1.37), and the [`message`] functions reproduce the wording of the places that emit them, so
+//! a podgrace run reads like `kubectl describe pod`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+/// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    /// `"Normal"` or `"Warning"`, as the API spells them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// One event. `at` is monotonic (compare it with the run's start `Instant`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When it was recorded (monotonic clock).
+    pub at: Instant,
+    pub kind: EventType,
+    /// One of the [`reason`] constants.
+    pub reason: &'static str,
+    /// The container the event is about (`involvedObject.fieldPath`), `None` for pod events.
+    pub container: Option<String>,
+    pub message: String,
+}
+
+/// The kubelet's event reasons, from `pkg/kubelet/events/event.go` (1.20 to 1.37) unless noted.
+pub mod reason {
+    /// `CreatedContainer` (Normal), see [`super::message::created`].
+    pub const CREATED: &str = "Created";
+    /// `StartedContainer` (Normal), see [`super::message::started`].
+    pub const STARTED: &str = "Started";
+    /// `KillingContainer` (Normal), see [`super::message::killing`].
+    pub const KILLING: &str = "Killing";
+    /// `BackOffStartContainer` (Warning), see [`super::message::back_off`].
+    pub const BACK_OFF: &str = "BackOff";
+    /// `ExceededGracePeriod` (Warning), see [`super::message::EXCEEDED_GRACE_PERIOD`].
+    pub const EXCEEDED_GRACE_PERIOD: &str = "ExceededGracePeriod";
+    /// `ContainerUnhealthy` (Warning): a probe attempt failed or errored.
+    pub const UNHEALTHY: &str = "Unhealthy";
+    /// `ContainerProbeWarning` (Warning): a probe succeeded with a warning (e.g. a redirect to
+    /// another host was not followed).
+    pub const PROBE_WARNING: &str = "ProbeWarning";
+    /// `FailedPostStartHook` (Warning), message [`super::message::FAILED_POST_START_HOOK`].
+    pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+    /// `FailedPreStopHook` (Warning), message [`super::message::FAILED_PRE_STOP_HOOK`].
+    pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
+    /// Warning recorded by `pkg/kubelet/lifecycle/handlers.go` `runHTTPHandler` (a literal
+    /// there, not a constant of `event.go`; Kubernetes 1.26+), see
+    /// [`super::message::lifecycle_http_fallback`].
+    pub const LIFECYCLE_HTTP_FALLBACK: &str = "LifecycleHTTPFallback";
+}
+
+/// The kubelet's event messages, each with the upstream place that emits it.
+pub mod message {
+    /// `Killing`: `"Stopping container NAME"`, the default of `killContainer`
+    /// (`pkg/kubelet/kuberuntime/kuberuntime_container.go`) when no message is given.
+    pub fn killing(container: &str) -> String {
+        format!("Stopping container {container}")
+    }
+
+    /// `Killing` for a probe-initiated kill: `"Container NAME failed liveness probe, will be
+    /// restarted"` (`kuberuntime_manager.go` `computePodActions`; `probe` is `"liveness"` or
+    /// `"startup"`; the `, will be restarted` suffix only when the container restarts).
+    pub fn killing_after_probe(container: &str, probe: &str, will_restart: bool) -> String {
+        let mut m = format!("Container {container} failed {probe} probe");
+        if will_restart {
+            m.push_str(", will be restarted");
+        }
+        m
+    }
+
+    /// `Created`: `"Created container: NAME"` (`kuberuntime_container.go` `startContainer`,
+    /// Kubernetes 1.32+; earlier `"Created container NAME"`).
+    pub fn created(container: &str) -> String {
+        format!("Created container: {container}")
+    }
+
+    /// `Started`: `"Started container NAME"` (`kuberuntime_container.go` `startContainer`).
+    pub fn started(container: &str) -> String {
+        format!("Started container {container}")
+    }
+
+    /// `BackOff`: `"Back-off restarting failed container NAME in pod POD"`
+    /// (`kuberuntime_manager.go` `doBackOff`; `pod` formatted as [`crate::hooks::format_pod`]).
+    pub fn back_off(container: &str, pod: &str) -> String {
+        format!("Back-off restarting failed container {container} in pod {pod}")
+    }
+
+    /// `ExceededGracePeriod` on the pod (`pkg/kubelet/pod_workers.go` `killPodNow`).
+    pub const EXCEEDED_GRACE_PERIOD: &str =
+        "Container runtime did not kill the pod within specified grace period.";
+
+    /// `FailedPreStopHook`: the output is deliberately left out "so that secrets won't leak"
+    /// (`kuberuntime_container.go` `executePreStopHook`).
+    pub const FAILED_PRE_STOP_HOOK: &str = "PreStopHook failed";
+
+    /// `FailedPostStartHook`, same rule (`kuberuntime_container.go` `startContainer`).
+    pub const FAILED_POST_START_HOOK: &str = "PostStartHook failed";
+
+    /// `Unhealthy` for a failed attempt: `"Liveness probe failed: OUTPUT"`
+    /// (`pkg/kubelet/prober/prober.go` `probe`; `probe` is `Liveness`, `Readiness`, `Startup`).
+    pub fn probe_failed(probe: &str, output: &str) -> String {
+        format!("{probe} probe failed: {output}")
+    }
+
+    /// `Unhealthy` for an attempt that errored 3 times: `"Liveness probe errored and resulted
+    /// in unknown state: ERROR"` (`prober.go` `probe`, Kubernetes 1.28+).
+    pub fn probe_errored(probe: &str, error: &str) -> String {
+        format!("{probe} probe errored and resulted in unknown state: {error}")
+    }
+
+    /// `ProbeWarning`: `"Readiness probe warning: OUTPUT"` (`prober.go` `probe`).
+    pub fn probe_warning(probe: &str, output: &str) -> String {
+        format!("{probe} probe warning: {output}")
+    }
+
+    /// `LifecycleHTTPFallback`: `"request to HTTPS lifecycle hook HOST:PORT got HTTP response,
+    /// retry with HTTP succeeded"` (`pkg/kubelet/lifecycle/handlers.go` `runHTTPHandler`).
+    pub fn lifecycle_http_fallback(host_port: &str) -> String {
+        format!("request to HTTPS lifecycle hook {host_port} got HTTP response, retry with HTTP succeeded")
+    }
+}
+
+struct Inner {
+    events: Vec<Event>,
+    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+}
+
+/// Stores every event and hands it to every subscriber. Cheap to clone (an `Arc`); all clones
+/// share one log. `Send + Sync`.
+#[derive(Clone)]
+pub struct EventRecorder {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Default for EventRecorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("events", &self.lock().events.len())
+            .finish()
+    }
+}
+
+impl EventRecorder {
+    /// An empty log.
+    pub fn new() -> Self {
+        EventRecorder {
+            inner: Arc::new(Mutex::new(Inner {
+                events: Vec::new(),
+                subscribers: Vec::new(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records an event stamped now and returns it. Subscribers that went away are dropped.
+    pub fn record(
+        &self,
+        kind: EventType,
+        reason: &'static str,
+        container: Option<&str>,
+        message: impl Into<String>,
+    ) -> Event {
+        let event = Event {
+            at: Instant::now(),
+            kind,
+            reason,
+            container: container.map(str::to_owned),
+            message: message.into(),
+        };
+        let mut inner = self.lock();
+        inner.events.push(event.clone());
+        inner.subscribers.retain(|s| s.send(event.clone()).is_ok());
+        event
+    }
+
+    /// [`EventRecorder::record`] with [`EventType::Normal`].
+    pub fn normal(
+        &self,
+        reason: &'static str,
+        container: Option<&str>,
+        message: impl Into<String>,
+    ) -> Event {
+        self.record(EventType::Normal, reason, container, message)
+    }
+
+    /// [`EventRecorder::record`] with [`EventType::Warning`].
+    pub fn warning(
+        &self,
+        reason: &'static str,
+        container: Option<&str>,
+        message: impl Into<String>,
+    ) -> Event {
+        self.record(EventType::Warning, reason, container, message)
+    }
+
+    /// A receiver that first yields every event recorded so far, then each later one, in order;
+    /// none is lost (unbounded). Dropping it unsubscribes.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut inner = self.lock();
+        for e in &inner.events {
+            let _ = tx.send(e.clone());
+        }
+        inner.subscribers.push(tx);
+        rx
+    }
+
+    /// Every event so far, in the order recorded.
+    pub fn events(&self) -> Vec<Event> {
+        self.lock().events.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_is_send_sync_and_clone() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<EventRecorder>();
+    }
+
+    #[tokio::test]
+    async fn subscribers_get_history_then_live_events_in_order() {
+        let rec = EventRecorder::new();
+        rec.normal(reason::KILLING, Some("app"), message::killing("app"));
+        let mut rx = rec.subscribe();
+        let clone = rec.clone();
+        clone.warning(
+            reason::FAILED_PRE_STOP_HOOK,
+            Some("app"),
+            message::FAILED_PRE_STOP_HOOK,
+        );
+        let a = rx.recv().await.expect("history");
+        let b = rx.recv().await.expect("live");
+        assert_eq!(a.message, "Stopping container app");
+        assert_eq!(a.kind, EventType::Normal);
+        assert_eq!(b.reason, "FailedPreStopHook");
+        assert_eq!(b.kind, EventType::Warning);
+        assert!(a.at <= b.at);
+        assert_eq!(rec.events().len(), 2);
+    }
+
+    #[test]
+    fn dropped_subscribers_are_forgotten() {
+        let rec = EventRecorder::new();
+        drop(rec.subscribe());
+        rec.normal(reason::STARTED, Some("a"), message::started("a"));
+        assert!(rec.lock().subscribers.is_empty());
+    }
+
+    #[test]
+    fn kubelet_wordings() {
+        assert_eq!(
+            message::killing_after_probe("web", "liveness", true),
+            "Container web failed liveness probe, will be restarted"
+        );
+        assert_eq!(
+            message::probe_failed("Readiness", "HTTP probe failed with statuscode: 503"),
+            "Readiness probe failed: HTTP probe failed with statuscode: 503"
+        );
+        assert_eq!(
+            message::back_off("web", "p_default(uid)"),
+            "Back-off restarting failed container web in pod p_default(uid)"
+        );
+        assert_eq!(message::created("c"), "Created container: c");
+        assert_eq!(message::started("c"), "Started container c");
+    }
+}
