@@ -8,9 +8,11 @@
 //! - [`rules`]: one module per upstream owner (apiserver, pod worker, kuberuntime, eviction,
 //!   node shutdown, endpoints, container runtime).
 //! - [`timeline`]: the rules composed into one pod's termination timeline for one trigger.
+//! - [`lint`]: termination pitfalls in manifests, with stable rule ids.
 //! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
 
 pub mod conformance;
+pub mod lint;
 pub mod manifest;
 pub mod plan;
 pub mod rules;

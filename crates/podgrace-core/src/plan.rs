@@ -241,6 +241,38 @@ pub struct ContainerPlan {
     pub startup_probe: Option<Probe>,
     /// Where the container is declared.
     pub span: SourceSpan,
+    /// Positions (line, column) of the fields lint points at, keyed by their path below the
+    /// container (`lifecycle.preStop`, `command`, `livenessProbe.terminationGracePeriodSeconds`);
+    /// only fields present in the input. See [`ContainerPlan::field_span`].
+    pub field_positions: BTreeMap<&'static str, (usize, usize)>,
+}
+
+impl ContainerPlan {
+    /// Where the field `key` (a path below the container, as in [`Self::field_positions`]) is
+    /// written; the container itself when the field is absent.
+    pub fn field_span(&self, key: &str) -> SourceSpan {
+        field_span(&self.span, &self.field_positions, key)
+    }
+}
+
+fn field_span(
+    base: &SourceSpan,
+    positions: &BTreeMap<&'static str, (usize, usize)>,
+    key: &str,
+) -> SourceSpan {
+    match positions.get(key) {
+        Some(&(line, column)) => SourceSpan {
+            file: base.file.clone(),
+            line,
+            column,
+            path: if base.path.is_empty() {
+                key.to_string()
+            } else {
+                format!("{}.{key}", base.path)
+            },
+        },
+        None => base.clone(),
+    }
 }
 
 /// A pod (or pod template) with upstream defaults applied.
@@ -274,9 +306,27 @@ pub struct PodPlan {
     pub containers: Vec<ContainerPlan>,
     /// Where the object starts.
     pub span: SourceSpan,
+    /// Field path from the object root to the pod spec (`spec`, `spec.template.spec`).
+    pub spec_path: &'static str,
+    /// Positions (line, column) of pod-spec fields present in the input, keyed by their path
+    /// below the pod spec (`terminationGracePeriodSeconds`). See [`PodPlan::field_span`].
+    pub field_positions: BTreeMap<&'static str, (usize, usize)>,
 }
 
 impl PodPlan {
+    /// Where the pod-spec field `key` is written; the object itself when it is absent.
+    pub fn field_span(&self, key: &str) -> SourceSpan {
+        match self.field_positions.get(key) {
+            Some(&(line, column)) => SourceSpan {
+                file: self.span.file.clone(),
+                line,
+                column,
+                path: format!("{}.{key}", self.spec_path),
+            },
+            None => self.span.clone(),
+        }
+    }
+
     /// Native sidecars, in declaration order.
     pub fn sidecars(&self) -> impl Iterator<Item = &ContainerPlan> {
         self.init_containers

@@ -367,13 +367,7 @@ fn resolve_start(
     match trigger {
         Trigger::Delete => {
             let s = api_delete(KubectlDeleteFlags::default());
-            if tgps == 0 {
-                findings.push(Finding {
-                    rule: "zero-grace-force-deletes",
-                    severity: Severity::Error,
-                    message: "terminationGracePeriodSeconds is 0: a plain `kubectl delete` is a force delete (the API object goes at once; issue #120671)".into(),
-                });
-            }
+            findings.extend(zero_grace_force_deletes(pod));
             s
         }
         Trigger::DeleteWithGrace(n) => {
@@ -444,14 +438,8 @@ fn trigger_findings(
     let tgps = pod.termination_grace_period_seconds;
     if let (Trigger::EvictSoft, Some(o)) = (trigger, start.kill_override) {
         let max = opts.kubelet.eviction_max_pod_grace_period;
-        if max <= 0 && effective < tgps {
-            findings.push(Finding {
-                rule: "soft-eviction-is-immediate",
-                severity: Severity::Warning,
-                message: format!(
-                    "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to {effective} s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172)"
-                ),
-            });
+        if let Some(f) = soft_eviction_is_immediate(pod, max, opts.version) {
+            findings.push(f);
         } else if o <= 0 && effective == tgps {
             findings.push(Finding {
                 rule: "zero-override-means-full-grace",
@@ -490,7 +478,6 @@ fn kubelet_kill(override_seconds: i64) -> Start {
 /// STOPSIGNAL (for the official images podgrace knows), else SIGTERM.
 fn stop_signal(c: &ContainerPlan) -> String {
     match runtime::container_stop_signal(c.stop_signal.as_deref(), c.image.as_deref()) {
-
         Ok(sig) => sig.to_string(),
         // Manifest validation rejects unknown signal names; keep the text if one slips through.
         Err(_) => c.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),
@@ -703,17 +690,7 @@ fn probe_kill(
         "main"
     };
     let mut findings = Vec::new();
-    if probe.termination_grace_period_seconds.is_none() && pod.termination_grace_period_seconds > 60
-    {
-        findings.push(Finding {
-            rule: "probe-kill-uses-pod-grace",
-            severity: Severity::Warning,
-            message: format!(
-                "the {kind} probe has no terminationGracePeriodSeconds, so a probe kill of a hung app waits the pod's {} s before SIGKILL; set the probe's own (KEP-2238)",
-                pod.termination_grace_period_seconds
-            ),
-        });
-    }
+    findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];
     container_findings(pod, &containers, base, opts.version, &mut findings);
     Ok(Timeline {
@@ -738,36 +715,10 @@ fn container_findings(
         let Some(c) = pod.container(&t.name) else {
             continue;
         };
-        let known = c.pre_stop.as_ref().and_then(|h| h.known_duration_ms());
         let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
         let kill_max = fmt_secs((t.kill_seconds.max * 1000.0) as i64);
-        if let (Some(budget), Some(d)) = (t.pre_stop_budget_seconds, known) {
-            if d >= budget.saturating_mul(1000)
-                && !matches!(c.pre_stop, Some(Handler::TcpSocket { .. }))
-            {
-                // The pod's own budget is a manifest error; a budget cut short by the trigger
-                // (force delete, eviction, shutdown) is worth a warning.
-                let own_budget = budget >= pod.termination_grace_period_seconds;
-                let length = if d == budget.saturating_mul(1000) {
-                    format!("runs {} s, its whole budget", fmt_secs(d))
-                } else {
-                    format!("runs {} s but its budget is {budget} s", fmt_secs(d))
-                };
-                let then = if timeout_zero {
-                    format!("the runtime sends SIGKILL at once (t={kill_max})")
-                } else {
-                    format!("sends {} then, and SIGKILL at t={kill_max}", t.stop_signal)
-                };
-                findings.push(Finding {
-                    rule: "prestop-exceeds-grace",
-                    severity: if own_budget { Severity::Error } else { Severity::Warning },
-                    message: format!(
-                        "container {}: the preStop hook {length}: the kubelet stops waiting at t={budget}, {then}, leaving the app no time to shut down after its stop signal",
-                        t.name
-                    ),
-                });
-            }
-        }
+        findings.extend(prestop_exceeds_grace(pod, c, t));
+
         if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
             findings.push(Finding {
                 rule: "tcpsocket-hook-not-run",
@@ -846,6 +797,134 @@ fn container_findings(
             });
         }
     }
+}
+
+/// Probe-level KEP-2238 threshold: above this pod TGPS, a probe without its own
+/// `terminationGracePeriodSeconds` is worth a finding.
+pub const PROBE_GRACE_LARGE_TGPS_SECONDS: i64 = 60;
+
+/// `prestop-exceeds-grace`: a hook of known length (sleep action, exec `sleep N`) as long as its
+/// budget or longer; the kubelet abandons it at the budget. Shared by explain and lint.
+pub fn prestop_exceeds_grace(
+    pod: &PodPlan,
+    c: &ContainerPlan,
+    t: &ContainerTimeline,
+) -> Option<Finding> {
+    let budget = t.pre_stop_budget_seconds?;
+    let hook = c.pre_stop.as_ref()?;
+    let d = hook.known_duration_ms()?;
+    if d < budget.saturating_mul(1000) {
+        return None;
+    }
+    // The pod's own budget is a manifest error; a budget cut short by the trigger (force
+    // delete, eviction, shutdown) is worth a warning.
+    let tgps = pod.termination_grace_period_seconds;
+    let own_budget = budget >= tgps;
+    let what = match hook {
+        crate::plan::Handler::Sleep { .. } => "sleep",
+        _ => "exec sleep",
+    };
+    let kill = fmt_secs((t.kill_seconds.max * 1000.0).round() as i64);
+    if t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0 {
+        // Kubelets up to 1.21 could hand the runtime a timeout of 0: SIGKILL, no stop signal.
+        return Some(Finding {
+            rule: "prestop-exceeds-grace",
+            severity: if own_budget { Severity::Error } else { Severity::Warning },
+            message: format!(
+                "container {}: preStop {what} {} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
+                t.name,
+                fmt_secs(d),
+            ),
+        });
+    }
+    let message = if own_budget {
+        format!(
+            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds to at least {} + your drain time",
+            t.name,
+            fmt_secs(d),
+            t.stop_signal,
+            fmt_secs(d),
+        )
+    } else {
+        format!(
+            "container {}: preStop {what} {} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
+            t.name,
+            fmt_secs(d),
+            t.stop_signal,
+        )
+    };
+    Some(Finding {
+        rule: "prestop-exceeds-grace",
+        severity: if own_budget {
+            Severity::Error
+        } else {
+            Severity::Warning
+        },
+        message,
+    })
+}
+
+/// `zero-grace-force-deletes`: TGPS 0 turns a plain delete into a force delete. Shared by
+/// explain and lint.
+pub fn zero_grace_force_deletes(pod: &PodPlan) -> Option<Finding> {
+    (pod.termination_grace_period_seconds == 0 && !pod.termination_grace_period_defaulted).then(|| Finding {
+        rule: "zero-grace-force-deletes",
+        severity: Severity::Error,
+        message: "terminationGracePeriodSeconds is 0: a plain `kubectl delete` is a force delete (the API object goes at once, a replacement can start while the old processes still run, and they get at most 2 s after the stop signal; issue #120671); set terminationGracePeriodSeconds to the time the app needs to drain, e.g. 30".into(),
+    })
+}
+
+/// `probe-kill-uses-pod-grace`: a liveness or startup probe without its own
+/// terminationGracePeriodSeconds while the pod's is large (> 60 s). Shared by explain and lint.
+pub fn probe_kill_uses_pod_grace(
+    pod: &PodPlan,
+    kind: &str,
+    probe: &crate::plan::Probe,
+) -> Option<Finding> {
+    let tgps = pod.termination_grace_period_seconds;
+    (probe.termination_grace_period_seconds.is_none() && tgps > PROBE_GRACE_LARGE_TGPS_SECONDS)
+        .then(|| Finding {
+            rule: "probe-kill-uses-pod-grace",
+            severity: Severity::Warning,
+            message: format!(
+                "the {kind} probe has no terminationGracePeriodSeconds, so a probe kill of a hung app waits the pod's {tgps} s before SIGKILL; set the probe's own (KEP-2238), e.g. {kind}Probe.terminationGracePeriodSeconds: 10"
+            ),
+        })
+}
+
+/// `soft-eviction-is-immediate`: a kubelet `evictionMaxPodGracePeriod` ≤ 0 makes every soft
+/// eviction nearly immediate. Shared by explain and lint.
+pub fn soft_eviction_is_immediate(
+    pod: &PodPlan,
+    eviction_max_pod_grace_period: i64,
+    version: KubeVersion,
+) -> Option<Finding> {
+    let max = eviction_max_pod_grace_period;
+    let tgps = pod.termination_grace_period_seconds;
+    if max > 0 {
+        return None;
+    }
+    let o = eviction::grace_period_override(false, max, Some(tgps), version);
+    let (effective, _) = podworker::effective_grace_period(
+        GraceInputs {
+            previous: 0,
+            deletion_grace_period_seconds: None,
+            termination_grace_period_seconds: Some(tgps),
+            override_seconds: Some(o),
+        },
+        version,
+    );
+    // Before 1.31 the pod worker turned an override of 0 into the full TGPS: not immediate.
+    if effective >= tgps {
+        return None;
+    }
+    Some(Finding {
+        rule: "soft-eviction-is-immediate",
+        severity: Severity::Warning,
+        message: format!(
+            "evictionMaxPodGracePeriod is {max}: a soft eviction gets override {o}, which the pod worker raises to {effective} s, so the pod's {tgps} s are not honoured (the kubelet help text says a negative value defers to the pod; it does not, issue #118172); set evictionMaxPodGracePeriod to at least {tgps}"
+        ),
+    })
 }
 
 /// Formats milliseconds as seconds without trailing zeros (`1.5`, `30`).

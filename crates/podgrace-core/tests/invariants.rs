@@ -29,6 +29,7 @@ fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> Cont
         readiness_probe: None,
         startup_probe: None,
         span: SourceSpan::default(),
+        field_positions: Default::default(),
     }
 }
 
@@ -50,6 +51,8 @@ fn pod(tgps: i64, mains: Vec<ContainerPlan>, sidecars: Vec<ContainerPlan>) -> Po
         init_containers: sidecars,
         containers: mains,
         span: SourceSpan::default(),
+        spec_path: "spec",
+        field_positions: Default::default(),
     }
 }
 

@@ -120,8 +120,8 @@ pub fn resolve_container_port(
         PortRef::Name(name) => match ports.iter().find(|p| p.name.as_deref() == Some(name)) {
             Some(p) => i64::from(p.container_port),
             None => match name.parse::<i64>() {
-                Ok(n) if !name.starts_with('+') => n,
-                _ => {
+                Ok(n) => n,
+                Err(_) => {
                     return Err(HttpGetError::ResolvePort {
                         reason: format!("strconv.Atoi: parsing {name:?}: invalid syntax"),
                     })
@@ -630,5 +630,113 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Recording<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(host: Option<&str>, port: PortRef, path: &str, scheme: &str) -> HttpGet {
+        HttpGet {
+            host: host.map(str::to_owned),
+            port,
+            path: path.into(),
+            scheme: scheme.into(),
+            headers: vec![],
+        }
+    }
+
+    #[test]
+    fn ports_resolve_like_resolve_container_port() {
+        let ports = [ContainerPort {
+            name: Some("http".into()),
+            container_port: 8080,
+            protocol: "TCP".into(),
+        }];
+        let r = |p: PortRef| resolve_container_port(&p, &ports);
+        assert_eq!(r(PortRef::Number(80)), Ok(80));
+        assert_eq!(r(PortRef::Name("http".into())), Ok(8080));
+        assert_eq!(r(PortRef::Name("9090".into())), Ok(9090));
+        assert_eq!(
+            r(PortRef::Name("web".into())).map_err(|e| e.to_string()),
+            Err("strconv.Atoi: parsing \"web\": invalid syntax".into())
+        );
+        assert_eq!(
+            r(PortRef::Number(0)).map_err(|e| e.to_string()),
+            Err("invalid port number: 0".into())
+        );
+        assert!(r(PortRef::Number(70000)).is_err());
+    }
+
+    #[test]
+    fn requests_take_host_scheme_path_and_default_headers() {
+        let ip = Some("10.0.0.7".parse().unwrap());
+        let v = KubeVersion::new(1, 31);
+        let r = Request::new(
+            &get(None, PortRef::Number(8080), "healthz", "HTTPS"),
+            &[],
+            ip,
+            Purpose::Probe,
+            v,
+        )
+        .unwrap();
+        assert_eq!(r.url(), "https://10.0.0.7:8080/healthz");
+        assert!(r
+            .headers
+            .contains(&("User-Agent".into(), "kube-probe/1.31".into())));
+        assert!(r.headers.contains(&("Accept".into(), "*/*".into())));
+        let mut g = get(Some("::1"), PortRef::Number(80), "/", "HTTP");
+        g.headers = vec![
+            ("Accept".into(), "".into()),
+            ("Authorization".into(), "x".into()),
+        ];
+        let r = Request::new(&g, &[], None, Purpose::Lifecycle, v).unwrap();
+        assert_eq!(r.url(), "http://[::1]:80/");
+        assert!(!r.headers.iter().any(|(k, _)| k == "Accept"));
+        assert!(r
+            .headers
+            .contains(&("User-Agent".into(), "kube-lifecycle/1.31".into())));
+        assert!(!r
+            .http_fallback()
+            .headers
+            .iter()
+            .any(|(k, _)| k == "Authorization"));
+        assert_eq!(
+            Request::new(
+                &get(None, PortRef::Number(80), "/", "HTTP"),
+                &[],
+                None,
+                Purpose::Probe,
+                v
+            ),
+            Err(HttpGetError::NoPodIp)
+        );
+    }
+
+    #[test]
+    fn redirect_locations_resolve_against_the_request() {
+        let base = Request {
+            scheme: Scheme::Http,
+            host: "10.0.0.7".into(),
+            port: 8080,
+            path: "/a/b?x=1".into(),
+            headers: vec![],
+        };
+        let url = |l: &str| resolve_location(&base, l).map(|(r, rel)| (r.url(), rel));
+        assert_eq!(url("/ok"), Some(("http://10.0.0.7:8080/ok".into(), true)));
+        assert_eq!(url("c"), Some(("http://10.0.0.7:8080/a/c".into(), true)));
+        assert_eq!(
+            url("https://example.com/z"),
+            Some(("https://example.com:443/z".into(), false))
+        );
+        assert_eq!(url("//other:81/"), Some(("http://other:81/".into(), false)));
+        assert_eq!(url("ftp://x/"), None);
+    }
+
+    #[test]
+    fn errno_wording_is_go_like() {
+        let e = std::io::Error::from_raw_os_error(111);
+        assert_eq!(go_errno(&e), "connection refused");
     }
 }

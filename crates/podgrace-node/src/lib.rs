@@ -5,6 +5,14 @@
 //! * [`runtime`]: a CRI-RuntimeService-shaped trait and [`runtime::ProcessRuntime`], which
 //!   implements it with containerd's StopContainer semantics.
 //! * [`sandbox`]: a pod's network namespace and address.
+//! * [`events`]: kubelet-style events (reasons and wordings of upstream) with monotonic
+//!   timestamps, stored and streamed to subscribers.
+//! * [`hooks`]: lifecycle handlers (exec, httpGet, sleep) run as the kubelet's handler runner.
+//! * [`probes`]: startup, liveness and readiness probes (exec, httpGet, tcpSocket, grpc): one
+//!   attempt, and the periodic worker.
+//! * [`httpget`]: the kubelet's HTTP GET client shared by hooks and probes.
+//! * [`kubelet`]: the pod task that starts, supervises and terminates a pod with the rules of
+//!   `podgrace-core`, calling the runtime only through the CRI-shaped trait.
 //!
 //! # System requirements
 //! Linux ≥ 5.4 (pidfd_open, waitid(P_PIDFD)). Namespaced mode and pod networks need root (or
@@ -16,6 +24,7 @@ pub mod events;
 pub mod hooks;
 pub mod httpget;
 pub mod kubelet;
+pub mod probes;
 pub mod process;
 pub mod runtime;
 pub mod sandbox;

@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Show when each container's preStop, stop signal and SIGKILL happen, per trigger.
     Explain(cmd::explain::Args),
+    /// Find termination pitfalls in manifests (exit 1 on findings at or above --fail-on).
+    Lint(cmd::lint::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
 }
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Lint(args) => cmd::lint::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
     };
     match result {

@@ -1,21 +1,11 @@
 //! `podgrace conformance` run as CI would run it.
 
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn podgrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_podgrace"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run podgrace")
-}
+use common::*;
 
 fn write(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("podgrace-conformance-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
+    tmp_file("conformance", name, text)
 }
 
 #[test]

@@ -1,36 +1,9 @@
 //! `podgrace explain` run as a user runs it: the real binary, real files, real exit codes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `shared/` beside the checkout (or `PODGRACE_SHARED`), if present.
-fn shared() -> Option<PathBuf> {
-    let dir = std::env::var_os("PODGRACE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"));
-    dir.is_dir().then_some(dir)
-}
-
-fn podgrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_podgrace"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run podgrace")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::*;
+use std::process::{Command, Stdio};
 
 #[test]
 fn snapshots_of_the_examples() {
@@ -135,7 +108,7 @@ fn json_follows_the_explain_contract() {
 
 #[test]
 fn bad_input_names_file_line_column_and_path_with_exit_2() {
-    let dir = tempdir();
+    let dir = tempdir("explain");
     let file = dir.join("typo.yaml");
     std::fs::write(
         &file,
@@ -193,42 +166,17 @@ fn stdin_is_read_with_dash() {
     assert_eq!(v[0]["containers"][0]["killSeconds"]["max"], 7.0);
 }
 
-/// Files of the shared corpus that the API server itself would reject, with the reason.
-fn invalid_corpus() -> Vec<(String, String)> {
-    include_str!("../../podgrace-core/tests/data/invalid-corpus.tsv")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(p, r)| (p.to_string(), r.to_string()))
-        .collect()
-}
-
 #[test]
 fn explain_runs_over_the_whole_corpus() {
     let Some(shared) = shared() else {
         eprintln!("skipped: no shared/ beside the checkout (set PODGRACE_SHARED)");
         return;
     };
-    let corpus = shared.join("corpus");
-    let mut files = Vec::new();
-    for project in std::fs::read_dir(&corpus).unwrap() {
-        let project = project.unwrap().path();
-        if project.is_dir() {
-            for f in std::fs::read_dir(&project).unwrap() {
-                files.push(f.unwrap().path());
-            }
-        }
-    }
-    files.sort();
+    let files = corpus_files(&shared);
     assert!(files.len() > 50, "corpus has {} files", files.len());
     let invalid = invalid_corpus();
     let mut explained = 0;
-    for f in &files {
-        let rel = f
-            .strip_prefix(&corpus)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+    for (f, rel) in &files {
         let out = podgrace(&[
             "explain",
             f.to_str().unwrap(),
@@ -245,7 +193,7 @@ fn explain_runs_over_the_whole_corpus() {
             "-t",
             "node-shutdown",
         ]);
-        if let Some((_, why)) = invalid.iter().find(|(name, _)| *name == rel) {
+        if let Some((_, why)) = invalid.iter().find(|(name, _)| name == rel) {
             assert_eq!(
                 out.status.code(),
                 Some(2),
@@ -264,15 +212,9 @@ fn explain_runs_over_the_whole_corpus() {
     assert!(explained > 100, "only {explained} timelines");
 }
 
-fn tempdir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("podgrace-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn symlinked_directories_are_not_followed() {
-    let dir = tempdir().join("loop");
+    let dir = tempdir("explain").join("loop");
     let inner = dir.join("a");
     std::fs::create_dir_all(&inner).unwrap();
     std::fs::write(
@@ -290,7 +232,7 @@ fn symlinked_directories_are_not_followed() {
 
 #[test]
 fn every_error_line_is_prefixed() {
-    let dir = tempdir().join("two-errors");
+    let dir = tempdir("explain").join("two-errors");
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["a.yaml", "b.yaml"] {
         std::fs::write(

@@ -70,6 +70,7 @@ impl Loader<'_> {
         ManifestError {
             span: self.span(pos, path.into()),
             kind,
+            object: None,
         }
     }
 
@@ -277,7 +278,7 @@ impl Loader<'_> {
 
     /// Deserializes `T` from the document; type errors, unknown and duplicate fields go to
     /// `errors` (and give `None`).
-    fn typed<T: serde::de::DeserializeOwned>(
+    pub(crate) fn typed<T: serde::de::DeserializeOwned>(
         &self,
         doc: &Node<'_>,
         errors: &mut Vec<ManifestError>,
@@ -465,8 +466,16 @@ impl Loader<'_> {
         };
         let field_errors = validate::pod_spec(&spec, kind, &at, self.options.kube_version);
         if !field_errors.is_empty() {
+            let object = super::ObjectRef {
+                kind: kind.as_str().to_string(),
+                namespace: meta.namespace.clone(),
+                name: meta.name.or(meta.generate_name).unwrap_or_default(),
+            };
             for e in field_errors {
-                errors.push(self.error(e.pos, e.path, ManifestErrorKind::Field(e.kind)));
+                errors.push(ManifestError {
+                    object: Some(object.clone()),
+                    ..self.error(e.pos, e.path, ManifestErrorKind::Field(e.kind))
+                });
             }
             return None;
         }
@@ -508,15 +517,11 @@ impl Loader<'_> {
                 } else {
                     ContainerRole::Init
                 };
-                self.container(
-                    c,
-                    role,
-                    i,
-                    at.locate(&[
-                        validate::Seg::Key("initContainers"),
-                        validate::Seg::Index(i),
-                    ]),
-                )
+                let segs = [
+                    validate::Seg::Key("initContainers"),
+                    validate::Seg::Index(i),
+                ];
+                self.container(c, role, i, at.locate(&segs), at.node_at(&segs))
             })
             .collect();
         let containers = spec
@@ -524,11 +529,13 @@ impl Loader<'_> {
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
+                let segs = [validate::Seg::Key("containers"), validate::Seg::Index(i)];
                 self.container(
                     c,
                     ContainerRole::Main,
                     i,
-                    at.locate(&[validate::Seg::Key("containers"), validate::Seg::Index(i)]),
+                    at.locate(&segs),
+                    at.node_at(&segs),
                 )
             })
             .collect();
@@ -552,6 +559,12 @@ impl Loader<'_> {
             init_containers,
             containers,
             span: head.span,
+            spec_path: match head.kind {
+                WorkloadKind::Pod => "spec",
+                WorkloadKind::CronJob => "spec.jobTemplate.spec.template.spec",
+                _ => "spec.template.spec",
+            },
+            field_positions: positions(at.node, POD_FIELDS),
         }
     }
 
@@ -561,6 +574,7 @@ impl Loader<'_> {
         role: ContainerRole,
         index: usize,
         (path, pos): (String, Pos),
+        node: Option<&Node<'_>>,
     ) -> ContainerPlan {
         let lifecycle = c.lifecycle.unwrap_or_default();
         ContainerPlan {
@@ -603,8 +617,54 @@ impl Loader<'_> {
             readiness_probe: c.readiness_probe.and_then(probe),
             startup_probe: c.startup_probe.and_then(probe),
             span: self.span(pos, path),
+            field_positions: positions(node, CONTAINER_FIELDS),
         }
     }
+}
+
+/// Pod-spec fields whose positions are kept for lint.
+const POD_FIELDS: &[&str] = &["terminationGracePeriodSeconds"];
+
+/// Container fields whose positions are kept for lint (paths below the container).
+const CONTAINER_FIELDS: &[&str] = &[
+    "image",
+    "command",
+    "args",
+    "ports",
+    "env",
+    "lifecycle.preStop",
+    "lifecycle.preStop.httpGet.port",
+    "lifecycle.stopSignal",
+    "livenessProbe",
+    "livenessProbe.terminationGracePeriodSeconds",
+    "readinessProbe",
+    "startupProbe",
+    "startupProbe.terminationGracePeriodSeconds",
+];
+
+/// Positions of the dotted `keys` present below `node` (1-based line and column).
+fn positions(
+    node: Option<&Node<'_>>,
+    keys: &[&'static str],
+) -> BTreeMap<&'static str, (usize, usize)> {
+    let mut out = BTreeMap::new();
+    let Some(node) = node else {
+        return out;
+    };
+    if !matches!(node.value, Value::Map(_)) {
+        return out;
+    }
+    for key in keys {
+        let (parents, last) = key.rsplit_once('.').unwrap_or(("", key));
+        let mut n = Some(node);
+        for part in parents.split('.').filter(|p| !p.is_empty()) {
+            n = n.and_then(|n| n.get(part));
+        }
+        if let Some(e) = n.and_then(|n| n.entry(last)) {
+            out.insert(*key, (e.key_pos.line as usize, e.key_pos.col as usize));
+        }
+    }
+    out
 }
 
 struct PlanHead {

@@ -106,6 +106,17 @@ pub struct ManifestError {
     /// Where: file, 1-based line and column, field path from the object root.
     pub span: SourceSpan,
     pub kind: ManifestErrorKind,
+    /// The object the error belongs to, when it got as far as API validation (so lint can
+    /// report API rejections as findings of that object).
+    pub object: Option<ObjectRef>,
+}
+
+/// Which object: kind, namespace and name, as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
 }
 
 struct PathPrefix<'a>(&'a str);
@@ -206,9 +217,50 @@ pub fn load_partial(
                 path: String::new(),
             },
             kind: ManifestErrorKind::Syntax(e.message),
+            object: None,
         });
     }
     (manifest, errors)
+}
+
+/// Deserializes the first YAML document of `text` into `T` with the loader's strict checks:
+/// unknown fields (with a "did you mean"), duplicate fields and type errors, each placed at
+/// `file:line:column`. `Ok(None)` for an empty document. Used for podgrace's own configuration
+/// files (`podgrace lint --config`).
+///
+/// # Errors
+/// Every problem found, as for [`load`].
+pub fn load_typed<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<Option<T>, ManifestErrors> {
+    let (docs, syntax) = tree::parse_documents(text);
+    let loader = convert::Loader {
+        file,
+        options: &LoadOptions::default(),
+    };
+    let mut errors = Vec::new();
+    if let Some(e) = syntax {
+        errors.push(ManifestError {
+            span: SourceSpan {
+                file: file.to_string(),
+                line: e.pos.line as usize,
+                column: e.pos.col as usize,
+                path: String::new(),
+            },
+            kind: ManifestErrorKind::Syntax(e.message),
+            object: None,
+        });
+        return Err(ManifestErrors(errors));
+    }
+    let Some(doc) = docs.first() else {
+        return Ok(None);
+    };
+    let value = loader.typed::<T>(doc, &mut errors);
+    match value {
+        Some(v) if errors.is_empty() => Ok(Some(v)),
+        _ => Err(ManifestErrors(errors)),
+    }
 }
 
 /// Parses `text` into the same spanned trees [`load`] builds, and nothing more; returns the
@@ -228,6 +280,7 @@ pub fn parse_only(text: &str) -> Result<usize, Box<ManifestError>> {
                 path: String::new(),
             },
             kind: ManifestErrorKind::Syntax(e.message),
+            object: None,
         })),
     }
 }

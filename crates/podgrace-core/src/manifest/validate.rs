@@ -88,7 +88,19 @@ pub(crate) struct SpecAt<'n, 'a> {
     pub prefix: &'static [&'static str],
 }
 
-impl SpecAt<'_, '_> {
+impl<'n, 'a> SpecAt<'n, 'a> {
+    /// The node at `segs` below the pod spec, if written.
+    pub fn node_at(&self, segs: &[Seg<'_>]) -> Option<&'n Node<'a>> {
+        let mut node = self.node;
+        for s in segs {
+            node = match s {
+                Seg::Key(k) => node.and_then(|n| n.get(k)),
+                Seg::Index(i) => node.and_then(|n| n.index(*i)),
+            };
+        }
+        node
+    }
+
     /// Renders `prefix + segs` and finds the deepest existing node along it.
     pub fn locate(&self, segs: &[Seg<'_>]) -> (String, Pos) {
         let mut path = String::new();

@@ -481,7 +481,7 @@ pub fn container_stop_signal(
 }
 
 /// The STOPSIGNAL of a well-known official image, when its Dockerfile sets one.
-
+///
 ///
 /// Matches `nginx`, `nginx:1.27`, `docker.io/library/nginx:1.27-alpine`, `nginx@sha256:...`.
 /// Only entries checked against the image's Dockerfile are listed (evidence per entry below);

@@ -156,7 +156,8 @@ pub struct ContainerProcess {
     pidfd: Arc<OwnedFd>,
     isolation: Isolation,
     /// `[pid, mnt, net]` namespaces of PID 1, opened at spawn time.
-    ns: Arc<[OwnedFd; 3]>,
+    /// `None` when PID 1 exited before its namespaces could be opened.
+    ns: Option<Arc<[OwnedFd; 3]>>,
     exit: watch::Receiver<Option<Exit>>,
     started_at: Instant,
 }
@@ -222,12 +223,6 @@ impl ContainerProcess {
             Isolation::Host
         };
         tracing::debug!(container = %spec.name, pid, ?isolation, "container started");
-        let Some(ns) = spawned.ns else {
-            return Err(ProcessError::OpenNamespace {
-                path: format!("/proc/{pid}/ns").into(),
-                source: std::io::Error::other("not opened"),
-            });
-        };
         if let Some(tx) = output {
             forward_lines(
                 spec.name.clone(),
@@ -245,7 +240,7 @@ impl ContainerProcess {
             pid,
             pidfd,
             isolation,
-            ns: Arc::new(ns),
+            ns: spawned.ns.map(Arc::new),
             exit,
             started_at: Instant::now(),
         })
@@ -328,17 +323,23 @@ impl ContainerProcess {
         working_dir: Option<PathBuf>,
         timeout: Option<Duration>,
     ) -> Result<ExecOutput, ProcessError> {
+        let Some(ns) = &self.ns else {
+            return Err(ProcessError::OpenNamespace {
+                path: format!("/proc/{}/ns", self.pid).into(),
+                source: std::io::Error::other("the container's PID 1 has exited"),
+            });
+        };
         let placement = match self.isolation {
             Isolation::Namespaced => Placement::Exec {
-                pidns: Some(Arc::new(dup(&self.ns[0], self.pid)?)),
-                mntns: Some(Arc::new(dup(&self.ns[1], self.pid)?)),
-                netns: Some(Arc::new(dup(&self.ns[2], self.pid)?)),
+                pidns: Some(Arc::new(dup(&ns[0], self.pid)?)),
+                mntns: Some(Arc::new(dup(&ns[1], self.pid)?)),
+                netns: Some(Arc::new(dup(&ns[2], self.pid)?)),
                 pgid: None,
             },
             Isolation::Host => Placement::Exec {
                 pidns: None,
                 mntns: None,
-                netns: Some(Arc::new(dup(&self.ns[2], self.pid)?)),
+                netns: Some(Arc::new(dup(&ns[2], self.pid)?)),
                 pgid: Some(self.pid),
             },
         };

@@ -374,7 +374,18 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
                     .map(OwnedFd::from)
                     .map_err(|source| ProcessError::OpenNamespace { path, source })
             };
-            Some([open("pid")?, open("mnt")?, open("net")?])
+            match (open("pid"), open("mnt"), open("net")) {
+                (Ok(p), Ok(m), Ok(n)) => Some([p, m, n]),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                    // A PID 1 that exits at once (`sh -c 'echo $$'`) takes its namespaces with
+                    // it before they can be opened: nothing can be exec'd in it any more.
+                    if has_exited(&pidfd) {
+                        None
+                    } else {
+                        return Err(e);
+                    }
+                }
+            }
         }
         _ => None,
     };
@@ -387,6 +398,17 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
         stderr,
         ns,
     })
+}
+
+/// `true` if the process behind `pidfd` is exiting: its pidfd polls readable within 200 ms.
+/// (The kernel drops a task's namespaces in `do_exit` a moment before it notifies its pidfd.)
+fn has_exited(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::from_borrowed_fd(borrow(pidfd), PollFlags::IN)];
+    let bound = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 200_000_000,
+    };
+    poll(&mut fds, Some(&bound)).is_ok_and(|n| n > 0)
 }
 
 /// In the child, before exec: die with podgrace, and do not start at all if podgrace already died.

@@ -2,3 +2,4 @@
 
 pub mod conformance;
 pub mod explain;
+pub mod lint;

@@ -1,0 +1,223 @@
+//! Grace budget rules: preStop length against the budget, TGPS 0, very large TGPS, Jobs with a
+//! short TGPS, and the kubelet's evictionMaxPodGracePeriod.
+
+use super::{secs, selects, PodCx, Sink};
+use crate::plan::{ContainerRole, Handler, WorkloadKind};
+use crate::timeline;
+
+pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
+    let pod = cx.pod;
+    let tgps = cx.tgps();
+    for c in pod.running_containers() {
+        let Some(t) = cx.timeline_of(c) else {
+            continue;
+        };
+        let span = || c.field_span("lifecycle.preStop");
+        if let Some(f) = timeline::prestop_exceeds_grace(pod, c, t) {
+            sink.shared(cx, f, Some(c), span());
+            continue;
+        }
+        // prestop-near-grace: the hook ends in time but leaves little for the app (main
+        // containers; a native sidecar's stop signal waits for the main containers).
+        if !sink.enabled("prestop-near-grace") || c.role != ContainerRole::Main {
+            continue;
+        }
+        let (Some(budget), Some(d)) = (
+            t.pre_stop_budget_seconds,
+            c.pre_stop.as_ref().and_then(Handler::known_duration_ms),
+        ) else {
+            continue;
+        };
+        let left = t.kill_seconds.max - t.stop_signal_seconds.max;
+        let min = cx.config().min_drain_seconds as f64;
+        if d > 0 && budget == tgps && left < min {
+            let need = (d + 999) / 1000 + cx.config().min_drain_seconds;
+            sink.push(
+                cx,
+                "prestop-near-grace",
+                Some(c),
+                span(),
+                format!(
+                    "container {}: preStop {} s leaves {} s of terminationGracePeriodSeconds {tgps} s: {} comes at t={} and SIGKILL at t={}, less than minDrainSeconds {} for the app to drain; raise terminationGracePeriodSeconds to at least {need}",
+                    c.name,
+                    timeline::fmt_secs(d),
+                    secs(left),
+                    t.stop_signal,
+                    secs(t.stop_signal_seconds.max),
+                    secs(t.kill_seconds.max),
+                    cx.config().min_drain_seconds,
+                ),
+            );
+        }
+    }
+    let tgps_span = || pod.field_span("terminationGracePeriodSeconds");
+    if let Some(f) = timeline::zero_grace_force_deletes(pod) {
+        sink.shared(cx, f, None, tgps_span());
+    }
+    let large = cx.config().large_termination_grace_period_seconds;
+    if tgps > large {
+        let pdbs: Vec<String> = cx
+            .pdbs
+            .iter()
+            .filter(|(o, p)| {
+                cx.related(o)
+                    && p.spec
+                        .as_ref()
+                        .and_then(|s| s.selector.as_ref())
+                        .and_then(|s| s.match_labels.as_ref())
+                        .is_some_and(|m| selects(m, &pod.labels))
+            })
+            .map(|(o, _)| o.name.clone())
+            .collect();
+        let pdb_note = if pdbs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; PodDisruptionBudget {} limits how many of these pods a drain may evict at once, so a drain can wait that long per pod",
+                pdbs.join(", ")
+            )
+        };
+        sink.push(
+            cx,
+            "grace-period-too-long",
+            None,
+            tgps_span(),
+            format!(
+                "terminationGracePeriodSeconds {tgps} s (more than {large} s): a pod whose app does not exit on its stop signal holds each rollout step and node drain for up to {tgps} s before SIGKILL{pdb_note}; lower it to the drain time the app needs"
+            ),
+        );
+    }
+    let job_min = cx.config().job_min_termination_grace_period_seconds;
+    if matches!(pod.kind, WorkloadKind::Job | WorkloadKind::CronJob) && tgps > 0 && tgps < job_min {
+        sink.push(
+            cx,
+            "job-grace-too-short",
+            None,
+            tgps_span(),
+            format!(
+                "terminationGracePeriodSeconds {tgps} s for a {} pod: on node drain, preemption or eviction the running work gets {tgps} s to checkpoint or finish before SIGKILL, and the Job retries it from scratch; raise it to at least {job_min}",
+                pod.kind.as_str()
+            ),
+        );
+    }
+    if let Some(max) = cx.config().kubelet.eviction_max_pod_grace_period {
+        if tgps > 1 {
+            if let Some(f) = timeline::soft_eviction_is_immediate(pod, max, cx.opts.version) {
+                sink.shared(cx, f, None, tgps_span());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::testutil::*;
+    use crate::lint::{LintOptions, Severity};
+
+    fn c(extra: &str) -> String {
+        deploy(&format!(
+            "      containers:\n        - name: app\n          image: app\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn prestop_exceeds_grace() {
+        let f = run(&c("          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"40\"]\n"));
+        let f = of(&f, "prestop-exceeds-grace");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Error);
+        assert_eq!((f[0].span.line, f[0].span.column), (19, 13));
+        assert_eq!(
+            f[0].span.path,
+            "spec.template.spec.containers[0].lifecycle.preStop"
+        );
+        assert_eq!(f[0].container.as_deref(), Some("app"));
+        assert!(
+            f[0].message.contains("preStop exec sleep 40 s ≥ terminationGracePeriodSeconds 30 s: SIGTERM comes at t=30 and SIGKILL at t=32"),
+            "{}",
+            f[0].message
+        );
+        let ok = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 10\n"));
+        assert!(of(&ok, "prestop-exceeds-grace").is_empty());
+    }
+
+    #[test]
+    fn prestop_near_grace() {
+        let f = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 28\n"));
+        let f = of(&f, "prestop-near-grace");
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].message.contains("SIGKILL at t=30"), "{}", f[0].message);
+        let ok = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 20\n"));
+        assert!(of(&ok, "prestop-near-grace").is_empty());
+    }
+
+    #[test]
+    fn sleep_action_rejected_is_version_aware() {
+        let y = c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 60\n");
+        let f = run(&y);
+        let f = of(&f, "sleep-action-rejected");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].object.name, "web");
+        assert_eq!(f[0].container.as_deref(), Some("containers[0]"));
+        assert!(
+            f[0].message.contains("sleep.seconds 60"),
+            "{}",
+            f[0].message
+        );
+        let zero = c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 0\n");
+        assert!(of(&run(&zero), "sleep-action-rejected").is_empty());
+        let old = LintOptions {
+            version: crate::KubeVersion::new(1, 32),
+            ..Default::default()
+        };
+        assert_eq!(of(&run_with(&zero, &old), "sleep-action-rejected").len(), 1);
+    }
+
+    #[test]
+    fn zero_grace() {
+        let y = deploy("      terminationGracePeriodSeconds: 0\n      containers:\n        - name: app\n          image: app\n");
+        let f = run(&y);
+        let f = of(&f, "zero-grace-force-deletes");
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].span.line, f[0].span.column), (15, 7));
+        assert!(of(&run(&c("")), "zero-grace-force-deletes").is_empty());
+    }
+
+    #[test]
+    fn grace_too_long_notes_pdb() {
+        let y = deploy("      terminationGracePeriodSeconds: 3600\n      containers:\n        - name: app\n          image: app\n")
+            + "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web-pdb\n  namespace: prod\nspec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app: web\n";
+        let f = run(&y);
+        let f = of(&f, "grace-period-too-long");
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message.contains("PodDisruptionBudget web-pdb"),
+            "{}",
+            f[0].message
+        );
+        assert!(of(&run(&c("")), "grace-period-too-long").is_empty());
+    }
+
+    #[test]
+    fn job_grace_too_short() {
+        let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: 5\n      containers:\n        - name: w\n          image: w\n";
+        assert_eq!(of(&run(job), "job-grace-too-short").len(), 1);
+        let ok = job.replace(
+            "terminationGracePeriodSeconds: 5",
+            "terminationGracePeriodSeconds: 60",
+        );
+        assert!(of(&run(&ok), "job-grace-too-short").is_empty());
+    }
+
+    #[test]
+    fn soft_eviction_from_kubelet_config() {
+        let y = c("");
+        let mut opts = LintOptions::default();
+        assert!(of(&run_with(&y, &opts), "soft-eviction-is-immediate").is_empty());
+        opts.config.kubelet.eviction_max_pod_grace_period = Some(-1);
+        let f = run_with(&y, &opts);
+        assert_eq!(of(&f, "soft-eviction-is-immediate").len(), 1);
+        opts.config.kubelet.eviction_max_pod_grace_period = Some(60);
+        assert!(of(&run_with(&y, &opts), "soft-eviction-is-immediate").is_empty());
+    }
+}

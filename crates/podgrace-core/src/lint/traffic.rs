@@ -1,0 +1,220 @@
+//! Traffic rules: the endpoint race at t=0, and Services that select pods without readiness.
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{object_ref, related, secs, selects, PodCx, Sink};
+use crate::manifest::Object;
+use crate::plan::{ContainerPlan, ContainerRole, PodPlan, WorkloadKind};
+
+/// The Service port targets of `svc` that container `c` declares, as `Service NAME port N`.
+fn service_ports(svc: &Service, c: &ContainerPlan) -> Vec<i32> {
+    let Some(ports) = svc.spec.as_ref().and_then(|s| s.ports.as_ref()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for sp in ports {
+        let hit = match &sp.target_port {
+            Some(IntOrString::Int(n)) => c.ports.iter().find(|p| p.container_port == *n),
+            Some(IntOrString::String(name)) => {
+                c.ports.iter().find(|p| p.name.as_deref() == Some(name))
+            }
+            None => c.ports.iter().find(|p| p.container_port == sp.port),
+        };
+        if let Some(p) = hit {
+            out.push(p.container_port);
+        }
+    }
+    out
+}
+
+fn selector(svc: &Service) -> Option<&std::collections::BTreeMap<String, String>> {
+    svc.spec.as_ref().and_then(|s| s.selector.as_ref())
+}
+
+/// Why container `c` serves traffic, if it does.
+fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
+    for (o, svc) in cx.services {
+        if !cx.related(o) {
+            continue;
+        }
+        if !selector(svc).is_some_and(|s| selects(s, &cx.pod.labels)) {
+            continue;
+        }
+        if let Some(port) = service_ports(svc, c).first() {
+            return Some(format!("Service {} selects its port {port}", o.name));
+        }
+    }
+    c.readiness_probe
+        .is_some()
+        .then(|| "it has a readiness probe".to_string())
+}
+
+pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
+    if !sink.enabled("endpoint-race")
+        || matches!(cx.pod.kind, WorkloadKind::Job | WorkloadKind::CronJob)
+    {
+        return;
+    }
+    let lag = cx.config().endpoint_lag_seconds;
+    for c in &cx.pod.containers {
+        let Some(t) = cx.timeline_of(c) else {
+            continue;
+        };
+        // Hooks of unknown length get the benefit of the doubt: their max is the budget.
+        let stop = t.stop_signal_seconds.max;
+        if stop >= lag {
+            continue;
+        }
+        let Some(why) = serves(cx, c) else {
+            continue;
+        };
+        let delay = match &c.pre_stop {
+            None => "no preStop delay".to_string(),
+            Some(_) => format!("a preStop of only {} s", secs(stop)),
+        };
+        let sleep = lag.ceil().max(5.0) as i64;
+        let fix = if cx.opts.version.at_least(1, 30) {
+            format!("`lifecycle.preStop.sleep.seconds: {sleep}`")
+        } else {
+            format!("an exec `sleep {sleep}` preStop")
+        };
+        let span = if c.pre_stop.is_some() {
+            c.field_span("lifecycle.preStop")
+        } else if c.readiness_probe.is_some() {
+            c.field_span("readinessProbe")
+        } else {
+            c.field_span("ports")
+        };
+        sink.push(
+            cx,
+            "endpoint-race",
+            Some(c),
+            span,
+            format!(
+                "container {} serves traffic ({why}) but gets {} at t={} with {delay}: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about {} s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least {} s, e.g. {fix}, and keep terminationGracePeriodSeconds ({} s) ≥ preStop + drain time",
+                c.name,
+                t.stop_signal,
+                secs(stop),
+                secs(lag),
+                secs(lag),
+                cx.tgps(),
+            ),
+        );
+    }
+}
+
+/// `service-selects-unready-pods`, reported on the Service.
+pub(super) fn check_service(
+    o: &Object,
+    svc: &Service,
+    pods: &[(&Object, &PodPlan)],
+    sink: &mut Sink<'_>,
+) {
+    if !sink.enabled("service-selects-unready-pods") {
+        return;
+    }
+    let Some(sel) = selector(svc) else {
+        return;
+    };
+    if svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.publish_not_ready_addresses)
+        .unwrap_or(false)
+    {
+        return;
+    }
+    for (po, pod) in pods {
+        if !related(o, po) || !selects(sel, &pod.labels) {
+            continue;
+        }
+        if pod
+            .running_containers()
+            .any(|c| c.readiness_probe.is_some())
+        {
+            continue;
+        }
+        let names: Vec<&str> = pod
+            .containers
+            .iter()
+            .filter(|c| c.role == ContainerRole::Main)
+            .map(|c| c.name.as_str())
+            .collect();
+        sink.push_at(
+            "service-selects-unready-pods",
+            None,
+            format!(
+                "Service {} selects {} {} ({}), whose containers have no readiness probe: each pod joins the EndpointSlice as soon as its containers start, before the app listens, and requests fail during every rollout; add a readinessProbe to container {}",
+                o.name,
+                po.kind,
+                po.name,
+                pod.span.file,
+                names.join(", "),
+            ),
+            o.span.clone(),
+            object_ref(o),
+            o.span.clone(),
+            None,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::testutil::*;
+    use crate::lint::LintOptions;
+
+    const SVC: &str = "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: prod\nspec:\n  selector:\n    app: web\n  ports:\n    - port: 80\n      targetPort: 8080\n";
+
+    fn app(extra: &str) -> String {
+        deploy(&format!("      containers:\n        - name: app\n          image: app\n          ports:\n            - containerPort: 8080\n{extra}"))
+    }
+
+    #[test]
+    fn endpoint_race_via_service() {
+        let f = run(&(app("") + SVC));
+        let e = of(&f, "endpoint-race");
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].message.contains("Service web selects its port 8080"),
+            "{}",
+            e[0].message
+        );
+        assert_eq!(e[0].span.line, 18);
+        // Without the Service and without readiness, it does not serve.
+        assert!(of(&run(&app("")), "endpoint-race").is_empty());
+        let ok = app("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 5\n") + SVC;
+        assert!(of(&run(&ok), "endpoint-race").is_empty());
+    }
+
+    #[test]
+    fn endpoint_race_via_readiness_and_lag() {
+        let y = app("          readinessProbe:\n            tcpSocket:\n              port: 8080\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 5\n");
+        assert!(of(&run(&y), "endpoint-race").is_empty());
+        let mut opts = LintOptions::default();
+        opts.config.endpoint_lag_seconds = 15.0;
+        let f = run_with(&y, &opts);
+        let e = of(&f, "endpoint-race");
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].message.contains("a preStop of only 5 s"),
+            "{}",
+            e[0].message
+        );
+    }
+
+    #[test]
+    fn service_selects_unready_pods() {
+        let f = run(&(app("") + SVC));
+        let s = of(&f, "service-selects-unready-pods");
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].object.kind, "Service");
+        let ok =
+            app("          readinessProbe:\n            tcpSocket:\n              port: 8080\n")
+                + SVC;
+        assert!(of(&run(&ok), "service-selects-unready-pods").is_empty());
+        let other_ns = app("") + &SVC.replace("namespace: prod", "namespace: other");
+        assert!(of(&run(&other_ns), "service-selects-unready-pods").is_empty());
+    }
+}

@@ -1,0 +1,952 @@
+//! Startup, liveness and readiness probes, as `pkg/kubelet/prober/` runs them.
+//!
+//! * [`probe_once`]: one attempt of a probe action (`prober.go` `*ProberAction.Run` and
+//!   `pkg/probe/{exec,http,tcp,grpc}`, Kubernetes 1.24 to 1.37).
+//! * [`spawn_probe_worker`]: the periodic worker of one probe of one container (`worker.go`
+//!   `worker.run` / `doProbe`), publishing its result through a `tokio::sync::watch` and
+//!   recording `Unhealthy` / `ProbeWarning` events with the kubelet's wording.
+//!
+//! # Worker semantics (`worker.go`)
+//! * A tick every `periodSeconds`, the first at once. Probes are skipped while the container
+//!   has run for fewer than `initialDelaySeconds` whole seconds, so the first attempt comes at
+//!   the first tick at or after the delay (ticks keep their phase; a slow attempt skips ticks).
+//! * Initial value on each new container: readiness `Failure` (not ready), liveness `Success`,
+//!   startup `Unknown`. A container that is not running sets `Failure`.
+//! * Liveness and readiness are not run until the container has started: the startup probe
+//!   (if any) has succeeded for this container. The startup probe stops once it succeeded.
+//! * One attempt is retried up to 3 times while the prober *errors* (`Unknown`, e.g. the exec
+//!   could not start); an attempt that errored 3 times is thrown away (not counted), with an
+//!   `Unhealthy` "errored" event. Every failed attempt records `Unhealthy`; a success with a
+//!   warning (redirect to another host) records `ProbeWarning` and counts as success.
+//! * The result changes only after `successThreshold` / `failureThreshold` consecutive results.
+//!   When liveness reaches its failure threshold, or startup reaches either threshold, the
+//!   worker holds (probes nothing) until a new container id is set: one kill signal per
+//!   container ([`ProbeStatus::threshold_failures`] increments once).
+//!
+//! # Termination (spec §2.3)
+//! `SyncTerminatingPod` stops liveness and startup only; readiness keeps running and drives the
+//! EndpointSlice `serving` condition. Call [`ProbeHandle::stop`] on liveness and startup
+//! handles when termination starts; keep the readiness handle until the pod is gone.
+//!
+//! # Left out
+//! The random initial sleep of up to one period after a kubelet restart; manual triggers
+//! (`manualTriggerCh`); metrics; the stop on `restartPolicy: Never` after the container
+//! terminated (the caller stops the handle); the status manager (the caller tells the worker
+//! about the container through [`ProbeHandle::set_container`]). A stop also cancels an attempt
+//! in flight (upstream waits for it) so no exec process outlives the worker.
+
+mod grpc;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use podgrace_core::plan::{ContainerPort, Probe, ProbeAction};
+use podgrace_core::KubeVersion;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::events::{message, reason, EventRecorder};
+use crate::httpget::{self, Purpose};
+use crate::process::ProcessError;
+use crate::runtime::{CallContext, RuntimeError, RuntimeService};
+
+/// At most this much exec output is kept (`pkg/probe/exec` `maxReadLength`, 10 KiB).
+const MAX_EXEC_OUTPUT: usize = 10 * 1024;
+
+/// `maxProbeRetries` (`prober.go`): attempts of one probe while the prober errors.
+const MAX_PROBE_RETRIES: usize = 3;
+
+/// The Kubernetes version in the `kube-probe/<major.minor>` User-Agent.
+pub const USER_AGENT_VERSION: KubeVersion = KubeVersion::LATEST;
+
+/// Which probe a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl ProbeKind {
+    /// `probeType.String()`: `Startup`, `Liveness`, `Readiness` (used in event messages).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Liveness => "Liveness",
+            ProbeKind::Readiness => "Readiness",
+        }
+    }
+}
+
+/// The outcome of one attempt (`probe.Result` plus its output or error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeResult {
+    Success,
+    /// Success with a warning (`probe.Warning`), e.g. `Probe terminated redirects, Response
+    /// body: ...` for a redirect to another host. Counts as success.
+    Warning(String),
+    /// The check failed; the text is the kubelet's output (`HTTP probe failed with statuscode:
+    /// 503`, the exec's output, `dial tcp ...: connect: connection refused`).
+    Failure(String),
+    /// The prober itself errored (could not build the request, exec could not start, no pod
+    /// IP); the text is the error.
+    Unknown(String),
+}
+
+/// What one probe attempt runs against.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeTarget<'a> {
+    /// Runtime container id (exec probes).
+    pub container_id: &'a str,
+    /// The pod IP: the host of httpGet/tcpSocket probes without `host`, and of grpc probes.
+    pub pod_ip: Option<IpAddr>,
+    /// Declared containerPorts, for ports given by name.
+    pub ports: &'a [ContainerPort],
+    /// The container's env (values from references are `None`), for `$(VAR)` in exec commands.
+    pub env: &'a [(String, Option<String>)],
+}
+
+/// One attempt of `probe`'s action against `target`, bounded by `timeoutSeconds` and by `ctx`:
+/// * exec: CRI `ExecSync(cmd, timeoutSeconds)` with `$(VAR)` expanded from the static env;
+///   exit 0 success, other exits `Failure(output)` (stdout then stderr, at most 10 KiB), a
+///   timeout `Failure("command \"...\" timed out")`, an exec that cannot run `Unknown`;
+/// * httpGet: 200..=399 success (3xx = a redirect to another host, not followed: `Warning`),
+///   else `Failure("HTTP probe failed with statuscode: N")`, transport errors `Failure`;
+/// * tcpSocket: a connection within the timeout is success;
+/// * grpc: `grpc.health.v1.Health/Check`, `SERVING` is success.
+pub async fn probe_once(
+    runtime: &impl RuntimeService,
+    ctx: &CallContext,
+    target: &ProbeTarget<'_>,
+    probe: &Probe,
+) -> ProbeResult {
+    let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds).unwrap_or(0).max(1));
+    let user_agent = format!("kube-probe/{USER_AGENT_VERSION}");
+    let network = async {
+        match &probe.action {
+            // Handled below, through the runtime.
+            ProbeAction::Exec { .. } => {
+                ProbeResult::Unknown("exec probes run in the runtime".into())
+            }
+            ProbeAction::HttpGet(get) => {
+                let req = match httpget::Request::new(
+                    get,
+                    target.ports,
+                    target.pod_ip,
+                    Purpose::Probe,
+                    USER_AGENT_VERSION,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => return ProbeResult::Unknown(e.to_string()),
+                };
+                match httpget::get(&req, Some(timeout), true).await {
+                    Ok(resp) if (200..400).contains(&resp.status) => {
+                        if resp.status >= 300 {
+                            ProbeResult::Warning(format!(
+                                "Probe terminated redirects, Response body: {}",
+                                String::from_utf8_lossy(&resp.body)
+                            ))
+                        } else {
+                            ProbeResult::Success
+                        }
+                    }
+                    Ok(resp) => ProbeResult::Failure(format!(
+                        "HTTP probe failed with statuscode: {}",
+                        resp.status
+                    )),
+                    Err(e) => ProbeResult::Failure(e.to_string()),
+                }
+            }
+            ProbeAction::TcpSocket { host, port } => {
+                let port = match httpget::resolve_container_port(port, target.ports) {
+                    Ok(p) => p,
+                    Err(e) => return ProbeResult::Unknown(e.to_string()),
+                };
+                let host = match (host.as_deref().filter(|h| !h.is_empty()), target.pod_ip) {
+                    (Some(h), _) => h.to_string(),
+                    (None, Some(ip)) => ip.to_string(),
+                    (None, None) => return ProbeResult::Unknown("the pod has no IP".into()),
+                };
+                match tokio::time::timeout(timeout, httpget::dial(&host, port)).await {
+                    Ok(Ok(_stream)) => ProbeResult::Success,
+                    Ok(Err(e)) => ProbeResult::Failure(e),
+                    Err(_) => ProbeResult::Failure(format!(
+                        "dial tcp {}: i/o timeout",
+                        httpget::join_host_port(&host, port)
+                    )),
+                }
+            }
+            ProbeAction::Grpc { port, service } => {
+                let Some(ip) = target.pod_ip else {
+                    return ProbeResult::Unknown("the pod has no IP".into());
+                };
+                let Ok(port) = u16::try_from(*port) else {
+                    return ProbeResult::Unknown(format!("invalid port number: {port}"));
+                };
+                grpc::check(
+                    &ip.to_string(),
+                    port,
+                    service.as_deref().unwrap_or(""),
+                    timeout,
+                    &user_agent,
+                )
+                .await
+            }
+        }
+    };
+    if let ProbeAction::Exec { command } = &probe.action {
+        return probe_exec(runtime, ctx, target, command, probe.timeout_seconds).await;
+    }
+    tokio::select! {
+        r = network => r,
+        _ = ctx.done() => ProbeResult::Unknown("context canceled".into()),
+    }
+}
+
+async fn probe_exec(
+    runtime: &impl RuntimeService,
+    ctx: &CallContext,
+    target: &ProbeTarget<'_>,
+    command: &[String],
+    timeout_seconds: i64,
+) -> ProbeResult {
+    let env: HashMap<&str, &str> = target
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or("")))
+        .collect();
+    let cmd: Vec<String> = command.iter().map(|c| expand(c, &env)).collect();
+    match runtime
+        .exec_sync(
+            ctx,
+            target.container_id,
+            cmd.clone(),
+            timeout_seconds.max(1),
+        )
+        .await
+    {
+        Ok(resp) => {
+            let mut out = resp.stdout;
+            out.extend_from_slice(&resp.stderr);
+            out.truncate(MAX_EXEC_OUTPUT);
+            let out = String::from_utf8_lossy(&out).into_owned();
+            if resp.exit_code == 0 {
+                ProbeResult::Success
+            } else {
+                ProbeResult::Failure(out)
+            }
+        }
+        Err(RuntimeError::ExecSync {
+            source: ProcessError::ExecTimeout { .. },
+            ..
+        }) => ProbeResult::Failure(format!("command {:?} timed out", cmd.join(" "))),
+        Err(e) => ProbeResult::Unknown(e.to_string()),
+    }
+}
+
+/// `expansion.Expand` with the static env (`ExpandContainerCommandOnlyStatic`): `$(VAR)` is
+/// replaced when `VAR` is defined (values from references expand to ""), kept otherwise;
+/// `$$` is a literal `$`.
+fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
+    let b = input.as_bytes();
+    let mut out = String::with_capacity(input.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] == b'$' && i + 1 < b.len() {
+            out.push_str(&input[copied..i]);
+            match b[i + 1] {
+                b'$' => {
+                    out.push('$');
+                    i += 2;
+                }
+                b'(' => match input[i + 2..].find(')') {
+                    Some(j) => {
+                        let name = &input[i + 2..i + 2 + j];
+                        match env.get(name) {
+                            Some(v) => out.push_str(v),
+                            None => {
+                                out.push_str("$(");
+                                out.push_str(name);
+                                out.push(')');
+                            }
+                        }
+                        i += 3 + j;
+                    }
+                    None => {
+                        out.push_str("$(");
+                        i += 2;
+                    }
+                },
+                _ => {
+                    out.push('$');
+                    i += 1;
+                }
+            }
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&input[copied..]);
+    out
+}
+
+/// One probe attempt for the worker, given the current container id. [`RuntimeProber`] is the
+/// real one; tests use fakes.
+pub trait Prober: Send + Sync + 'static {
+    /// Runs one attempt against container `container_id`.
+    fn probe(&self, container_id: &str) -> impl Future<Output = ProbeResult> + Send;
+}
+
+/// [`probe_once`] through a runtime, for a worker.
+pub struct RuntimeProber<R> {
+    pub runtime: Arc<R>,
+    pub probe: Probe,
+    pub pod_ip: Option<IpAddr>,
+    pub ports: Vec<ContainerPort>,
+    pub env: Vec<(String, Option<String>)>,
+}
+
+impl<R: RuntimeService + 'static> Prober for RuntimeProber<R> {
+    async fn probe(&self, container_id: &str) -> ProbeResult {
+        let target = ProbeTarget {
+            container_id,
+            pod_ip: self.pod_ip,
+            ports: &self.ports,
+            env: &self.env,
+        };
+        probe_once(
+            &*self.runtime,
+            &CallContext::background(),
+            &target,
+            &self.probe,
+        )
+        .await
+    }
+}
+
+/// The results-manager value (`results.Result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeState {
+    Unknown,
+    Success,
+    Failure,
+}
+
+/// What a worker publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeStatus {
+    /// The current result. Readiness: ready iff `Success`.
+    pub result: ProbeState,
+    /// The container the result is about.
+    pub container_id: Option<String>,
+    /// How many times the result was set to `Failure` by reaching `failureThreshold`
+    /// (liveness and startup: once per container, the signal to kill it; readiness: once per
+    /// transition to not ready).
+    pub threshold_failures: u64,
+}
+
+impl ProbeStatus {
+    /// Readiness: `true` iff the result is `Success`.
+    pub fn is_ready(&self) -> bool {
+        self.result == ProbeState::Success
+    }
+}
+
+/// The container a worker probes, as the status manager would report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRun {
+    /// Runtime id; a new id is a new container (restart): the worker resets.
+    pub container_id: String,
+    /// When it started (monotonic; `tokio::time::Instant` so paused-clock tests work).
+    pub started_at: Instant,
+    /// `false` once it exited.
+    pub running: bool,
+}
+
+/// A running probe worker. Dropping it stops the worker.
+pub struct ProbeHandle {
+    kind: ProbeKind,
+    status: watch::Receiver<ProbeStatus>,
+    container: watch::Sender<Option<ContainerRun>>,
+    stop: watch::Sender<bool>,
+}
+
+impl ProbeHandle {
+    /// The kind of probe.
+    pub fn kind(&self) -> ProbeKind {
+        self.kind
+    }
+
+    /// A receiver of the published status (changes when the result is set).
+    pub fn subscribe(&self) -> watch::Receiver<ProbeStatus> {
+        self.status.clone()
+    }
+
+    /// The status now.
+    pub fn status(&self) -> ProbeStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Tells the worker about the container (`None`: not created yet). Read at the next tick,
+    /// as the kubelet's worker reads the status manager. A new `container_id` resets the
+    /// worker to the initial value and ends a hold.
+    pub fn set_container(&self, run: Option<ContainerRun>) {
+        self.container.send_replace(run);
+    }
+
+    /// Stops the worker; an attempt in flight is cancelled. Idempotent.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Whether the worker has been asked to stop.
+    pub fn is_stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+}
+
+impl Drop for ProbeHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts the worker of `probe` (of kind `kind`) for container `container` on the current tokio
+/// runtime. `startup` is the status of the same container's startup worker, if it has one
+/// (liveness and readiness wait for it to succeed). Events go to `events`. The worker idles
+/// until [`ProbeHandle::set_container`] names a container.
+pub fn spawn_probe_worker<P: Prober>(
+    kind: ProbeKind,
+    probe: &Probe,
+    container: &str,
+    prober: P,
+    events: EventRecorder,
+    startup: Option<watch::Receiver<ProbeStatus>>,
+) -> ProbeHandle {
+    let (status_tx, status_rx) = watch::channel(ProbeStatus {
+        result: ProbeState::Unknown,
+        container_id: None,
+        threshold_failures: 0,
+    });
+    let (container_tx, container_rx) = watch::channel(None);
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let mut worker = Worker {
+        kind,
+        probe: probe.clone(),
+        name: container.to_string(),
+        prober,
+        events,
+        startup,
+        container: container_rx,
+        status: status_tx,
+        container_id: None,
+        last_result: ProbeState::Success,
+        result_run: 0,
+        on_hold: false,
+    };
+    tokio::spawn(async move {
+        let period = Duration::from_secs(
+            u64::try_from(worker.probe.period_seconds)
+                .unwrap_or(1)
+                .max(1),
+        );
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop_rx.wait_for(|s| *s) => break,
+                _ = ticker.tick() => {}
+            }
+            tokio::select! {
+                biased;
+                _ = stop_rx.wait_for(|s| *s) => break,
+                _ = worker.do_probe() => {}
+            }
+        }
+    });
+    ProbeHandle {
+        kind,
+        status: status_rx,
+        container: container_tx,
+        stop: stop_tx,
+    }
+}
+
+struct Worker<P> {
+    kind: ProbeKind,
+    probe: Probe,
+    name: String,
+    prober: P,
+    events: EventRecorder,
+    startup: Option<watch::Receiver<ProbeStatus>>,
+    container: watch::Receiver<Option<ContainerRun>>,
+    status: watch::Sender<ProbeStatus>,
+    container_id: Option<String>,
+    last_result: ProbeState,
+    result_run: i64,
+    on_hold: bool,
+}
+
+impl<P: Prober> Worker<P> {
+    fn initial_value(&self) -> ProbeState {
+        match self.kind {
+            ProbeKind::Readiness => ProbeState::Failure,
+            ProbeKind::Liveness => ProbeState::Success,
+            ProbeKind::Startup => ProbeState::Unknown,
+        }
+    }
+
+    fn set(&self, result: ProbeState, by_threshold: bool) {
+        let id = self.container_id.clone();
+        let kind = self.kind;
+        self.status.send_if_modified(|s| {
+            let counts = by_threshold
+                && result == ProbeState::Failure
+                && (kind != ProbeKind::Readiness || s.result != ProbeState::Failure);
+            let changed = s.result != result || s.container_id != id || counts;
+            s.result = result;
+            s.container_id = id;
+            if counts {
+                s.threshold_failures += 1;
+            }
+            changed
+        });
+    }
+
+    /// `worker.doProbe`: one tick.
+    async fn do_probe(&mut self) {
+        let Some(run) = self.container.borrow().clone() else {
+            return;
+        };
+        if self.container_id.as_deref() != Some(run.container_id.as_str()) {
+            self.container_id = Some(run.container_id.clone());
+            self.set(self.initial_value(), false);
+            self.on_hold = false;
+        }
+        if self.on_hold {
+            return;
+        }
+        if !run.running {
+            self.set(ProbeState::Failure, false);
+            return;
+        }
+        // int32(time.Since(startedAt).Seconds()) < initialDelaySeconds
+        let ran = Instant::now()
+            .saturating_duration_since(run.started_at)
+            .as_secs();
+        if (ran as i64) < self.probe.initial_delay_seconds {
+            return;
+        }
+        // `c.Started`: the startup probe succeeded for this container (or there is none).
+        let started = match (self.kind, &self.startup) {
+            (ProbeKind::Startup, _) => self.startup_succeeded(),
+            (_, None) => true,
+            (_, Some(rx)) => {
+                let s = rx.borrow();
+                s.result == ProbeState::Success
+                    && s.container_id.as_deref() == Some(run.container_id.as_str())
+            }
+        };
+        if started {
+            if self.kind == ProbeKind::Startup {
+                return;
+            }
+        } else if self.kind != ProbeKind::Startup {
+            return;
+        }
+        let mut attempt = ProbeResult::Unknown(String::new());
+        for _ in 0..MAX_PROBE_RETRIES {
+            attempt = self.prober.probe(&run.container_id).await;
+            if !matches!(attempt, ProbeResult::Unknown(_)) {
+                break;
+            }
+        }
+        let probe = self.kind.as_str();
+        let container = Some(self.name.as_str());
+        let result = match attempt {
+            ProbeResult::Unknown(e) => {
+                self.events.warning(
+                    reason::UNHEALTHY,
+                    container,
+                    message::probe_errored(probe, &e),
+                );
+                return;
+            }
+            ProbeResult::Warning(out) => {
+                self.events.warning(
+                    reason::PROBE_WARNING,
+                    container,
+                    message::probe_warning(probe, &out),
+                );
+                ProbeState::Success
+            }
+            ProbeResult::Failure(out) => {
+                self.events.warning(
+                    reason::UNHEALTHY,
+                    container,
+                    message::probe_failed(probe, &out),
+                );
+                ProbeState::Failure
+            }
+            ProbeResult::Success => ProbeState::Success,
+        };
+        if self.last_result == result {
+            self.result_run += 1;
+        } else {
+            self.last_result = result;
+            self.result_run = 1;
+        }
+        if (result == ProbeState::Failure && self.result_run < self.probe.failure_threshold)
+            || (result == ProbeState::Success && self.result_run < self.probe.success_threshold)
+        {
+            return;
+        }
+        self.set(result, true);
+        if (self.kind == ProbeKind::Liveness && result == ProbeState::Failure)
+            || self.kind == ProbeKind::Startup
+        {
+            self.on_hold = true;
+            self.result_run = 0;
+        }
+    }
+
+    /// A startup worker's own success for the current container.
+    fn startup_succeeded(&self) -> bool {
+        let s = self.status.borrow();
+        s.result == ProbeState::Success && s.container_id == self.container_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::sync::Mutex;
+
+    /// A prober that plays a script (then repeats its last entry) and records call times.
+    #[derive(Clone)]
+    struct Script {
+        results: Arc<Mutex<Vec<ProbeResult>>>,
+        calls: Arc<Mutex<Vec<(Duration, String)>>>,
+        t0: Instant,
+    }
+
+    impl Script {
+        fn new(results: Vec<ProbeResult>) -> Self {
+            Script {
+                results: Arc::new(Mutex::new(results)),
+                calls: Arc::new(Mutex::new(Vec::new())),
+                t0: Instant::now(),
+            }
+        }
+        fn call_secs(&self) -> Vec<u64> {
+            self.calls
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(d, _)| d.as_secs())
+                .collect()
+        }
+    }
+
+    impl Prober for Script {
+        async fn probe(&self, container_id: &str) -> ProbeResult {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((self.t0.elapsed(), container_id.to_string()));
+            let mut r = self.results.lock().unwrap();
+            if r.len() > 1 {
+                r.remove(0)
+            } else {
+                r[0].clone()
+            }
+        }
+    }
+
+    fn spec(period: i64, delay: i64, success: i64, failure: i64) -> Probe {
+        Probe {
+            action: ProbeAction::TcpSocket {
+                host: None,
+                port: podgrace_core::plan::PortRef::Number(1),
+            },
+            initial_delay_seconds: delay,
+            period_seconds: period,
+            timeout_seconds: 1,
+            success_threshold: success,
+            failure_threshold: failure,
+            termination_grace_period_seconds: None,
+        }
+    }
+
+    fn run(id: &str) -> Option<ContainerRun> {
+        Some(ContainerRun {
+            container_id: id.into(),
+            started_at: Instant::now(),
+            running: true,
+        })
+    }
+
+    async fn sleep_s(s: f64) {
+        tokio::time::sleep(Duration::from_secs_f64(s)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readiness_starts_not_ready_and_probes_on_the_period_after_the_delay() {
+        let script = Script::new(vec![ProbeResult::Success]);
+        let events = EventRecorder::new();
+        let h = spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(10, 5, 1, 3),
+            "app",
+            script.clone(),
+            events.clone(),
+            None,
+        );
+        h.set_container(run("c1"));
+        assert!(!h.status().is_ready());
+        sleep_s(0.5).await;
+        assert_eq!(h.status().result, ProbeState::Failure, "initial value");
+        sleep_s(9.0).await;
+        assert!(
+            !h.status().is_ready(),
+            "t=9.5: still in the initial delay window"
+        );
+        // Ticks keep their phase: the delay of 5 s makes the first attempt the t=10 tick.
+        sleep_s(26.0).await;
+        assert_eq!(script.call_secs(), vec![10, 20, 30]);
+        assert!(h.status().is_ready());
+        assert!(events.events().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn liveness_signals_once_per_container_then_holds() {
+        let script = Script::new(vec![ProbeResult::Failure("boom".into())]);
+        let events = EventRecorder::new();
+        let h = spawn_probe_worker(
+            ProbeKind::Liveness,
+            &spec(10, 0, 1, 3),
+            "app",
+            script.clone(),
+            events.clone(),
+            None,
+        );
+        let rx = h.subscribe();
+        h.set_container(run("c1"));
+        sleep_s(0.5).await;
+        assert_eq!(
+            h.status().result,
+            ProbeState::Success,
+            "liveness starts healthy"
+        );
+        sleep_s(55.0).await;
+        assert_eq!(
+            script.call_secs(),
+            vec![0, 10, 20],
+            "held after the threshold"
+        );
+        let st = h.status();
+        assert_eq!((st.result, st.threshold_failures), (ProbeState::Failure, 1));
+        assert!(rx.has_changed().unwrap_or(false));
+        let ev = events.events();
+        assert_eq!(ev.len(), 3);
+        assert!(ev
+            .iter()
+            .all(|e| e.reason == "Unhealthy" && e.message == "Liveness probe failed: boom"));
+        // A restarted container resets the worker.
+        h.set_container(run("c2"));
+        sleep_s(30.0).await;
+        let st = h.status();
+        assert_eq!(st.container_id.as_deref(), Some("c2"));
+        assert_eq!(st.threshold_failures, 2);
+        assert_eq!(script.call_secs(), vec![0, 10, 20, 60, 70, 80]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn liveness_and_readiness_wait_for_startup() {
+        let startup = Script::new(vec![
+            ProbeResult::Failure("no".into()),
+            ProbeResult::Failure("no".into()),
+            ProbeResult::Success,
+        ]);
+        let live = Script::new(vec![ProbeResult::Success]);
+        let events = EventRecorder::new();
+        let s = spawn_probe_worker(
+            ProbeKind::Startup,
+            &spec(1, 0, 1, 30),
+            "app",
+            startup.clone(),
+            events.clone(),
+            None,
+        );
+        let l = spawn_probe_worker(
+            ProbeKind::Liveness,
+            &spec(1, 0, 1, 3),
+            "app",
+            live.clone(),
+            events.clone(),
+            Some(s.subscribe()),
+        );
+        s.set_container(run("c1"));
+        l.set_container(run("c1"));
+        sleep_s(6.5).await;
+        assert_eq!(
+            startup.call_secs(),
+            vec![0, 1, 2],
+            "startup stops once it succeeded"
+        );
+        let first_live = live.call_secs().first().copied();
+        assert!(matches!(first_live, Some(2 | 3)), "{first_live:?}");
+        assert_eq!(s.status().result, ProbeState::Success);
+        assert_eq!(events.events().len(), 2);
+        assert_eq!(events.events()[0].message, "Startup probe failed: no");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prober_errors_are_retried_then_thrown_away() {
+        let script = Script::new(vec![ProbeResult::Unknown("exec failed".into())]);
+        let events = EventRecorder::new();
+        let h = spawn_probe_worker(
+            ProbeKind::Liveness,
+            &spec(10, 0, 1, 1),
+            "app",
+            script.clone(),
+            events.clone(),
+            None,
+        );
+        h.set_container(run("c1"));
+        sleep_s(15.0).await;
+        assert_eq!(script.call_secs(), vec![0, 0, 0, 10, 10, 10]);
+        assert_eq!(
+            h.status().result,
+            ProbeState::Success,
+            "errors are not counted"
+        );
+        assert_eq!(h.status().threshold_failures, 0);
+        assert_eq!(
+            events.events()[0].message,
+            "Liveness probe errored and resulted in unknown state: exec failed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn thresholds_and_warnings_for_readiness() {
+        let script = Script::new(vec![
+            ProbeResult::Success,
+            ProbeResult::Warning("Probe terminated redirects, Response body: ".into()),
+            ProbeResult::Failure("HTTP probe failed with statuscode: 503".into()),
+            ProbeResult::Success,
+        ]);
+        let events = EventRecorder::new();
+        let h = spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(1, 0, 2, 1),
+            "app",
+            script.clone(),
+            events.clone(),
+            None,
+        );
+        h.set_container(run("c1"));
+        sleep_s(0.5).await;
+        assert!(!h.status().is_ready(), "one success of two");
+        sleep_s(1.0).await;
+        assert!(h.status().is_ready(), "a warning counts as success");
+        sleep_s(1.0).await;
+        let st = h.status();
+        assert!(!st.is_ready());
+        assert_eq!(st.threshold_failures, 1);
+        let msgs: Vec<_> = events
+            .events()
+            .into_iter()
+            .map(|e| (e.reason, e.message))
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                (
+                    "ProbeWarning",
+                    "Readiness probe warning: Probe terminated redirects, Response body: "
+                        .to_string()
+                ),
+                (
+                    "Unhealthy",
+                    "Readiness probe failed: HTTP probe failed with statuscode: 503".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopped_and_dropped_workers_probe_no_more() {
+        let script = Script::new(vec![ProbeResult::Success]);
+        let h = spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(1, 0, 1, 1),
+            "app",
+            script.clone(),
+            EventRecorder::new(),
+            None,
+        );
+        h.set_container(run("c1"));
+        sleep_s(2.5).await;
+        h.stop();
+        sleep_s(5.0).await;
+        assert_eq!(script.call_secs(), vec![0, 1, 2]);
+        let other = Script::new(vec![ProbeResult::Success]);
+        let h2 = spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(1, 0, 1, 1),
+            "app",
+            other.clone(),
+            EventRecorder::new(),
+            None,
+        );
+        h2.set_container(run("c1"));
+        sleep_s(1.5).await;
+        drop(h2);
+        sleep_s(5.0).await;
+        assert_eq!(other.call_secs(), vec![0, 1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exited_container_is_not_ready() {
+        let script = Script::new(vec![ProbeResult::Success]);
+        let h = spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(1, 0, 1, 1),
+            "app",
+            script.clone(),
+            EventRecorder::new(),
+            None,
+        );
+        h.set_container(run("c1"));
+        sleep_s(1.5).await;
+        assert!(h.status().is_ready());
+        let mut exited = run("c1");
+        if let Some(r) = exited.as_mut() {
+            r.running = false;
+        }
+        h.set_container(exited);
+        sleep_s(1.0).await;
+        assert!(!h.status().is_ready());
+        assert_eq!(script.call_secs(), vec![0, 1]);
+    }
+
+    #[test]
+    fn expansion_like_upstream() {
+        let env: HashMap<&str, &str> = [("A", "1"), ("SECRET", "")].into_iter().collect();
+        assert_eq!(
+            expand("$(A)-$(B)-$$(A)-$A-$(SECRET)", &env),
+            "1-$(B)-$(A)-$A-"
+        );
+        assert_eq!(expand("x$(A", &env), "x$(A");
+        assert_eq!(expand("end$", &env), "end$");
+        assert_eq!(expand("é$(A)é", &env), "é1é");
+    }
+}

@@ -1,0 +1,314 @@
+//! `podgrace lint` run as a user runs it: the real binary, real files, real exit codes.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    tmp_file("lint", name, text)
+}
+
+const WEB: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: prod
+spec:
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+        - name: app
+          image: example/web:1
+          ports:
+            - containerPort: 8080
+          readinessProbe:
+            httpGet:
+              path: /ready
+              port: 8080
+";
+
+#[test]
+fn exit_codes_follow_fail_on() {
+    // hook-too-long has an error.
+    let o = podgrace(&["lint", "examples/hook-too-long.yaml"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("Pod slow-shutdown (examples/hook-too-long.yaml:3:1)"));
+    assert!(stdout(&o).contains("  examples/hook-too-long.yaml:13:9  error    prestop-exceeds-grace  container worker: preStop exec sleep 300 s"));
+    // A warning only: exit 0 by default, 1 with --fail-on warning.
+    let web = tmp("web.yaml", WEB);
+    let web = web.to_str().expect("utf-8");
+    let o = podgrace(&["lint", web]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("warning  endpoint-race  container app serves traffic"));
+    assert!(stdout(&o).contains("0 errors, 1 warnings, 0 info"));
+    let o = podgrace(&["lint", web, "--fail-on", "warning"]);
+    assert_eq!(o.status.code(), Some(1));
+    // Bad input: exit 2 with the position.
+    let bad = tmp("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n    - name: a\n      imagee: x\n");
+    let o = podgrace(&["lint", bad.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("bad.yaml:8:7: spec.containers[0].imagee: unknown field"),
+        "{}",
+        stderr(&o)
+    );
+    let o = podgrace(&["lint", "no/such/file.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn json_output() {
+    let o = podgrace(&["lint", "examples/", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    let f = &v["findings"][0];
+    assert_eq!(f["rule"], "prestop-exceeds-grace");
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["file"], "examples/hook-too-long.yaml");
+    assert_eq!(f["line"], 13);
+    assert_eq!(f["column"], 9);
+    assert_eq!(f["path"], "spec.containers[0].lifecycle.preStop");
+    assert_eq!(f["object"]["kind"], "Pod");
+    assert_eq!(f["object"]["name"], "slow-shutdown");
+    assert_eq!(f["container"], "worker");
+    assert_eq!(v["summary"]["error"], 1);
+    assert!(v["summary"]["warning"].as_u64().is_some());
+}
+
+#[test]
+fn sarif_output_is_valid_sarif_2_1_0() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sarif-schema-2.1.0.json"),
+        )
+        .expect("schema file"),
+    )
+    .expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let o = podgrace(&["lint", "examples/", "--output", "sarif"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "SARIF invalid: {errors:#?}");
+    let run = &v["runs"][0];
+    let rules = run["tool"]["driver"]["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), podgrace_core::lint::CATALOGUE.len());
+    let r = &run["results"][0];
+    assert_eq!(r["ruleId"], "prestop-exceeds-grace");
+    assert_eq!(r["level"], "error");
+    let loc = &r["locations"][0]["physicalLocation"];
+    assert_eq!(
+        loc["artifactLocation"]["uri"],
+        "examples/hook-too-long.yaml"
+    );
+    assert_eq!(loc["region"]["startLine"], 13);
+    assert_eq!(loc["region"]["startColumn"], 9);
+    // Info findings are notes.
+    assert!(run["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .any(|r| r["level"] == "note"));
+    // A broken document does not validate (the validator is not vacuous).
+    let mut broken = v.clone();
+    broken["runs"][0]["results"][0]["level"] = "fatal".into();
+    assert!(!validator.is_valid(&broken));
+}
+
+#[test]
+fn explain_prints_the_catalogue() {
+    let o = podgrace(&["lint", "--explain", "endpoint-race"]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = stdout(&o);
+    assert!(s.starts_with("endpoint-race (warning): "), "{s}");
+    assert!(s.contains("Fix:"));
+    let o = podgrace(&["lint", "--explain", "all"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o).lines().count(),
+        podgrace_core::lint::CATALOGUE.len()
+    );
+    let o = podgrace(&["lint", "--explain", "no-such-rule"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn disable_and_config() {
+    let o = podgrace(&[
+        "lint",
+        "examples/hook-too-long.yaml",
+        "--disable",
+        "prestop-exceeds-grace",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = podgrace(&["lint", "examples/hook-too-long.yaml", "--disable", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let cfg = tmp(
+        "lint.yaml",
+        "severity:\n  endpoint-race: error\nendpointLagSeconds: 3\n",
+    );
+    let web = tmp("web2.yaml", WEB);
+    let o = podgrace(&[
+        "lint",
+        web.to_str().expect("utf-8"),
+        "--config",
+        cfg.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("error    endpoint-race"));
+    assert!(stdout(&o).contains("after about 3 s"));
+    let bad = tmp("bad-lint.yaml", "disable: []\nendpointLag: 3\n");
+    let o = podgrace(&[
+        "lint",
+        web.to_str().expect("utf-8"),
+        "--config",
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("bad-lint.yaml:2:1: endpointLag: unknown field"),
+        "{}",
+        stderr(&o)
+    );
+    let kubelet = tmp("kubelet.yaml", "kubelet:\n  evictionMaxPodGracePeriod: 0\n");
+    let o = podgrace(&[
+        "lint",
+        web.to_str().expect("utf-8"),
+        "--config",
+        kubelet.to_str().expect("utf-8"),
+    ]);
+    assert!(stdout(&o).contains("soft-eviction-is-immediate"));
+}
+
+#[test]
+fn stdin_and_sleep_rejection() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n    - name: c\n      image: x\n      lifecycle:\n        preStop:\n          sleep:\n            seconds: 60\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: b\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n    - name: c\n      image: x\n";
+    let o = podgrace_in(&["lint", "-", "-o", "json"], Some(text));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    let rules: Vec<(&str, u64, &str)> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap_or_default(),
+                f["line"].as_u64().unwrap_or_default(),
+                f["file"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        vec![
+            ("sleep-action-rejected", 12, "<stdin>"),
+            ("zero-grace-force-deletes", 19, "<stdin>")
+        ]
+    );
+}
+
+#[test]
+fn readme_rule_table_matches_the_catalogue() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
+    let table = podgrace_core::lint::catalogue::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md's lint rule table is out of date; replace it with:\n{table}"
+    );
+}
+
+/// Every corpus file lints without error (except those the API server rejects), and a chosen
+/// handful gives exactly these findings.
+#[test]
+fn corpus() {
+    let Some(shared) = shared() else {
+        eprintln!("skipped: no shared/ directory (set PODGRACE_SHARED)");
+        return;
+    };
+    let files = corpus_files(&shared);
+    assert!(files.len() > 50, "corpus too small: {}", files.len());
+    let invalid = invalid_corpus();
+    for (f, rel) in &files {
+        let o = podgrace(&["lint", f.to_str().expect("utf-8"), "-o", "json"]);
+        let code = o.status.code();
+        if let Some((_, why)) = invalid.iter().find(|(name, _)| name == rel) {
+            assert_eq!(code, Some(2), "{rel} should be rejected: {why}");
+        } else {
+            assert!(
+                code == Some(0) || code == Some(1),
+                "{}: {}",
+                f.display(),
+                stderr(&o)
+            );
+            json(&o);
+        }
+    }
+    let expect: &[(&str, &[(&str, u64)])] = &[
+        (
+            "kubernetes__ingress-nginx/deploy__static__provider__kind__deploy.yaml",
+            &[("zero-grace-force-deletes", 511)],
+        ),
+        (
+            "GoogleCloudPlatform__cloud-sql-proxy/examples__k8s-sidecar__job_with_shutdown_hook.yaml",
+            &[
+                ("shell-form-command", 54),
+                ("sidecar-as-regular-container", 65),
+            ],
+        ),
+        (
+            "kubernetes__examples/_archived__volumes__vsphere__simple-statefulset.yaml",
+            &[
+                ("service-selects-unready-pods", 2),
+                ("nginx-stop-signal", 35),
+                ("endpoint-race", 36),
+            ],
+        ),
+        (
+            "kubernetes__ingress-nginx/docs__examples__multi-tls__multi-tls.yaml",
+            &[
+                ("service-selects-unready-pods", 1),
+                ("nginx-stop-signal", 35),
+                ("endpoint-race", 36),
+                ("service-selects-unready-pods", 39),
+                ("endpoint-race", 74),
+            ],
+        ),
+        (
+            "stefanprodan__podinfo/kustomize__deployment.yaml",
+            &[("endpoint-race", 59)],
+        ),
+        (
+            "GoogleCloudPlatform__microservices-demo/kubernetes-manifests__frontend.yaml",
+            &[("endpoint-race", 50)],
+        ),
+    ];
+    for (file, want) in expect {
+        let o = podgrace(&[
+            "lint",
+            shared.join("corpus").join(file).to_str().expect("utf-8"),
+            "-o",
+            "json",
+        ]);
+        let v = json(&o);
+        let got: Vec<(String, u64)> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap_or_default().to_string(),
+                    f["line"].as_u64().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, u64)> = want.iter().map(|(r, l)| (r.to_string(), *l)).collect();
+        assert_eq!(got, want, "{file}");
+    }
+}
