@@ -23,13 +23,11 @@ use std::time::{Duration, Instant};
 
 use podgrace_core::plan::{ContainerPlan, ContainerRole, PodPlan, RestartPolicy};
 use podgrace_core::rules::apiserver::{
-    self, KubectlDeleteFlags, KubectlDeleteError, PodForDelete, PodPhase as ApiPhase, StoredPod,
+    self, KubectlDeleteError, KubectlDeleteFlags, PodForDelete, PodPhase as ApiPhase, StoredPod,
 };
 use podgrace_core::rules::eviction;
 use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason, OrderedContainer};
-use podgrace_core::rules::podworker::{
-    self, KillPodOptions, PodUpdate, PodWorker, UpdateType,
-};
+use podgrace_core::rules::podworker::{self, KillPodOptions, PodUpdate, PodWorker, UpdateType};
 use podgrace_core::rules::runtime::Signal;
 use podgrace_core::KubeVersion;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -149,6 +147,8 @@ pub struct PodReport {
     /// When the pod task started (the report's t = 0).
     pub started: Instant,
     pub pod_ip: Option<IpAddr>,
+    /// The runtime's sandbox id (stopped, not removed).
+    pub sandbox: Option<String>,
     pub containers: Vec<ContainerReport>,
     pub events: Vec<Event>,
 }
@@ -339,12 +339,11 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .map(|c| {
                 let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
                 // check_pod above made sure every spec builds.
-                let spec = container_spec(c, over, opts.force_host).map_err(|source| {
-                    PodError::Spec {
+                let spec =
+                    container_spec(c, over, opts.force_host).map_err(|source| PodError::Spec {
                         pod: plan.name.clone(),
                         source,
-                    }
-                })?;
+                    })?;
                 Ok(Ctr {
                     plan: c.clone(),
                     spec,
@@ -422,7 +421,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
         self.worker.terminating_requested
     }
 
-    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<PodCommand>) -> Result<PodReport, PodError> {
+    async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<PodCommand>,
+    ) -> Result<PodReport, PodError> {
         let ctx = CallContext::background();
         let sandbox = self
             .rt
@@ -535,15 +537,17 @@ impl<R: RuntimeService + 'static> Pod<R> {
         }
         // SyncTerminatedPod: the sandbox goes, and anything left in it (hooks still running
         // after their budget, exec processes) dies with it.
+        // Removing it is left to the caller (the kubelet's garbage collection does it later),
+        // so the runtime's records of the stops can still be read.
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
-            let _ = self.rt.remove_pod_sandbox(&ctx, sb).await;
         }
         self.publish(PodPhase::Terminated);
         Ok(PodReport {
             pod: self.display.clone(),
             started: self.started,
             pod_ip: self.pod_ip,
+            sandbox: self.sandbox.clone(),
             containers: self
                 .ctrs
                 .into_iter()
@@ -595,7 +599,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
         if terminating {
             return;
         }
-        if c.started_at.is_some_and(|s| at.saturating_duration_since(s) >= BACK_OFF_RESET) {
+        if c.started_at
+            .is_some_and(|s| at.saturating_duration_since(s) >= BACK_OFF_RESET)
+        {
             c.restarts = 0;
         }
         let restart = match c.plan.role {
@@ -609,7 +615,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 RestartPolicy::Never => false,
             },
         };
-        if c.plan.role == ContainerRole::Init && status.code() != 0 && policy == RestartPolicy::Never {
+        if c.plan.role == ContainerRole::Init
+            && status.code() != 0
+            && policy == RestartPolicy::Never
+        {
             // The pod fails: nothing more starts, the rest is terminated.
             self.failed = true;
             self.command_kill_failed();
@@ -691,9 +700,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 });
                 // killPodNow waits g + g/2 (at least 10 s), then says ExceededGracePeriod.
                 let wait = podworker::kill_pod_now_wait_seconds(Some(o), Some(tgps));
-                self.kill_pod_now_deadline = Some(
-                    Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)),
-                );
+                self.kill_pod_now_deadline =
+                    Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
                 self.enter_termination(u, TerminationReason::Evicted);
             }
         }
@@ -713,7 +721,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
         }
         if !was_terminating {
             self.termination_reason = Some(reason);
-            self.status.send_modify(|s| s.terminating_since = Some(Instant::now()));
+            self.status
+                .send_modify(|s| s.terminating_since = Some(Instant::now()));
             self.publish(PodPhase::Terminating);
         } else if reason == TerminationReason::Evicted {
             self.termination_reason = Some(reason);
@@ -742,27 +751,30 @@ impl<R: RuntimeService + 'static> Pod<R> {
             },
             KillReason::Other,
         );
-        let reason = self.termination_reason.unwrap_or(TerminationReason::Deleted);
+        let reason = self
+            .termination_reason
+            .unwrap_or(TerminationReason::Deleted);
         let targets: Vec<(ContainerPlan, String, Signal)> = self
             .ctrs
             .iter()
             .filter(|c| c.running)
             .filter_map(|c| Some((c.plan.clone(), c.id.clone()?, c.spec.stop_signal)))
             .collect();
-        let ordering = (version.at_least(1, 29) && self.plan.sidecars().next().is_some()).then(|| {
-            let running: Vec<String> = targets.iter().map(|t| t.0.name.clone()).collect();
-            let order: Vec<OrderedContainer> = self
-                .plan
-                .running_containers()
-                .map(|c| OrderedContainer {
-                    name: c.name.clone(),
-                    sidecar: c.role == ContainerRole::Sidecar,
-                })
-                .collect();
-            Arc::new(TerminationOrdering::new(&order, |n| {
-                running.iter().any(|r| r == n)
-            }))
-        });
+        let ordering =
+            (version.at_least(1, 29) && self.plan.sidecars().next().is_some()).then(|| {
+                let running: Vec<String> = targets.iter().map(|t| t.0.name.clone()).collect();
+                let order: Vec<OrderedContainer> = self
+                    .plan
+                    .running_containers()
+                    .map(|c| OrderedContainer {
+                        name: c.name.clone(),
+                        sidecar: c.role == ContainerRole::Sidecar,
+                    })
+                    .collect();
+                Arc::new(TerminationOrdering::new(&order, |n| {
+                    running.iter().any(|r| r == n)
+                }))
+            });
         let (ctx, canceller) = CallContext::background().with_cancel();
         let rt = self.rt.clone();
         let events = self.events.clone();
@@ -834,7 +846,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
         while i < self.ctrs.len() {
             let c = &self.ctrs[i];
             let is_init = i < n_init;
-            let done_init = c.plan.role == ContainerRole::Init && c.exit.is_some_and(|e| e.code() == 0);
+            let done_init =
+                c.plan.role == ContainerRole::Init && c.exit.is_some_and(|e| e.code() == 0);
             let waiting = c.restart_at.is_some();
             if c.running || done_init || waiting {
                 if is_init && (waiting || (c.plan.role == ContainerRole::Init && !done_init)) {
@@ -876,13 +889,15 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 return;
             }
         };
-        self.events.normal(reason::CREATED, Some(&name), message::created(&name));
+        self.events
+            .normal(reason::CREATED, Some(&name), message::created(&name));
         if let Err(e) = self.rt.start_container(&ctx, &id).await {
             tracing::warn!(container = %name, error = %e, "StartContainer failed");
             self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
             return;
         }
-        self.events.normal(reason::STARTED, Some(&name), message::started(&name));
+        self.events
+            .normal(reason::STARTED, Some(&name), message::started(&name));
         {
             let c = &mut self.ctrs[i];
             c.id = Some(id.clone());

@@ -49,12 +49,13 @@ pub fn container_spec(
         });
     }
     let requested = stop_signal_override.or(container.stop_signal.as_deref());
-    let stop_signal = container_stop_signal(requested, container.image.as_deref()).map_err(|e| {
-        SpecError::StopSignal {
-            container: container.name.clone(),
-            reason: e.to_string(),
-        }
-    })?;
+    let stop_signal =
+        container_stop_signal(requested, container.image.as_deref()).map_err(|e| {
+            SpecError::StopSignal {
+                container: container.name.clone(),
+                reason: e.to_string(),
+            }
+        })?;
     let mut env = Vec::new();
     let mut unresolved_env = Vec::new();
     for (name, value) in &container.env {

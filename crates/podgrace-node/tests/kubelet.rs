@@ -1,0 +1,295 @@
+//! The local kubelet's pod task, as scenarios with real processes and real signals: a pod is
+//! started from a manifest, deleted or evicted, and the measured instants are compared with what
+//! the kubelet would do (±150 ms).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::need_namespaces;
+use podgrace_core::manifest;
+use podgrace_core::plan::PodPlan;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
+use podgrace_node::events::EventRecorder;
+use podgrace_node::kubelet::{
+    run_pod, HookOutcome, PodCommand, PodHandle, PodOptions, PodPhase, PodReport,
+};
+use podgrace_node::process::ExitStatus;
+use podgrace_node::runtime::{ProcessRuntime, StopEvent, StopEventKind};
+use podgrace_node::sandbox::NetworkConfig;
+
+const TOLERANCE: Duration = Duration::from_millis(150);
+
+fn plan(yaml: &str) -> PodPlan {
+    let m = manifest::load(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let pod = m.pods().next().expect("a pod").clone();
+    pod
+}
+
+struct Run {
+    runtime: Arc<ProcessRuntime>,
+    pod: PodHandle,
+}
+
+fn start(yaml: &str) -> Run {
+    let (runtime, _output) = ProcessRuntime::new(NetworkConfig::default());
+    let runtime = Arc::new(runtime);
+    let pod = run_pod(
+        runtime.clone(),
+        plan(yaml),
+        PodOptions::default(),
+        EventRecorder::new(),
+    );
+    Run { runtime, pod }
+}
+
+impl Run {
+    /// Waits until every container runs (the pod is Running and ready).
+    async fn running(&self) {
+        let mut st = self.pod.status();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+        )
+        .await
+        .expect("pod running within 10 s")
+        .expect("status");
+    }
+
+    async fn finish(self) -> (Arc<ProcessRuntime>, PodReport) {
+        let report = tokio::time::timeout(Duration::from_secs(60), self.pod.wait())
+            .await
+            .expect("pod ended within 60 s")
+            .expect("pod report");
+        (self.runtime, report)
+    }
+}
+
+fn near(got: Duration, want: Duration) -> bool {
+    got + TOLERANCE >= want && got <= want + TOLERANCE
+}
+
+fn at(
+    events: &[StopEvent],
+    from: Instant,
+    pick: impl Fn(&StopEventKind) -> bool,
+) -> Option<Duration> {
+    events
+        .iter()
+        .find(|e| pick(&e.kind))
+        .map(|e| e.at.saturating_duration_since(from))
+}
+
+fn signal_sent(k: &StopEventKind) -> bool {
+    matches!(k, StopEventKind::StopSignalSent { .. })
+}
+
+fn kill_sent(k: &StopEventKind) -> bool {
+    matches!(k, StopEventKind::KillSent)
+}
+
+fn exited(k: &StopEventKind) -> bool {
+    matches!(k, StopEventKind::Exited { .. })
+}
+
+fn exit_status(events: &[StopEvent]) -> Option<ExitStatus> {
+    events.iter().find_map(|e| match e.kind {
+        StopEventKind::Exited { status } => Some(status),
+        _ => None,
+    })
+}
+
+const DRAINS_ON_TERM: &str = "trap 'exit 0' TERM; while :; do sleep 0.05; done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_stop_then_sigterm_then_a_clean_exit() {
+    if !need_namespaces("pre_stop_then_sigterm_then_a_clean_exit") {
+        return;
+    }
+    let run = start(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: drain}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n    lifecycle:\n      preStop:\n        sleep: {{seconds: 1}}\n"
+    ));
+    run.running().await;
+    let deleted = Instant::now();
+    assert!(run
+        .pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default())));
+    let (rt, report) = run.finish().await;
+    let app = &report.containers[0];
+    assert_eq!(app.terminations.len(), 1);
+    let t = &app.terminations[0];
+    assert_eq!(t.kill.grace_period_seconds, 10);
+    let hook = t.kill.pre_stop.as_ref().expect("preStop ran");
+    assert_eq!(hook.outcome, HookOutcome::Completed);
+    // 1 s hook: 1 whole second deducted, StopContainer gets 9.
+    assert_eq!(t.kill.stop_timeout_seconds, 9);
+    let ev = rt.stop_events(&t.container_id);
+    let sig = at(&ev, deleted, signal_sent).expect("SIGTERM sent");
+    assert!(near(sig, Duration::from_secs(1)), "SIGTERM at {sig:?}");
+    assert!(
+        at(&ev, deleted, kill_sent).is_none(),
+        "no SIGKILL for an app that exits"
+    );
+    assert_eq!(exit_status(&ev), Some(ExitStatus::Code(0)));
+    assert!(report.events.iter().any(|e| e.reason == "Killing"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r01_pid_1_without_a_handler_is_killed_at_the_deadline() {
+    if !need_namespaces("r01_pid_1_without_a_handler_is_killed_at_the_deadline") {
+        return;
+    }
+    // `sleep` as PID 1 has no SIGTERM handler, so the kernel ignores SIGTERM for it.
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: r01}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
+    run.running().await;
+    let deleted = Instant::now();
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let (rt, report) = run.finish().await;
+    let t = &report.containers[0].terminations[0];
+    let ev = rt.stop_events(&t.container_id);
+    let sig = at(&ev, deleted, signal_sent).expect("SIGTERM");
+    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL");
+    assert!(near(sig, Duration::ZERO), "SIGTERM at {sig:?}");
+    assert!(near(kill, Duration::from_secs(2)), "SIGKILL at {kill:?}");
+    assert_eq!(exit_status(&ev), Some(ExitStatus::Signal(9)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r09_a_hook_longer_than_the_budget_is_cut_and_sigkill_follows_two_seconds_later() {
+    if !need_namespaces("r09") {
+        return;
+    }
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: r09}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap '' TERM; while :; do sleep 0.05; done\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, \"30\"]}\n");
+    run.running().await;
+    let deleted = Instant::now();
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let (rt, report) = run.finish().await;
+    let t = &report.containers[0].terminations[0];
+    assert_eq!(t.kill.pre_stop.as_ref().unwrap().outcome, HookOutcome::Cut);
+    assert_eq!(t.kill.stop_timeout_seconds, 2, "the 2-second floor");
+    let ev = rt.stop_events(&t.container_id);
+    let sig = at(&ev, deleted, signal_sent).expect("SIGTERM");
+    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL");
+    assert!(near(sig, Duration::from_secs(2)), "SIGTERM at {sig:?}");
+    assert!(near(kill, Duration::from_secs(4)), "SIGKILL at {kill:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_exec_hook_is_reported_and_sigterm_follows_at_once() {
+    if !need_namespaces("a_failed_exec_hook") {
+        return;
+    }
+    let run = start(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: missing}}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n    lifecycle:\n      preStop:\n        exec: {{command: [/no/such/binary]}}\n"
+    ));
+    run.running().await;
+    let deleted = Instant::now();
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let (rt, report) = run.finish().await;
+    let t = &report.containers[0].terminations[0];
+    assert_eq!(
+        t.kill.pre_stop.as_ref().unwrap().outcome,
+        HookOutcome::Failed
+    );
+    assert!(report
+        .events
+        .iter()
+        .any(|e| e.reason == "FailedPreStopHook"));
+    let sig = at(&rt.stop_events(&t.container_id), deleted, signal_sent).expect("SIGTERM");
+    assert!(near(sig, Duration::ZERO), "SIGTERM at {sig:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_second_delete_shortens_the_termination_without_a_second_signal() {
+    if !need_namespaces("a_shorter_second_delete") {
+        return;
+    }
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: twice}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
+    run.running().await;
+    let deleted = Instant::now();
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    run.pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 3,
+        ..Default::default()
+    }));
+    let (rt, report) = run.finish().await;
+    let ts = &report.containers[0].terminations;
+    assert_eq!(ts.len(), 2, "{ts:?}");
+    assert!(ts[0].superseded && !ts[1].superseded);
+    assert_eq!(ts[0].kill.grace_period_seconds, 30);
+    assert_eq!(ts[1].kill.grace_period_seconds, 3);
+    let ev = rt.stop_events(&ts[1].container_id);
+    let signals = ev.iter().filter(|e| signal_sent(&e.kind)).count();
+    assert_eq!(signals, 1, "containerd sends the stop signal once: {ev:?}");
+    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL");
+    // The second StopContainer(3) starts at ~0.5 s, so SIGKILL comes at ~3.5 s.
+    assert!(
+        near(kill, Duration::from_millis(3500)),
+        "SIGKILL at {kill:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_sidecar_gets_its_stop_signal_after_the_main_container_exits() {
+    if !need_namespaces("a_native_sidecar") {
+        return;
+    }
+    let run = start(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: sidecar}}\nspec:\n  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'sleep 1; exit 0' TERM; while :; do sleep 0.05; done\"]\n"
+    ));
+    run.running().await;
+    let deleted = Instant::now();
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let (rt, report) = run.finish().await;
+    let find = |n: &str| report.containers.iter().find(|c| c.name == n).unwrap();
+    let app = &find("app").terminations[0];
+    let proxy = &find("proxy").terminations[0];
+    let app_ev = rt.stop_events(&app.container_id);
+    let proxy_ev = rt.stop_events(&proxy.container_id);
+    let app_exit = at(&app_ev, deleted, exited).expect("app exits");
+    let proxy_sig = at(&proxy_ev, deleted, signal_sent).expect("proxy SIGTERM");
+    assert!(
+        near(app_exit, Duration::from_secs(1)),
+        "app exit at {app_exit:?}"
+    );
+    assert!(
+        proxy_sig >= app_exit,
+        "proxy signalled at {proxy_sig:?} before app exit {app_exit:?}"
+    );
+    assert!(
+        near(proxy_sig, app_exit),
+        "proxy signalled at {proxy_sig:?}"
+    );
+    // The 1 s wait is deducted: 10 - 1 = 9.
+    assert_eq!(proxy.kill.stop_timeout_seconds, 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_eviction_gives_one_second_of_pre_stop_and_two_of_stop() {
+    if !need_namespaces("hard_eviction") {
+        return;
+    }
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: evicted}\nspec:\n  terminationGracePeriodSeconds: 60\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    lifecycle:\n      preStop:\n        sleep: {seconds: 30}\n");
+    run.running().await;
+    let evicted = Instant::now();
+    run.pod.send(PodCommand::Evict {
+        hard: true,
+        eviction_max_pod_grace_period: 0,
+    });
+    let (rt, report) = run.finish().await;
+    let t = &report.containers[0].terminations[0];
+    assert_eq!(t.kill.grace_period_seconds, 1);
+    assert_eq!(t.kill.pre_stop.as_ref().unwrap().outcome, HookOutcome::Cut);
+    let ev = rt.stop_events(&t.container_id);
+    let sig = at(&ev, evicted, signal_sent).expect("SIGTERM");
+    let kill = at(&ev, evicted, kill_sent).expect("SIGKILL");
+    assert!(near(sig, Duration::from_secs(1)), "SIGTERM at {sig:?}");
+    assert!(near(kill, Duration::from_secs(3)), "SIGKILL at {kill:?}");
+}
