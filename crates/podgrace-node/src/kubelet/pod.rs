@@ -161,7 +161,10 @@ pub enum PodError {
     Spec { pod: String, source: SpecError },
     /// The runtime refused the sandbox.
     #[error("pod {pod}: {source}")]
-    Sandbox { pod: String, source: RuntimeError },
+    Sandbox {
+        pod: String,
+        source: Box<RuntimeError>,
+    },
     /// The pod task ended abnormally.
     #[error("pod {pod}: the pod task failed: {reason}")]
     Task { pod: String, reason: String },
@@ -438,7 +441,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .await
             .map_err(|source| PodError::Sandbox {
                 pod: self.display.clone(),
-                source,
+                source: Box::new(source),
             })?;
         self.pod_ip = self
             .rt
