@@ -26,6 +26,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Find termination pitfalls in manifests (exit 1 on findings at or above --fail-on).
     Lint(cmd::lint::Args),
+    /// Run a pod's containers as local processes; Ctrl-C deletes it like `kubectl delete`.
+    Run(cmd::run::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
 }
@@ -46,9 +48,18 @@ pub struct BadInput(pub String);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Lint(args) => cmd::lint::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
     };
     match result {

@@ -8,15 +8,18 @@
 //! * [`spec`]: a container of the plan → the runtime's container config;
 //! * [`ordering`]: the sidecar termination ordering with real waits;
 //! * [`kill`]: `killContainer` with real timers;
-//! * [`pod`]: the pod task (start, supervise, delete/evict, terminate).
+//! * [`pod`]: the pod task (start, supervise, delete/evict, terminate);
+//! * [`report`]: the run report (the `run` JSON contract) from the records and measured stops.
 
 pub mod kill;
 pub mod ordering;
 pub mod pod;
+pub mod report;
 pub mod spec;
 
 pub use kill::{HookOutcome, HookRecord, KillRecord};
+pub use report::{build_report, RunReport};
 pub use pod::{
-    run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
+    check_pod, run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
     Termination, TerminationReason,
 };

@@ -641,7 +641,26 @@ impl<R: RuntimeService + 'static> Pod<R> {
             c.id = None;
             self.next_start = 0;
         }
+        if self.completed() {
+            // Every main container has exited for good: the pod is Succeeded or Failed, and the
+            // kubelet stops what still runs (native sidecars) like a terminating pod.
+            let mut u = PodUpdate::new(
+                UpdateType::SyncPodUpdate,
+                Some(self.plan.termination_grace_period_seconds),
+            );
+            u.terminal_phase = true;
+            self.enter_termination(u, TerminationReason::Deleted);
+            return;
+        }
         self.publish(PodPhase::Running);
+    }
+
+    /// Every main container has exited and none will restart.
+    fn completed(&self) -> bool {
+        self.ctrs
+            .iter()
+            .filter(|c| c.plan.role == ContainerRole::Main)
+            .all(|c| !c.running && c.exit.is_some() && c.restart_at.is_none())
     }
 
     /// A pod whose init container failed under `restartPolicy: Never` is Failed; its running

@@ -3,3 +3,4 @@
 pub mod conformance;
 pub mod explain;
 pub mod lint;
+pub mod run;

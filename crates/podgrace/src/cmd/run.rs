@@ -1,0 +1,359 @@
+//! `podgrace run FILE`: the pod's containers as local processes under kubelet semantics.
+//!
+//! Ctrl-C (or SIGTERM to podgrace) is `kubectl delete pod`; a second one is
+//! `kubectl delete pod --grace-period=0 --force`. `--delete-after` deletes (or, with `--evict`,
+//! evicts) the pod by itself after a delay. At the end, a report of what each container
+//! received and when.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use podgrace_core::manifest;
+use podgrace_core::plan::PodPlan;
+use podgrace_core::rules::apiserver::{kubectl_delete, KubectlDeleteFlags};
+use podgrace_core::KubeVersion;
+use podgrace_node::events::EventRecorder;
+use podgrace_node::kubelet::{
+    build_report, check_pod, run_pod, PodCommand, PodOptions, RunReport,
+};
+use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
+use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
+use podgrace_node::sandbox::NetworkConfig;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::{input, BadInput, Outcome};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A manifest with one pod or pod template (`-` for stdin).
+    file: PathBuf,
+    /// Which pod of the file, by name, when it holds several.
+    #[arg(long)]
+    pod: Option<String>,
+    /// Delete the pod by itself after this long (`10s`, `1m30s`, `500ms`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    delete_after: Option<Duration>,
+    /// The delete's `--grace-period` (kubectl semantics: 0 without --force is sent as 1).
+    #[arg(long, value_name = "SECONDS", default_value_t = -1, allow_negative_numbers = true)]
+    grace_period: i64,
+    /// The delete is `--force` (with --grace-period 0 or unset: a force delete).
+    #[arg(long)]
+    force: bool,
+    /// At --delete-after, evict the pod at a hard or soft threshold instead of deleting it.
+    #[arg(long, value_enum, requires = "delete_after")]
+    evict: Option<Eviction>,
+    /// kubelet evictionMaxPodGracePeriod for --evict soft, seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0, allow_negative_numbers = true)]
+    eviction_max_pod_grace_period: i64,
+    /// Override a container's stop signal: CONTAINER=SIGNAL (repeatable), for images whose
+    /// STOPSIGNAL podgrace cannot know.
+    #[arg(long = "stop-signal", value_name = "CONTAINER=SIGNAL", value_parser = parse_assignment)]
+    stop_signals: Vec<(String, String)>,
+    /// The Kubernetes version whose kubelet to reproduce.
+    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
+    kubernetes_version: KubeVersion,
+    /// Output format of the final report.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Eviction {
+    Soft,
+    Hard,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
+}
+
+fn parse_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((c, sig)) if !c.is_empty() && !sig.is_empty() => Ok((c.to_string(), sig.to_string())),
+        _ => Err(format!("expected CONTAINER=SIGNAL, got {s:?}")),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    // Everything that can be wrong with the input is found before anything starts.
+    let flags = KubectlDeleteFlags {
+        grace_period: args.grace_period,
+        force: args.force,
+        now: false,
+    };
+    kubectl_delete(flags).map_err(|e| BadInput(format!("error: {e}")))?;
+    let plan = load_pod(&args)?;
+    let opts = PodOptions {
+        version: args.kubernetes_version,
+        namespace: "default".into(),
+        stop_signal_overrides: args.stop_signals.iter().cloned().collect::<BTreeMap<_, _>>(),
+        force_host: false,
+    };
+    for name in opts.stop_signal_overrides.keys() {
+        if plan.container(name).is_none() {
+            return Err(BadInput(format!("--stop-signal: pod {} has no container {name:?}", plan.name)).into());
+        }
+    }
+    check_pod(&plan, &opts).map_err(|e| BadInput(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(supervise(plan, opts, &args, flags))?;
+    match args.output {
+        Format::Json => {
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        Format::Text => print!("{}", summary(&report)),
+    }
+    Ok(Outcome::Success)
+}
+
+fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
+    let doc = input::read_one(&args.file)?;
+    let m = manifest::load_with(
+        &doc.text,
+        &doc.name,
+        &manifest::LoadOptions {
+            kube_version: args.kubernetes_version,
+        },
+    )
+    .map_err(|e| {
+        let mut msg = e.to_string();
+        if let Some(hint) = input::template_hint(&doc) {
+            msg.push('\n');
+            msg.push_str(&hint);
+        }
+        BadInput(msg)
+    })?;
+    let pods: Vec<&PodPlan> = m.pods().collect();
+    let chosen = match (&args.pod, pods.as_slice()) {
+        (_, []) => return Err(BadInput(format!("{}: no pod or pod template in the file", doc.name)).into()),
+        (None, [one]) => *one,
+        (None, many) => {
+            let names: Vec<&str> = many.iter().map(|p| p.name.as_str()).collect();
+            return Err(BadInput(format!(
+                "{}: {} pods in the file ({}); choose one with --pod NAME",
+                doc.name,
+                many.len(),
+                names.join(", ")
+            ))
+            .into());
+        }
+        (Some(name), many) => many.iter().find(|p| &p.name == name).copied().ok_or_else(|| {
+            BadInput(format!("{}: no pod named {name:?}", doc.name))
+        })?,
+    };
+    Ok(chosen.clone())
+}
+
+/// Runs the pod until it has terminated; prints container output and events as they happen.
+async fn supervise(
+    plan: PodPlan,
+    opts: PodOptions,
+    args: &Args,
+    flags: KubectlDeleteFlags,
+) -> anyhow::Result<RunReport> {
+    let (runtime, mut output) = ProcessRuntime::new(NetworkConfig::default());
+    let runtime = Arc::new(runtime);
+    let namespaced = namespaces_permitted();
+    if !namespaced {
+        eprintln!("warning: no permission for PID namespaces: containers run as plain host processes, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+    }
+    let events = EventRecorder::new();
+    let pod_name = plan.name.clone();
+    let json = args.output == Format::Json;
+    // Container output, prefixed as `kubectl logs --prefix` does; to stderr in JSON mode.
+    let logs = tokio::spawn(async move {
+        while let Some(OutputLine { container, stream, line }) = output.recv().await {
+            let text = format!("[pod/{pod_name}/{container}] {line}");
+            if json || stream == Stream::Stderr {
+                eprintln!("{text}");
+            } else {
+                println!("{text}");
+            }
+        }
+    });
+    let mut live = events.subscribe();
+    let printer = tokio::spawn(async move {
+        let start = std::time::Instant::now();
+        while let Some(e) = live.recv().await {
+            eprintln!(
+                "{:>9.3}s  {:7}  {:20} {:12} {}",
+                e.at.saturating_duration_since(start).as_secs_f64(),
+                e.kind.as_str(),
+                e.reason,
+                e.container.as_deref().unwrap_or("-"),
+                e.message
+            );
+        }
+    });
+    let pod = run_pod(runtime.clone(), plan, opts, events);
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terms = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let deleter = async {
+        match args.delete_after {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deleter);
+    let eviction = args.evict.map(|e| PodCommand::Evict {
+        hard: e == Eviction::Hard,
+        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
+    });
+    let mut deletes = 0;
+    let mut status = pod.status();
+    loop {
+        tokio::select! {
+            _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags),
+            _ = terms.recv() => deletes = request_delete(&pod, deletes, flags),
+            () = &mut deleter, if deletes == 0 => {
+                match &eviction {
+                    Some(cmd) => {
+                        eprintln!("evicting the pod");
+                        pod.send(cmd.clone());
+                        deletes = 1;
+                    }
+                    None => deletes = request_delete(&pod, deletes, flags),
+                }
+            }
+            changed = status.changed() => {
+                if changed.is_err() || status.borrow().phase == podgrace_node::kubelet::PodPhase::Terminated {
+                    break;
+                }
+            }
+        }
+    }
+    let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
+    let run = build_report(&report, |id| runtime.stop_events(id), namespaced);
+    if let Some(sb) = &report.sandbox {
+        let _ = runtime.remove_pod_sandbox(&CallContext::background(), sb).await;
+    }
+    drop(runtime);
+    printer.abort();
+    let _ = logs.await;
+    Ok(run)
+}
+
+
+/// The first interrupt deletes like `kubectl delete pod` (with --grace-period/--force if
+/// given); the second is `--grace-period=0 --force`; later ones are ignored.
+fn request_delete(pod: &podgrace_node::kubelet::PodHandle, done: u32, flags: KubectlDeleteFlags) -> u32 {
+    match done {
+        0 => {
+            eprintln!("deleting the pod (kubectl delete pod); press Ctrl-C again for --grace-period=0 --force");
+            pod.send(PodCommand::Delete(flags));
+        }
+        1 => {
+            eprintln!("force-deleting the pod (kubectl delete pod --grace-period=0 --force)");
+            pod.send(PodCommand::Delete(KubectlDeleteFlags {
+                grace_period: 0,
+                force: true,
+                now: false,
+            }));
+        }
+        _ => {}
+    }
+    done + 1
+}
+
+/// The text summary: per container, what it received and when, with a diagnosis.
+fn summary(r: &RunReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\npod {} ({})",
+        r.pod,
+        if r.isolation == "namespaces" {
+            "each container's entry process ran as PID 1 of its own PID namespace"
+        } else {
+            "containers ran as plain host processes"
+        }
+    );
+    for c in &r.containers {
+        let _ = writeln!(out, "  {} ({}, {} restarts)", c.name, c.role, c.restarts);
+        if c.terminations.is_empty() {
+            let _ = writeln!(out, "    not terminated by the kubelet");
+        }
+        for t in &c.terminations {
+            let _ = writeln!(
+                out,
+                "    {} at {:.3} s, grace period {} s{}",
+                t.reason,
+                t.start_seconds,
+                t.grace_period_seconds,
+                if t.superseded { " (cut short by a shorter grace period, then run again)" } else { "" }
+            );
+            if let Some(h) = &t.pre_stop {
+                let _ = writeln!(
+                    out,
+                    "      preStop {:8} {:.3} → {:.3} s  {}",
+                    h.action, h.after_seconds, h.end_after_seconds, h.outcome
+                );
+            }
+            match t.stop_signal_after_seconds {
+                Some(s) => {
+                    let _ = writeln!(out, "      {:16} {s:.3} s", t.stop_signal);
+                }
+                None => {
+                    let _ = writeln!(out, "      {:16} not sent in this termination", t.stop_signal);
+                }
+            }
+            if let Some(k) = t.kill_after_seconds {
+                let _ = writeln!(out, "      {:16} {k:.3} s", "SIGKILL");
+            }
+            match (t.exit_after_seconds, t.exit_code) {
+                (Some(e), Some(code)) => {
+                    let how = t
+                        .exit_signal
+                        .as_deref()
+                        .map(|s| format!("killed by {s}"))
+                        .unwrap_or_else(|| format!("exited {code}"));
+                    let _ = writeln!(out, "      {how:16} {e:.3} s");
+                }
+                _ => {}
+            }
+            if let Some(d) = diagnosis(t) {
+                let _ = writeln!(out, "      → {d}");
+            }
+        }
+    }
+    out
+}
+
+fn diagnosis(t: &podgrace_node::kubelet::report::TerminationRun) -> Option<String> {
+    let sig = t.stop_signal_after_seconds?;
+    match (t.kill_after_seconds, t.exit_after_seconds) {
+        (Some(k), _) => Some(format!(
+            "{} was not acted on: the app was SIGKILLed at the deadline, {:.3} s after it (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+            t.stop_signal,
+            k - sig
+        )),
+        (None, Some(e)) if e - sig < 0.05 => Some(format!(
+            "exited within {:.0} ms of {}: make sure in-flight work was finished, not dropped",
+            (e - sig) * 1000.0,
+            t.stop_signal
+        )),
+        _ => None,
+    }
+}
