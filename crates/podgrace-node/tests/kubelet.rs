@@ -30,18 +30,24 @@ fn plan(yaml: &str) -> PodPlan {
 struct Run {
     runtime: Arc<ProcessRuntime>,
     pod: PodHandle,
+    events: EventRecorder,
 }
 
 fn start(yaml: &str) -> Run {
     let (runtime, _output) = ProcessRuntime::new(NetworkConfig::default());
     let runtime = Arc::new(runtime);
+    let events = EventRecorder::new();
     let pod = run_pod(
         runtime.clone(),
         plan(yaml),
         PodOptions::default(),
-        EventRecorder::new(),
+        events.clone(),
     );
-    Run { runtime, pod }
+    Run {
+        runtime,
+        pod,
+        events,
+    }
 }
 
 impl Run {
@@ -292,4 +298,58 @@ async fn hard_eviction_gives_one_second_of_pre_stop_and_two_of_stop() {
     let kill = at(&ev, evicted, kill_sent).expect("SIGKILL");
     assert!(near(sig, Duration::from_secs(1)), "SIGTERM at {sig:?}");
     assert!(near(kill, Duration::from_secs(3)), "SIGKILL at {kill:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_liveness_kill_uses_the_probe_grace_period_and_restarts_the_container() {
+    if !need_namespaces("a_liveness_kill") {
+        return;
+    }
+    // The probe always fails: after one failure the kubelet kills the container with the
+    // probe's own terminationGracePeriodSeconds (2 s), not the pod's 30 s, then restarts it.
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: live}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    livenessProbe:\n      exec: {command: [\"false\"]}\n      periodSeconds: 1\n      failureThreshold: 1\n      terminationGracePeriodSeconds: 2\n");
+    // Wait for the restart (a second Started event): the report then holds the liveness kill.
+    let mut live = run.events.subscribe();
+    let restarted = tokio::time::timeout(Duration::from_secs(15), async {
+        let mut started = 0;
+        while let Some(e) = live.recv().await {
+            if e.reason == "Started" {
+                started += 1;
+                if started == 2 {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(
+        restarted,
+        "the container was restarted after its liveness kill"
+    );
+    run.pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 1,
+        ..Default::default()
+    }));
+    let (rt, report) = run.finish().await;
+    let app = &report.containers[0];
+    assert!(app.restarts >= 1);
+    let live = app
+        .terminations
+        .iter()
+        .find(|t| t.reason == podgrace_node::kubelet::TerminationReason::LivenessProbe)
+        .expect("a liveness termination");
+    assert_eq!(live.kill.grace_period_seconds, 2);
+    assert_eq!(live.kill.stop_timeout_seconds, 2);
+    let ev = rt.stop_events(&live.container_id);
+    let sig = at(&ev, live.kill.started, signal_sent).expect("SIGTERM");
+    let kill = at(&ev, live.kill.started, kill_sent).expect("SIGKILL");
+    assert!(
+        near(kill - sig, Duration::from_secs(2)),
+        "SIGKILL {kill:?} after SIGTERM {sig:?}"
+    );
+    assert!(report.events.iter().any(|e| e.reason == "Killing"
+        && e.message == "Container app failed liveness probe, will be restarted"));
+    assert!(report.events.iter().any(|e| e.reason == "Unhealthy"));
 }

@@ -18,8 +18,8 @@ pub mod report;
 pub mod spec;
 
 pub use kill::{HookOutcome, HookRecord, KillRecord};
-pub use report::{build_report, RunReport};
 pub use pod::{
-    check_pod, run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
-    Termination, TerminationReason,
+    check_pod, run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport,
+    PodStatus, Termination, TerminationReason,
 };
+pub use report::{build_report, RunReport};

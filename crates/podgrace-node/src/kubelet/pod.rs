@@ -38,6 +38,10 @@ use crate::hooks::{format_pod, run_handler, HookTarget};
 use crate::kubelet::kill::{kill_container, KillRecord, KillTarget};
 use crate::kubelet::ordering::TerminationOrdering;
 use crate::kubelet::spec::{container_spec, ContainerSpec, SpecError};
+use crate::probes::{
+    spawn_probe_worker, ContainerRun as ProbeRun, ProbeHandle, ProbeKind, ProbeState, ProbeStatus,
+    RuntimeProber,
+};
 use crate::process::ExitStatus;
 use crate::runtime::{
     CallContext, Canceller, ContainerEventKind, PodSandboxConfig, RuntimeError, RuntimeService,
@@ -260,6 +264,19 @@ struct Ctr {
     restarts: u32,
     /// Restart waiting for its back-off to end.
     restart_at: Option<Instant>,
+    /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
+    /// never restarts, whatever its exit code.
+    probe_killed: bool,
+    /// It should be (re)started as soon as its turn and back-off allow.
+    want_start: bool,
+    /// It has been started at least once.
+    ever_started: bool,
+    /// A regular init container that exited 0.
+    completed: bool,
+    /// Liveness/startup threshold failures already acted on.
+    failures_seen: u64,
+    /// Startup, liveness and readiness workers (started with the pod, kept across restarts).
+    probes: Vec<ProbeHandle>,
     report: ContainerReport,
 }
 
@@ -286,8 +303,6 @@ struct Pod<R> {
     sandbox: Option<String>,
     pod_ip: Option<IpAddr>,
     ctrs: Vec<Ctr>,
-    /// Index of the next init container / sidecar to start, then of the mains.
-    next_start: usize,
     /// The API object's deletion state.
     api: StoredPod,
     /// The pod worker's state.
@@ -300,6 +315,14 @@ struct Pod<R> {
     kill_pod_now_deadline: Option<Instant>,
     /// The pod failed to start (an init container failed with restartPolicy Never).
     failed: bool,
+    /// Probe results: (container index, kind, status).
+    probe_tx: mpsc::UnboundedSender<(usize, ProbeKind, ProbeStatus)>,
+    probe_rx: mpsc::UnboundedReceiver<(usize, ProbeKind, ProbeStatus)>,
+    /// Container kills after a probe failure: (container index, termination record).
+    probe_kill_tx: mpsc::UnboundedSender<(usize, Termination)>,
+    probe_kill_rx: mpsc::UnboundedReceiver<(usize, Termination)>,
+    /// Cancels the probe kills in flight when the pod terminates.
+    probe_kill_cancel: Vec<Canceller>,
 }
 
 /// The first restart is immediate, then 10 s doubling up to 300 s (`doBackOff`, the kubelet's
@@ -356,6 +379,12 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     started_at: None,
                     restarts: 0,
                     restart_at: None,
+                    probe_killed: false,
+                    want_start: true,
+                    ever_started: false,
+                    completed: false,
+                    failures_seen: 0,
+                    probes: Vec::new(),
                     report: ContainerReport {
                         name: c.name.clone(),
                         role: c.role,
@@ -368,6 +397,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .collect::<Result<Vec<_>, PodError>>()?;
         let tgps = plan.termination_grace_period_seconds;
         let version = opts.version;
+        let (probe_tx, probe_rx) = mpsc::unbounded_channel();
+        let (probe_kill_tx, probe_kill_rx) = mpsc::unbounded_channel();
         let mut worker = PodWorker::new(version);
         worker.update_pod(PodUpdate::new(UpdateType::SyncPodCreate, Some(tgps)));
         Ok(Pod {
@@ -391,24 +422,37 @@ impl<R: RuntimeService + 'static> Pod<R> {
             sandbox: None,
             pod_ip: None,
             ctrs,
-            next_start: 0,
             worker,
             termination_reason: None,
             in_flight: None,
             cancel_in_flight: false,
             kill_pod_now_deadline: None,
             failed: false,
+            probe_tx,
+            probe_rx,
+            probe_kill_tx,
+            probe_kill_rx,
+            probe_kill_cancel: Vec::new(),
         })
     }
 
     fn publish(&self, phase: PodPhase) {
-        let ready = !self.ctrs.is_empty()
-            && phase == PodPhase::Running
+        // The Ready condition: every running container (sidecars and mains) is ready, which
+        // needs its readiness probe to succeed when it has one. It is kept up to date during
+        // termination too (readiness probes keep running), which drives EndpointSlice serving.
+        let ready = phase != PodPhase::Starting
+            && phase != PodPhase::Terminated
             && self
                 .ctrs
                 .iter()
                 .filter(|c| c.plan.role != ContainerRole::Init)
-                .all(|c| c.running);
+                .all(|c| {
+                    c.running
+                        && c.probes
+                            .iter()
+                            .filter(|p| p.kind() == ProbeKind::Readiness)
+                            .all(|p| p.status().is_ready())
+                });
         let terminating_since = self.status.borrow().terminating_since;
         self.status.send_replace(PodStatus {
             phase,
@@ -450,6 +494,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .ok()
             .and_then(|s| s.ip);
         self.sandbox = Some(sandbox);
+        self.spawn_probes();
         self.publish(PodPhase::Starting);
 
         loop {
@@ -494,6 +539,16 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 ev = self.container_events.recv() => {
                     if let Ok(ev) = ev {
                         self.container_event(ev);
+                    }
+                    None
+                }
+                Some((i, kind, st)) = self.probe_rx.recv() => {
+                    self.probe_result(i, kind, st);
+                    None
+                }
+                Some((i, t)) = self.probe_kill_rx.recv() => {
+                    if let Some(c) = self.ctrs.get_mut(i) {
+                        c.report.terminations.push(t);
                     }
                     None
                 }
@@ -599,7 +654,18 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let c = &mut self.ctrs[i];
         c.running = false;
         c.exit = Some(status);
+        for p in &c.probes {
+            p.set_container(Some(ProbeRun {
+                container_id: ev.container_id.clone(),
+                started_at: tokio::time::Instant::now(),
+                running: false,
+            }));
+        }
+        if c.plan.role == ContainerRole::Init && status.code() == 0 {
+            c.completed = true;
+        }
         if terminating {
+            self.publish(PodPhase::Terminating);
             return;
         }
         if c.started_at
@@ -607,17 +673,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
         {
             c.restarts = 0;
         }
-        let restart = match c.plan.role {
-            // Native sidecars always restart; a regular init container reruns on failure
-            // unless the pod never restarts.
-            ContainerRole::Sidecar => true,
-            ContainerRole::Init => status.code() != 0 && policy != RestartPolicy::Never,
-            ContainerRole::Main => match policy {
-                RestartPolicy::Always => true,
-                RestartPolicy::OnFailure => status.code() != 0,
-                RestartPolicy::Never => false,
-            },
-        };
+        // After a liveness or startup kill the container restarts unless the pod never does.
+        let probe_kill = c.probe_killed && policy != RestartPolicy::Never;
+        let restart = probe_kill
+            || match c.plan.role {
+                // Native sidecars always restart; a regular init container reruns on failure
+                // unless the pod never restarts.
+                ContainerRole::Sidecar => true,
+                ContainerRole::Init => status.code() != 0 && policy != RestartPolicy::Never,
+                ContainerRole::Main => match policy {
+                    RestartPolicy::Always => true,
+                    RestartPolicy::OnFailure => status.code() != 0,
+                    RestartPolicy::Never => false,
+                },
+            };
         if c.plan.role == ContainerRole::Init
             && status.code() != 0
             && policy == RestartPolicy::Never
@@ -638,8 +707,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 );
             }
             c.restart_at = Some(Instant::now() + delay);
-            c.id = None;
-            self.next_start = 0;
+            c.want_start = true;
         }
         if self.completed() {
             // Every main container has exited for good: the pod is Succeeded or Failed, and the
@@ -660,7 +728,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         self.ctrs
             .iter()
             .filter(|c| c.plan.role == ContainerRole::Main)
-            .all(|c| !c.running && c.exit.is_some() && c.restart_at.is_none())
+            .all(|c| !c.running && c.exit.is_some() && !c.want_start)
     }
 
     /// A pod whose init container failed under `restartPolicy: Never` is Failed; its running
@@ -743,6 +811,17 @@ impl<R: RuntimeService + 'static> Pod<R> {
         }
         if !was_terminating {
             self.termination_reason = Some(reason);
+            // SyncTerminatingPod stops the liveness and startup probes only; readiness goes
+            // on (EndpointSlice serving). Probe kills in flight belonged to the cancelled
+            // SyncPod.
+            for c in &self.ctrs {
+                for p in c.probes.iter().filter(|p| p.kind() != ProbeKind::Readiness) {
+                    p.stop();
+                }
+            }
+            for k in self.probe_kill_cancel.drain(..) {
+                k.cancel();
+            }
             self.status
                 .send_modify(|s| s.terminating_since = Some(Instant::now()));
             self.publish(PodPhase::Terminating);
@@ -853,45 +932,214 @@ impl<R: RuntimeService + 'static> Pod<R> {
         });
     }
 
-    /// Starts the next container that may start: init containers and sidecars one by one in
-    /// declaration order (an init container must exit 0 first; a sidecar must be running),
-    /// then every main container, each with its postStart hook. Restarts due after back-off go
-    /// through here too. Returns when there is nothing to start now (then it waits forever, so
-    /// the caller's `select!` moves on to events).
+    /// Starts what may start now, as `SyncPod` does: init containers and native sidecars one
+    /// by one in declaration order (an init container must exit 0 first; a sidecar must be
+    /// running and, if it has a startup probe, started), then the main containers, each with
+    /// its postStart hook. Restarts due after their back-off go through here too. Returns when
+    /// nothing more can start now.
     async fn start_step(&mut self) {
-        if self.failed {
-            return std::future::pending().await;
+        if self.failed || self.terminating() {
+            return;
         }
         let n_init = self.plan.init_containers.len();
-        // Init phase: the first init container that has not completed.
-        let mut i = 0;
-        while i < self.ctrs.len() {
+        for i in 0..self.ctrs.len() {
             let c = &self.ctrs[i];
-            let is_init = i < n_init;
-            let done_init =
-                c.plan.role == ContainerRole::Init && c.exit.is_some_and(|e| e.code() == 0);
-            let waiting = c.restart_at.is_some();
-            if c.running || done_init || waiting {
-                if is_init && (waiting || (c.plan.role == ContainerRole::Init && !done_init)) {
-                    // An init container still running or backing off blocks what follows.
-                    return std::future::pending().await;
+            let startable = c.want_start && !c.running && c.restart_at.is_none();
+            if i < n_init && c.plan.role == ContainerRole::Init {
+                if c.completed {
+                    continue;
                 }
-                i += 1;
-                continue;
-            }
-            if c.plan.role == ContainerRole::Init && c.exit.is_some() && !done_init {
-                // Failed, restart not scheduled (restartPolicy Never): nothing more starts.
-                return std::future::pending().await;
-            }
-            self.start_container(i).await;
-            if is_init {
-                // Wait for the next event before going on (init exit, or sidecar running).
+                if startable {
+                    self.start_container(i).await;
+                }
+                // Running, backing off, failed for good, or just started: later ones wait.
                 return;
             }
-            i += 1;
+            if startable {
+                self.start_container(i).await;
+            }
+            let c = &self.ctrs[i];
+            if i < n_init && !c.ever_started {
+                return;
+            }
+            if i < n_init && c.running && !self.started(i) && !c.completed {
+                // A sidecar gates the next init container until its startup probe succeeds.
+                return;
+            }
         }
-        self.publish(PodPhase::Running);
-        std::future::pending().await
+        if !self.terminating() {
+            self.publish(PodPhase::Running);
+        }
+    }
+
+    /// Starts each container's probe workers (`prober_manager.AddPod`): they idle until the
+    /// container runs, and their results come back to the pod loop.
+    fn spawn_probes(&mut self) {
+        for (i, c) in self.ctrs.iter_mut().enumerate() {
+            if c.plan.role == ContainerRole::Init {
+                continue;
+            }
+            let prober = |probe: &podgrace_core::plan::Probe| RuntimeProber {
+                runtime: self.rt.clone(),
+                probe: probe.clone(),
+                pod_ip: self.pod_ip,
+                ports: c.plan.ports.clone(),
+                env: c.plan.env.clone(),
+            };
+            let name = c.plan.name.clone();
+            let startup = c.plan.startup_probe.as_ref().map(|p| {
+                spawn_probe_worker(
+                    ProbeKind::Startup,
+                    p,
+                    &name,
+                    prober(p),
+                    self.events.clone(),
+                    None,
+                )
+            });
+            let gate = startup.as_ref().map(ProbeHandle::subscribe);
+            let mut handles: Vec<ProbeHandle> = startup.into_iter().collect();
+            for (kind, probe) in [
+                (ProbeKind::Liveness, &c.plan.liveness_probe),
+                (ProbeKind::Readiness, &c.plan.readiness_probe),
+            ] {
+                if let Some(p) = probe {
+                    handles.push(spawn_probe_worker(
+                        kind,
+                        p,
+                        &name,
+                        prober(p),
+                        self.events.clone(),
+                        gate.clone(),
+                    ));
+                }
+            }
+            for h in &handles {
+                let mut rx = h.subscribe();
+                let tx = self.probe_tx.clone();
+                let kind = h.kind();
+                tokio::spawn(async move {
+                    while rx.changed().await.is_ok() {
+                        let st = rx.borrow_and_update().clone();
+                        if tx.send((i, kind, st)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            c.probes = handles;
+        }
+    }
+
+    /// A probe worker published a result: readiness changes the Ready condition; a liveness
+    /// or startup failure past its threshold kills the container (`computePodActions`).
+    fn probe_result(&mut self, i: usize, kind: ProbeKind, st: ProbeStatus) {
+        let phase = if self.terminating() {
+            PodPhase::Terminating
+        } else {
+            PodPhase::Running
+        };
+        if kind == ProbeKind::Readiness {
+            self.publish(phase);
+            return;
+        }
+        let Some(c) = self.ctrs.get_mut(i) else {
+            return;
+        };
+        let current = c.id.clone();
+        if st.threshold_failures <= c.failures_seen
+            || self.worker.terminating_requested
+            || !c.running
+            || st.container_id != current
+        {
+            c.failures_seen = c.failures_seen.max(st.threshold_failures);
+            return;
+        }
+        c.failures_seen = st.threshold_failures;
+        c.probe_killed = true;
+        let Some(id) = current else {
+            return;
+        };
+        let (reason, probe_word, term_reason) = match kind {
+            ProbeKind::Startup => (
+                KillReason::StartupProbe,
+                "startup",
+                TerminationReason::StartupProbe,
+            ),
+            _ => (
+                KillReason::LivenessProbe,
+                "liveness",
+                TerminationReason::LivenessProbe,
+            ),
+        };
+        // The container-restart path: no pod-level override; the probe's own
+        // terminationGracePeriodSeconds (KEP-2238) when it has one.
+        let base = kuberuntime::set_termination_grace_period(
+            GraceFields {
+                deletion_grace_period_seconds: None,
+                termination_grace_period_seconds: Some(self.plan.termination_grace_period_seconds),
+                liveness_probe_seconds: c
+                    .plan
+                    .liveness_probe
+                    .as_ref()
+                    .and_then(|p| p.termination_grace_period_seconds),
+                startup_probe_seconds: c
+                    .plan
+                    .startup_probe
+                    .as_ref()
+                    .and_then(|p| p.termination_grace_period_seconds),
+            },
+            reason,
+        );
+        let will_restart = self.plan.restart_policy != RestartPolicy::Never;
+        let plan = c.plan.clone();
+        let signal = c.spec.stop_signal;
+        let (ctx, canceller) = CallContext::background().with_cancel();
+        self.probe_kill_cancel.push(canceller);
+        let rt = self.rt.clone();
+        let events = self.events.clone();
+        let pod_name = self.kubelet_name.clone();
+        let pod_ip = self.pod_ip;
+        let version = self.opts.version;
+        let done = self.probe_kill_tx.clone();
+        tokio::spawn(async move {
+            let target = KillTarget {
+                container: &plan,
+                id: &id,
+                base_grace: base,
+                override_seconds: None,
+                message: message::killing_after_probe(&plan.name, probe_word, will_restart),
+                hook: HookTarget {
+                    pod: &pod_name,
+                    container: &plan.name,
+                    container_id: &id,
+                    pod_ip,
+                    ports: &plan.ports,
+                    events: Some(&events),
+                },
+            };
+            let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events).await;
+            let _ = done.send((
+                i,
+                Termination {
+                    reason: term_reason,
+                    container_id: id.clone(),
+                    stop_signal: signal,
+                    kill,
+                    superseded: false,
+                },
+            ));
+        });
+    }
+
+    /// A container counts as started once running and past its startup probe, if any.
+    fn started(&self, i: usize) -> bool {
+        let c = &self.ctrs[i];
+        c.running
+            && c.probes
+                .iter()
+                .filter(|p| p.kind() == ProbeKind::Startup)
+                .all(|p| p.status().result == ProbeState::Success)
     }
 
     /// `startContainer`: create, start, then the postStart hook; a failed hook kills the
@@ -925,8 +1173,18 @@ impl<R: RuntimeService + 'static> Pod<R> {
             c.id = Some(id.clone());
             c.running = true;
             c.exit = None;
+            c.want_start = false;
+            c.ever_started = true;
+            c.probe_killed = false;
             c.started_at = Some(Instant::now());
             c.report.ids.push(id.clone());
+            for p in &c.probes {
+                p.set_container(Some(ProbeRun {
+                    container_id: id.clone(),
+                    started_at: tokio::time::Instant::now(),
+                    running: true,
+                }));
+            }
         }
         if let Some(handler) = self.ctrs[i].plan.post_start.clone() {
             let ports = self.ctrs[i].plan.ports.clone();

@@ -17,9 +17,7 @@ use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::{kubectl_delete, KubectlDeleteFlags};
 use podgrace_core::KubeVersion;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{
-    build_report, check_pod, run_pod, PodCommand, PodOptions, RunReport,
-};
+use podgrace_node::kubelet::{build_report, check_pod, run_pod, PodCommand, PodOptions, RunReport};
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
 use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
 use podgrace_node::sandbox::NetworkConfig;
@@ -47,7 +45,12 @@ pub struct Args {
     #[arg(long, value_enum, requires = "delete_after")]
     evict: Option<Eviction>,
     /// kubelet evictionMaxPodGracePeriod for --evict soft, seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     eviction_max_pod_grace_period: i64,
     /// Override a container's stop signal: CONTAINER=SIGNAL (repeatable), for images whose
     /// STOPSIGNAL podgrace cannot know.
@@ -101,12 +104,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let opts = PodOptions {
         version: args.kubernetes_version,
         namespace: "default".into(),
-        stop_signal_overrides: args.stop_signals.iter().cloned().collect::<BTreeMap<_, _>>(),
+        stop_signal_overrides: args
+            .stop_signals
+            .iter()
+            .cloned()
+            .collect::<BTreeMap<_, _>>(),
         force_host: false,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
-            return Err(BadInput(format!("--stop-signal: pod {} has no container {name:?}", plan.name)).into());
+            return Err(BadInput(format!(
+                "--stop-signal: pod {} has no container {name:?}",
+                plan.name
+            ))
+            .into());
         }
     }
     check_pod(&plan, &opts).map_err(|e| BadInput(e.to_string()))?;
@@ -146,7 +157,11 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
     })?;
     let pods: Vec<&PodPlan> = m.pods().collect();
     let chosen = match (&args.pod, pods.as_slice()) {
-        (_, []) => return Err(BadInput(format!("{}: no pod or pod template in the file", doc.name)).into()),
+        (_, []) => {
+            return Err(
+                BadInput(format!("{}: no pod or pod template in the file", doc.name)).into(),
+            )
+        }
         (None, [one]) => *one,
         (None, many) => {
             let names: Vec<&str> = many.iter().map(|p| p.name.as_str()).collect();
@@ -158,9 +173,11 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
             ))
             .into());
         }
-        (Some(name), many) => many.iter().find(|p| &p.name == name).copied().ok_or_else(|| {
-            BadInput(format!("{}: no pod named {name:?}", doc.name))
-        })?,
+        (Some(name), many) => many
+            .iter()
+            .find(|p| &p.name == name)
+            .copied()
+            .ok_or_else(|| BadInput(format!("{}: no pod named {name:?}", doc.name)))?,
     };
     Ok(chosen.clone())
 }
@@ -183,7 +200,12 @@ async fn supervise(
     let json = args.output == Format::Json;
     // Container output, prefixed as `kubectl logs --prefix` does; to stderr in JSON mode.
     let logs = tokio::spawn(async move {
-        while let Some(OutputLine { container, stream, line }) = output.recv().await {
+        while let Some(OutputLine {
+            container,
+            stream,
+            line,
+        }) = output.recv().await
+        {
             let text = format!("[pod/{pod_name}/{container}] {line}");
             if json || stream == Stream::Stderr {
                 eprintln!("{text}");
@@ -246,7 +268,9 @@ async fn supervise(
     let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
     let run = build_report(&report, |id| runtime.stop_events(id), namespaced);
     if let Some(sb) = &report.sandbox {
-        let _ = runtime.remove_pod_sandbox(&CallContext::background(), sb).await;
+        let _ = runtime
+            .remove_pod_sandbox(&CallContext::background(), sb)
+            .await;
     }
     drop(runtime);
     printer.abort();
@@ -254,10 +278,13 @@ async fn supervise(
     Ok(run)
 }
 
-
 /// The first interrupt deletes like `kubectl delete pod` (with --grace-period/--force if
 /// given); the second is `--grace-period=0 --force`; later ones are ignored.
-fn request_delete(pod: &podgrace_node::kubelet::PodHandle, done: u32, flags: KubectlDeleteFlags) -> u32 {
+fn request_delete(
+    pod: &podgrace_node::kubelet::PodHandle,
+    done: u32,
+    flags: KubectlDeleteFlags,
+) -> u32 {
     match done {
         0 => {
             eprintln!("deleting the pod (kubectl delete pod); press Ctrl-C again for --grace-period=0 --force");
@@ -302,7 +329,11 @@ fn summary(r: &RunReport) -> String {
                 t.reason,
                 t.start_seconds,
                 t.grace_period_seconds,
-                if t.superseded { " (cut short by a shorter grace period, then run again)" } else { "" }
+                if t.superseded {
+                    " (cut short by a shorter grace period, then run again)"
+                } else {
+                    ""
+                }
             );
             if let Some(h) = &t.pre_stop {
                 let _ = writeln!(
@@ -316,22 +347,23 @@ fn summary(r: &RunReport) -> String {
                     let _ = writeln!(out, "      {:16} {s:.3} s", t.stop_signal);
                 }
                 None => {
-                    let _ = writeln!(out, "      {:16} not sent in this termination", t.stop_signal);
+                    let _ = writeln!(
+                        out,
+                        "      {:16} not sent in this termination",
+                        t.stop_signal
+                    );
                 }
             }
             if let Some(k) = t.kill_after_seconds {
                 let _ = writeln!(out, "      {:16} {k:.3} s", "SIGKILL");
             }
-            match (t.exit_after_seconds, t.exit_code) {
-                (Some(e), Some(code)) => {
-                    let how = t
-                        .exit_signal
-                        .as_deref()
-                        .map(|s| format!("killed by {s}"))
-                        .unwrap_or_else(|| format!("exited {code}"));
-                    let _ = writeln!(out, "      {how:16} {e:.3} s");
-                }
-                _ => {}
+            if let (Some(e), Some(code)) = (t.exit_after_seconds, t.exit_code) {
+                let how = t
+                    .exit_signal
+                    .as_deref()
+                    .map(|s| format!("killed by {s}"))
+                    .unwrap_or_else(|| format!("exited {code}"));
+                let _ = writeln!(out, "      {how:16} {e:.3} s");
             }
             if let Some(d) = diagnosis(t) {
                 let _ = writeln!(out, "      → {d}");
