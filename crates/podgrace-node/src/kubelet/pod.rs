@@ -275,6 +275,9 @@ struct Ctr {
     completed: bool,
     /// Liveness/startup threshold failures already acted on.
     failures_seen: u64,
+    /// A probe-initiated kill of this container is running (SyncPod kills synchronously, so
+    /// the kubelet never starts a second one meanwhile).
+    probe_kill_in_flight: bool,
     /// Startup, liveness and readiness workers (started with the pod, kept across restarts).
     probes: Vec<ProbeHandle>,
     report: ContainerReport,
@@ -384,6 +387,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     ever_started: false,
                     completed: false,
                     failures_seen: 0,
+                    probe_kill_in_flight: false,
                     probes: Vec::new(),
                     report: ContainerReport {
                         name: c.name.clone(),
@@ -548,6 +552,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
                 Some((i, t)) = self.probe_kill_rx.recv() => {
                     if let Some(c) = self.ctrs.get_mut(i) {
+                        c.probe_kill_in_flight = false;
                         c.report.terminations.push(t);
                     }
                     None
@@ -1048,6 +1053,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         };
         let current = c.id.clone();
         if st.threshold_failures <= c.failures_seen
+            || c.probe_kill_in_flight
             || self.worker.terminating_requested
             || !c.running
             || st.container_id != current
@@ -1057,6 +1063,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         }
         c.failures_seen = st.threshold_failures;
         c.probe_killed = true;
+        c.probe_kill_in_flight = true;
         let Some(id) = current else {
             return;
         };

@@ -1,0 +1,327 @@
+//! `podgrace run` as a user runs it: the real binary, real processes, real signals, real
+//! sockets. Each field case of `shared/cases/README.md` that `run` can reproduce is a test
+//! whose measured instants must match the expected ones within ±150 ms.
+//!
+//! These tests need root (PID and network namespaces); elsewhere they print why they skip.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const TOLERANCE: f64 = 0.15;
+
+fn privileged(test: &str) -> bool {
+    let root = rustix_is_root();
+    if !root {
+        eprintln!("SKIP {test}: needs root for PID and network namespaces");
+    }
+    root
+}
+
+fn rustix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs `podgrace run` on `yaml` with `extra` arguments and returns the JSON report.
+fn run(tag: &str, yaml: &str, extra: &[&str]) -> Value {
+    let file = tmp_file(tag, &format!("{tag}.yaml"), yaml);
+    let mut args = vec!["run", file.to_str().expect("utf-8"), "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = podgrace(&args);
+    assert!(
+        out.status.success(),
+        "podgrace run failed: {}",
+        stderr(&out)
+    );
+    json(&out)
+}
+
+fn termination<'a>(report: &'a Value, container: &str) -> &'a Value {
+    let c = report["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == container)
+        .unwrap_or_else(|| panic!("no container {container} in {report}"));
+    &c["terminations"][0]
+}
+
+fn secs(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn near(got: f64, want: f64) -> bool {
+    (got - want).abs() <= TOLERANCE
+}
+
+#[test]
+fn r01_a_pid_1_without_a_sigterm_handler_is_sigkilled_at_the_deadline() {
+    if !privileged("r01") {
+        return;
+    }
+    let r = run(
+        "r01",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: r01}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: node\n    command: [sleep, \"1000\"]\n",
+        &["--delete-after", "300ms"],
+    );
+    let t = termination(&r, "app");
+    assert_eq!(r["isolation"], "namespaces");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 0.0), "{t}");
+    assert!(near(secs(&t["killAfterSeconds"]), 2.0), "{t}");
+    assert_eq!(t["exitCode"], 137);
+    assert_eq!(t["exitSignal"], "SIGKILL");
+}
+
+#[test]
+fn r02_sh_c_without_exec_swallows_sigterm() {
+    if !privileged("r02") {
+        return;
+    }
+    // The shell is PID 1 and has no TERM trap; `sleep` runs as its child (not exec'd, because
+    // another command follows), so SIGTERM reaches nobody who acts on it.
+    let r = run(
+        "r02",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: r02}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"sleep 1000; echo done\"]\n",
+        &["--delete-after", "300ms"],
+    );
+    let t = termination(&r, "app");
+    assert!(near(secs(&t["killAfterSeconds"]), 2.0), "{t}");
+    assert_eq!(t["exitSignal"], "SIGKILL");
+}
+
+#[test]
+fn r09_a_hook_longer_than_the_budget_is_cut_then_sigterm_then_sigkill_two_seconds_later() {
+    if !privileged("r09") {
+        return;
+    }
+    let r = run(
+        "r09",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: r09}\nspec:\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sh, -c, \"sleep 300\"]}\n",
+        &["--delete-after", "300ms"],
+    );
+    let t = termination(&r, "app");
+    assert_eq!(t["preStop"]["outcome"], "cut");
+    assert!(near(secs(&t["preStop"]["endAfterSeconds"]), 3.0), "{t}");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 3.0), "{t}");
+    assert!(near(secs(&t["killAfterSeconds"]), 5.0), "{t}");
+}
+
+#[test]
+fn a_failed_exec_hook_is_reported_and_sigterm_follows_at_once() {
+    if !privileged("failed hook") {
+        return;
+    }
+    let r = run(
+        "failedhook",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hook}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle:\n      preStop:\n        exec: {command: [/no/such/binary]}\n",
+        &["--delete-after", "300ms"],
+    );
+    let t = termination(&r, "app");
+    assert_eq!(t["preStop"]["outcome"], "failed");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 0.0), "{t}");
+    assert_eq!(t["killAfterSeconds"], Value::Null);
+    assert_eq!(t["exitCode"], 0);
+    assert!(r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["reason"] == "FailedPreStopHook" && e["type"] == "Warning"));
+}
+
+#[test]
+fn r15_an_http_get_hook_to_a_server_on_127_0_0_1_only_fails() {
+    if !privileged("r15") {
+        return;
+    }
+    // The hook goes to the pod IP; the server listens on the pod's loopback only.
+    let r = run(
+        "r15",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: r15}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: server\n    image: python\n    command: [/usr/bin/python3, -m, http.server, \"8090\", --bind, 127.0.0.1]\n    lifecycle:\n      preStop:\n        httpGet: {path: /prestop, port: 8090}\n",
+        &["--delete-after", "1s"],
+    );
+    let t = termination(&r, "server");
+    assert_eq!(t["preStop"]["action"], "httpGet");
+    assert_eq!(t["preStop"]["outcome"], "failed");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 0.0), "{t}");
+}
+
+#[test]
+fn a_liveness_kill_uses_the_probe_grace_period() {
+    if !privileged("liveness") {
+        return;
+    }
+    let r = run(
+        "liveness",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: live}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    livenessProbe:\n      exec: {command: [\"false\"]}\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      failureThreshold: 1\n      terminationGracePeriodSeconds: 2\n",
+        // The first probe runs 1 to 2 s in (initial delay checked on each 1 s tick); its kill
+        // takes 2 s; the delete comes after that.
+        &["--delete-after", "6s", "--grace-period", "1"],
+    );
+    let app = r["containers"][0]["terminations"].as_array().unwrap();
+    let live = app
+        .iter()
+        .find(|t| t["reason"] == "LivenessProbe")
+        .expect("a liveness kill");
+    assert_eq!(live["gracePeriodSeconds"], 2);
+    let gap = secs(&live["killAfterSeconds"]) - secs(&live["stopSignalAfterSeconds"]);
+    assert!(near(gap, 2.0), "{live}");
+}
+
+/// The nginx test serves a 1 MB file at 200 KB/s (5 s) and deletes the pod 1.5 s into the
+/// download. SIGTERM is nginx's fast shutdown: the download is cut. SIGQUIT is its graceful
+/// shutdown: the download completes.
+fn nginx_download(tag: &str, stop_signal: Option<&str>) -> (usize, usize) {
+    let dir = tempdir(tag);
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let size = 1_000_000;
+    std::fs::write(www.join("big"), vec![b'x'; size]).unwrap();
+    let port = 18000 + (std::process::id() % 1000) as u16 + u16::from(stop_signal.is_some());
+    let conf = dir.join("nginx.conf");
+    let d = dir.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nuser root;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/t1;\n  proxy_temp_path {d}/t2;\n  fastcgi_temp_path {d}/t3;\n  uwsgi_temp_path {d}/t4;\n  scgi_temp_path {d}/t5;\n  server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n    limit_rate 200k;\n  }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {tag}}}\nspec:\n  hostNetwork: true\n  containers:\n  - name: nginx\n    image: bitnami/nginx\n    command: [/usr/sbin/nginx, -c, {}]\n",
+        conf.display()
+    );
+    let file = tmp_file(tag, "pod.yaml", &yaml);
+    let mut args = vec![
+        "run".to_string(),
+        file.display().to_string(),
+        "--delete-after".into(),
+        "2s".into(),
+        "-o".into(),
+        "json".into(),
+    ];
+    if let Some(sig) = stop_signal {
+        args.push("--stop-signal".into());
+        args.push(format!("nginx={sig}"));
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut conn = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(c) => break c,
+            Err(_) if start.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("nginx did not come up: {e}"),
+        }
+    };
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    conn.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = Vec::new();
+    let _ = conn.read_to_end(&mut body);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header_end = body
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(body.len(), |p| p + 4);
+    (body.len() - header_end, size)
+}
+
+#[test]
+fn nginx_drops_a_slow_request_on_sigterm_and_finishes_it_on_sigquit() {
+    if !privileged("nginx") || !std::path::Path::new("/usr/sbin/nginx").exists() {
+        eprintln!("SKIP nginx: needs root and /usr/sbin/nginx (Debian package nginx-light)");
+        return;
+    }
+    let (got, size) = nginx_download("nginxterm", None);
+    assert!(
+        got < size,
+        "SIGTERM (fast shutdown) should cut the download: got {got} of {size}"
+    );
+    let (got, size) = nginx_download("nginxquit", Some("SIGQUIT"));
+    assert_eq!(
+        got, size,
+        "SIGQUIT (graceful shutdown) lets the download complete"
+    );
+}
+
+#[test]
+fn no_process_of_the_pod_outlives_a_sigkilled_podgrace() {
+    if !privileged("outlive") {
+        return;
+    }
+    let marker = format!("PODGRACE_TEST_MARKER={}", std::process::id());
+    let (k, v) = marker.split_once('=').unwrap();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: orphan}}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"sleep 1000 & sleep 1000\"]\n    env:\n    - {{name: {k}, value: \"{v}\"}}\n"
+    );
+    let file = tmp_file("outlive", "pod.yaml", &yaml);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["run", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let with_marker = || pids_with_env(&marker);
+    let start = Instant::now();
+    while with_marker().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the container did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let start = Instant::now();
+    while !with_marker().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "processes outlived podgrace: {:?}",
+            with_marker()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Host pids whose environment holds `marker` (zombies included: they are reaped by init).
+fn pids_with_env(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
