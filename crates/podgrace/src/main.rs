@@ -26,6 +26,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
+    /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs).
+    DemoApp(cmd::demo_app::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
+        Command::DemoApp(args) => cmd::demo_app::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

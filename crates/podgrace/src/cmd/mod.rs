@@ -1,4 +1,5 @@
 //! One module per verb.
 
 pub mod conformance;
+pub mod demo_app;
 pub mod explain;
