@@ -5,8 +5,9 @@
 //! * `exit`: exit at once, closing the listener; requests in flight are cut (the app of cases
 //!   R07 and R02, and of every "no preStop" 502 report).
 //! * `drain`: stop accepting (the listener is closed), finish the requests in flight, close
-//!   keep-alive connections gracefully (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY) and return
-//!   once no connection is left, or after the drain time.
+//!   keep-alive connections gracefully (HTTP/1.1: `Connection: close` on the next response, or
+//!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY) and return once no connection is
+//!   left, or after the drain time.
 //! * `ignore`: keep serving (what a PID 1 without a handler does; R01).
 //!
 //! The caller delivers SIGTERMs through a channel, so the same code serves the real process
@@ -22,7 +23,6 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -154,6 +154,25 @@ async fn handle(
     Ok(resp)
 }
 
+/// How long a draining app leaves an idle HTTP/1.1 keep-alive connection open for a last request
+/// (answered with `Connection: close`) before closing it: 1 s.
+///
+/// Closing an idle HTTP/1.1 connection races with a request the client may be sending on it at
+/// that instant (the client sees a reset); answering the next request with `Connection: close`
+/// does not. So a draining app closes a connection after its next response, and closes it
+/// itself only once it has been idle this long. HTTP/2 connections get GOAWAY at once, which
+/// has no such race.
+pub const DRAIN_IDLE_CLOSE: Duration = Duration::from_secs(1);
+
+/// Per-connection bookkeeping for the drain.
+#[derive(Default)]
+struct ConnState {
+    in_flight: AtomicUsize,
+    /// Milliseconds since the app's start at the end of the last request.
+    last_active_ms: std::sync::atomic::AtomicU64,
+    h2: AtomicBool,
+}
+
 /// Serves HTTP/1.1 and h2c (prior knowledge) on `listener`; each message on `sigterm` is one
 /// SIGTERM. Returns when the behaviour says the process should exit.
 pub async fn serve(
@@ -167,7 +186,8 @@ pub async fn serve(
         sigterm: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
     });
-    let graceful = GracefulShutdown::new();
+    let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);
+    let started = tokio::time::Instant::now();
     let mut conns = tokio::task::JoinSet::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Ok(addr) = listener.local_addr() {
@@ -184,12 +204,50 @@ pub async fn serve(
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let state = Arc::clone(&state);
-                let config = Arc::clone(&config);
-                let svc = service_fn(move |req| handle(req, Arc::clone(&state), Arc::clone(&config)));
+                let cs = Arc::new(ConnState::default());
+                let (state, config, cs2) = (Arc::clone(&state), Arc::clone(&config), Arc::clone(&cs));
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (state, config, cs) = (Arc::clone(&state), Arc::clone(&config), Arc::clone(&cs2));
+                    async move {
+                        if req.version() == Version::HTTP_2 {
+                            cs.h2.store(true, Ordering::Relaxed);
+                        }
+                        cs.in_flight.fetch_add(1, Ordering::SeqCst);
+                        let r = handle(req, state, config).await;
+                        cs.last_active_ms.store(started.elapsed().as_millis() as u64, Ordering::SeqCst);
+                        cs.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        r
+                    }
+                });
                 let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
-                let conn = graceful.watch(conn);
-                conns.spawn(async move { let _ = conn.await; });
+                let mut drain = drain_rx.clone();
+                conns.spawn(async move {
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => return,
+                        _ = drain.wait_for(|d| *d) => {}
+                    }
+                    // Draining: HTTP/2 gets GOAWAY now; HTTP/1.1 closes after its next response
+                    // (Connection: close) or once idle for DRAIN_IDLE_CLOSE.
+                    if !cs.h2.load(Ordering::Relaxed) {
+                        let drain_started = started.elapsed().as_millis() as u64;
+                        loop {
+                            tokio::select! {
+                                _ = conn.as_mut() => return,
+                                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                            }
+                            let now = started.elapsed().as_millis() as u64;
+                            let idle_since = cs.last_active_ms.load(Ordering::SeqCst).max(drain_started);
+                            if cs.in_flight.load(Ordering::SeqCst) == 0
+                                && now.saturating_sub(idle_since) >= DRAIN_IDLE_CLOSE.as_millis() as u64
+                            {
+                                break;
+                            }
+                        }
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             signal = sigterm.recv() => {
@@ -215,20 +273,27 @@ pub async fn serve(
     }
     state.draining.store(true, Ordering::SeqCst);
     drop(listener);
+    let _ = drain_tx.send(true);
     log(&format!(
         "listener closed, {} connections open",
-        graceful.count()
+        conns.len()
     ));
     let drain_secs = config.drain.as_secs_f64();
-    tokio::select! {
-        _ = graceful.shutdown() => {
-            log("drained, exiting");
-            DemoExit::Drained
-        }
-        _ = tokio::time::sleep(config.drain) => {
-            let n = state.in_flight.load(Ordering::SeqCst);
-            log(&format!("drain time of {drain_secs} s is over, exiting with {n} in-flight requests"));
-            DemoExit::DrainTimedOut
+    let deadline = tokio::time::sleep(config.drain);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            joined = conns.join_next() => {
+                if joined.is_none() {
+                    log("drained, exiting");
+                    return DemoExit::Drained;
+                }
+            }
+            _ = &mut deadline => {
+                let n = state.in_flight.load(Ordering::SeqCst);
+                log(&format!("drain time of {drain_secs} s is over, exiting with {n} in-flight requests"));
+                return DemoExit::DrainTimedOut;
+            }
         }
     }
 }
