@@ -1,7 +1,9 @@
 //! Runs the drill's service proxy in front of fixed upstreams, for `bench/proxy.sh`.
 //!
 //! `bench_proxy LISTEN MODE UPSTREAM...` (MODE: http1, http1-per-request, h2c, tcp); runs until
-//! killed.
+//! killed. `WORKERS=N` (default: the number of CPUs) serves the connections on N single-threaded
+//! runtimes, one thread each, in turn (`ProxyConfig::workers`), the shape of nginx's
+//! `worker_processes auto`; `WORKERS=0` serves them on one multi-thread runtime instead.
 
 use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
 use podgrace_drill::proxy::{Balancing, Mode, Proxy, ProxyConfig};
@@ -34,10 +36,32 @@ fn main() -> ExitCode {
         };
         set.push(Endpoint::ready(format!("pod-{i}"), addr));
     }
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    else {
+    let workers: usize = std::env::var("WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // WORKERS single-threaded runtimes, each driven by its own thread.
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return ExitCode::from(1);
+        };
+        handles.push(rt.handle().clone());
+        std::thread::spawn(move || rt.block_on(std::future::pending::<()>()));
+    }
+    let rt = if workers == 0 {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let Ok(rt) = rt else {
         return ExitCode::from(1);
     };
     rt.block_on(async move {
@@ -45,6 +69,7 @@ fn main() -> ExitCode {
         h.publish_now(set);
         let mut config = ProxyConfig::new(mode);
         config.balancing = balancing;
+        config.workers = handles;
         match Proxy::start(listen, config, h.view()).await {
             Ok(p) => {
                 eprintln!("bench_proxy: listening on {}", p.local_addr());

@@ -118,7 +118,7 @@ pub const DEFAULT_ENDPOINT_LAG: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Routes {
     /// kube-proxy's Cluster-policy list (ready, else serving-and-terminating).
-    pub targets: Vec<Endpoint>,
+    pub targets: Vec<Arc<Endpoint>>,
 }
 
 impl Routes {
@@ -144,8 +144,11 @@ impl Routes {
         let mut targets = Vec::with_capacity(picked.len());
         for addr in picked {
             if let Some(e) = set.iter().find(|e| e.address.to_string() == addr) {
-                if !targets.iter().any(|t: &Endpoint| t.address == e.address) {
-                    targets.push(e.clone());
+                if !targets
+                    .iter()
+                    .any(|t: &Arc<Endpoint>| t.address == e.address)
+                {
+                    targets.push(Arc::new(e.clone()));
                 }
             }
         }
@@ -163,7 +166,7 @@ pub struct View {
 impl View {
     /// The next endpoint, round robin over the current routes; `None` if there is none (kube-proxy
     /// then rejects the connection).
-    pub fn pick(&self) -> Option<Endpoint> {
+    pub fn pick(&self) -> Option<Arc<Endpoint>> {
         let routes = match self.routes.read() {
             Ok(r) => Arc::clone(&r),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
@@ -256,7 +259,10 @@ mod tests {
     fn round_robin_over_ready_endpoints() {
         let view = View::default();
         view.set(&[Endpoint::ready("a", addr(1)), Endpoint::ready("b", addr(2))]);
-        let picks: Vec<String> = (0..6).filter_map(|_| view.pick()).map(|e| e.pod).collect();
+        let picks: Vec<String> = (0..6)
+            .filter_map(|_| view.pick())
+            .map(|e| e.pod.clone())
+            .collect();
         assert_eq!(picks, ["a", "b", "a", "b", "a", "b"]);
     }
 

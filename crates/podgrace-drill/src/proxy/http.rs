@@ -1,6 +1,6 @@
 //! The HTTP modes of the proxy: HTTP/1.1 (pinned or per request) and h2c (pinned), on hyper.
 
-use super::{connect_error_kind, ProxyConfig, ProxyOutcome, ProxyRecord, Shared};
+use super::{connect_error_kind, ProxyConfig, ProxyOutcome, RawRecord, Shared};
 use crate::endpoints::Endpoint;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
@@ -71,17 +71,16 @@ fn record(
     id: u64,
     request: Option<u64>,
     start: Duration,
-    ep: Option<&Endpoint>,
+    ep: Option<&Arc<Endpoint>>,
     outcome: ProxyOutcome,
     status: u16,
 ) {
-    s.record(ProxyRecord {
+    s.record(RawRecord {
         connection: id,
         request,
         start,
         end: s.now(),
-        pod: ep.map(|e| e.pod.clone()),
-        endpoint: ep.map(|e| e.address),
+        ep: ep.cloned(),
         outcome,
         status: Some(status),
     });
@@ -90,7 +89,7 @@ fn record(
 /// Picks an endpoint and connects to it: the conntrack entry of a new client connection.
 async fn pick_and_connect(
     s: &Shared,
-) -> Result<(Endpoint, TcpStream), (Option<Endpoint>, ProxyOutcome)> {
+) -> Result<(Arc<Endpoint>, TcpStream), (Option<Arc<Endpoint>>, ProxyOutcome)> {
     let Some(ep) = s.view.pick() else {
         return Err((None, ProxyOutcome::NoEndpoints));
     };
@@ -106,7 +105,7 @@ async fn serve_failed(
     stream: TcpStream,
     id: u64,
     s: Arc<Shared>,
-    ep: Option<Endpoint>,
+    ep: Option<Arc<Endpoint>>,
     kind: ProxyOutcome,
     h2: bool,
 ) {
@@ -151,20 +150,13 @@ pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
         Ok(x) => x,
         Err((ep, kind)) => return serve_failed(stream, id, s, ep, kind, false).await,
     };
-    let (sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(up)).await {
+    let (sender, up_conn) = match hyper::client::conn::http1::handshake(TokioIo::new(up)).await {
         Ok(x) => x,
         Err(_) => {
             return serve_failed(stream, id, s, Some(ep), ProxyOutcome::UpstreamReset, false).await
         }
     };
-    let closed = Arc::new(Notify::new());
-    let c = Arc::clone(&closed);
-    tokio::spawn(async move {
-        let _ = conn.await;
-        c.notify_one();
-    });
     let sender = Arc::new(tokio::sync::Mutex::new(sender));
-    let ep = Arc::new(ep);
     let s2 = Arc::clone(&s);
     let svc = service_fn(move |req: Request<Incoming>| {
         let sender = Arc::clone(&sender);
@@ -208,16 +200,23 @@ pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
             })
         }
     });
-    let conn =
+    let down =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = closed.notified() => {
-            // The pod closed the connection: close the client's too (at once when idle, after
-            // the response in flight otherwise), as its FIN would reach the client through DNAT.
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+    // Both connections are driven by this one task: a request goes down → up → down without a
+    // hop between tasks (or threads).
+    tokio::pin!(down);
+    tokio::pin!(up_conn);
+    let mut up_open = true;
+    loop {
+        tokio::select! {
+            _ = down.as_mut() => break,
+            _ = up_conn.as_mut(), if up_open => {
+                // The pod closed the connection: close the client's too (at once when idle,
+                // after the response in flight otherwise), as its FIN would reach the client
+                // through DNAT.
+                up_open = false;
+                down.as_mut().graceful_shutdown();
+            }
         }
     }
 }
@@ -242,7 +241,6 @@ pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
         let _ = conn.await;
         c.notify_one();
     });
-    let ep = Arc::new(ep);
     let s2 = Arc::clone(&s);
     let svc = service_fn(move |req: Request<Incoming>| {
         let mut tx = sender.clone();

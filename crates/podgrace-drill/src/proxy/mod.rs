@@ -78,6 +78,11 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// The instant record times count from (the drill's t = 0).
     pub epoch: Instant,
+    /// Runtimes to serve connections on, in turn (connection `i` on `workers[i % n]`); empty
+    /// (the default) serves them on the runtime that started the proxy. One single-threaded
+    /// runtime per core, each on its own thread, is the shape of nginx's one worker process per
+    /// core: a connection stays on one thread, and connections are spread evenly.
+    pub workers: Vec<tokio::runtime::Handle>,
 }
 
 impl ProxyConfig {
@@ -88,6 +93,7 @@ impl ProxyConfig {
             balancing: Balancing::PerConnection,
             connect_timeout: Duration::from_secs(1),
             epoch: Instant::now(),
+            workers: Vec::new(),
         }
     }
 }
@@ -148,11 +154,37 @@ pub enum ProxyError {
     },
 }
 
+/// A [`ProxyRecord`] as kept while the proxy runs (the endpoint shared, not copied).
+pub(crate) struct RawRecord {
+    pub connection: u64,
+    pub request: Option<u64>,
+    pub start: Duration,
+    pub end: Duration,
+    pub ep: Option<Arc<Endpoint>>,
+    pub outcome: ProxyOutcome,
+    pub status: Option<u16>,
+}
+
+impl RawRecord {
+    fn to_record(&self) -> ProxyRecord {
+        ProxyRecord {
+            connection: self.connection,
+            request: self.request,
+            start: self.start,
+            end: self.end,
+            pod: self.ep.as_ref().map(|e| e.pod.clone()),
+            endpoint: self.ep.as_ref().map(|e| e.address),
+            outcome: self.outcome,
+            status: self.status,
+        }
+    }
+}
+
 /// State shared by a proxy's connections.
 pub(crate) struct Shared {
     pub view: Arc<View>,
     pub config: ProxyConfig,
-    pub records: Mutex<Vec<ProxyRecord>>,
+    pub records: Mutex<Vec<RawRecord>>,
 }
 
 impl Shared {
@@ -160,7 +192,7 @@ impl Shared {
         Instant::now().saturating_duration_since(self.config.epoch)
     }
 
-    pub fn record(&self, r: ProxyRecord) {
+    pub fn record(&self, r: RawRecord) {
         match self.records.lock() {
             Ok(mut v) => v.push(r),
             Err(poisoned) => poisoned.into_inner().push(r),
@@ -213,6 +245,38 @@ impl Proxy {
                 addr: listen,
                 source,
             })?;
+        Self::serve(listener, config, view)
+    }
+
+    /// Proxies the connections of an already bound `listener` (it is made non-blocking). Several
+    /// proxies may share one listening socket (`try_clone`), each on its own single-threaded
+    /// runtime, the way nginx's worker processes share theirs: an idle worker accepts sooner, so
+    /// connections go where there is time to serve them.
+    ///
+    /// Errors: [`ProxyError::Listen`] if the socket cannot be registered with the runtime.
+    pub fn from_std(
+        listener: std::net::TcpListener,
+        config: ProxyConfig,
+        view: Arc<View>,
+    ) -> Result<Proxy, ProxyError> {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+            .map_err(|source| ProxyError::Listen { addr, source })?;
+        Self::serve(listener, config, view)
+    }
+
+    fn serve(
+        listener: TcpListener,
+        config: ProxyConfig,
+        view: Arc<View>,
+    ) -> Result<Proxy, ProxyError> {
+        let listen = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let local_addr = listener.local_addr().map_err(|source| ProxyError::Listen {
             addr: listen,
             source,
@@ -240,7 +304,8 @@ impl Proxy {
                         next_id += 1;
                         let s = Arc::clone(&s);
                         let pool = pool.clone();
-                        conns.spawn(async move {
+                        let worker = s.config.workers.get(id as usize % s.config.workers.len().max(1)).cloned();
+                        let fut = async move {
                             match (s.config.mode, s.config.balancing) {
                                 (Mode::Tcp, _) => tcp::serve(stream, id, s).await,
                                 (Mode::Http1, Balancing::PerRequest) => {
@@ -251,7 +316,11 @@ impl Proxy {
                                 }
                                 (Mode::H2c, _) => http::serve_h2_pinned(stream, id, s).await,
                             }
-                        });
+                        };
+                        match worker {
+                            Some(handle) => { conns.spawn_on(fut, &handle); }
+                            None => { conns.spawn(fut); }
+                        }
                     }
                     Some(_) = conns.join_next(), if !conns.is_empty() => {}
                 }
@@ -272,8 +341,12 @@ impl Proxy {
     /// A copy of the records so far, in completion order.
     pub fn records(&self) -> Vec<ProxyRecord> {
         match self.shared.records.lock() {
-            Ok(v) => v.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+            Ok(v) => v.iter().map(RawRecord::to_record).collect(),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .iter()
+                .map(RawRecord::to_record)
+                .collect(),
         }
     }
 

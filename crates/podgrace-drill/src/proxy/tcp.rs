@@ -1,6 +1,7 @@
 //! The TCP mode of the proxy: a byte splice to the endpoint picked at accept.
 
-use super::{ProxyOutcome, ProxyRecord, Shared};
+use super::{ProxyOutcome, RawRecord, Shared};
+use crate::endpoints::Endpoint;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 
@@ -15,13 +16,12 @@ fn reset(stream: TcpStream) {
 pub(crate) async fn serve(mut client: TcpStream, id: u64, s: Arc<Shared>) {
     let start = s.now();
     let ep = s.view.pick();
-    let rec = |ep: Option<&crate::endpoints::Endpoint>, outcome| ProxyRecord {
+    let rec = |ep: Option<&Arc<Endpoint>>, outcome| RawRecord {
         connection: id,
         request: None,
         start,
         end: s.now(),
-        pod: ep.map(|e| e.pod.clone()),
-        endpoint: ep.map(|e| e.address),
+        ep: ep.cloned(),
         outcome,
         status: None,
     };
