@@ -54,6 +54,7 @@ CONF
 nginx -c "$dir/nginx.conf"
 wait_port "$up"; wait_port "$ours"; wait_port "$ngx"
 
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # wrk's "Requests/sec" and its 99% latency in ms.
 wrk_run() {
   local out rps p99
@@ -66,7 +67,6 @@ wrk http://$up/ -d1s -c8 -t1 >/dev/null   # warm up
 if [[ $parts == *1* ]]; then
 echo "== 1. proxy vs nginx (wrk -t2 -c$conns -d${secs}s, median of 3), upstream: podgrace demo-app"
 # Three rounds, alternating, on a machine that may be shared: the median of each.
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 : >"$dir/ngx"; : >"$dir/ours"
 for _ in 1 2 3; do wrk_run "$ngx" >>"$dir/ngx"; wrk_run "$ours" >>"$dir/ours"; done
 ngx_rps=$(cut -d' ' -f1 "$dir/ngx" | median); ngx_p99=$(cut -d' ' -f2 "$dir/ngx" | median)
@@ -79,13 +79,18 @@ printf 'ratio: %.2fx requests/s, %.2fx p99 (targets: >= 1.0x, <= 1.0x)\n' \
 
 fi
 if [[ $parts == *2* ]]; then
-echo "== 2. load generator max rate vs wrk, on the demo app (-c$conns, ${secs}s)"
-read -r wrk_rps _ < <(wrk_run "$up")
-sched=$(echo "$wrk_rps * 1.2" | bc -l)
-read -r _ _ gen_max _ _ _ < <(target/release/examples/bench_load "$up" "$sched" "$secs" "$conns")
-printf 'wrk: %.0f requests/s; podgrace load: %.0f requests/s; ratio %.2fx (target: >= 0.8x)\n' \
+echo "== 2. load generator max rate vs wrk, on the demo app (-c$conns, ${secs}s, median of 3)"
+: >"$dir/wrk"; : >"$dir/gen"
+for _ in 1 2 3; do
+  read -r wrk_rps _ < <(wrk_run "$up")
+  sched=$(echo "$wrk_rps * 1.2" | bc -l)
+  read -r _ _ gen_max _ _ _ < <(target/release/examples/bench_load "$up" "$sched" "$secs" "$conns")
+  echo "$wrk_rps" >>"$dir/wrk"; echo "$gen_max" >>"$dir/gen"
+done
+wrk_rps=$(median <"$dir/wrk"); gen_max=$(median <"$dir/gen")
+echo "rounds (requests/s): wrk: $(tr '\n' ';' <"$dir/wrk") podgrace load: $(tr '\n' ';' <"$dir/gen")"
+printf 'median: wrk %.0f requests/s; podgrace load %.0f requests/s; ratio %.2fx (target: >= 0.8x)\n' \
   "$wrk_rps" "$gen_max" "$(echo "$gen_max / $wrk_rps" | bc -l)"
-
 fi
 if [[ $parts == *3* ]]; then
 echo "== 3. achieved rate (podgrace load -> demo app, ${secs}s, $conns connections)"

@@ -6,7 +6,7 @@
 //! dispatches due requests, a millisecond tick at a time, into a queue that `connections` worker
 //! tasks pull from; each worker owns one keep-alive connection as a real client pool does: the
 //! connection is reused, and replaced when it errors or the server closes it. No task is spawned
-//! per request.
+//! per request, and each worker drives its connection itself (no hop between tasks).
 //!
 //! Failure kinds ([`RequestOutcome`]): `refused` (the connect was refused, or failed otherwise),
 //! `reset` (the connection broke or closed before a full response), `timeout` (no full response
@@ -16,11 +16,12 @@
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::HOST;
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -140,10 +141,17 @@ pub enum LoadError {
     Histogram(String),
 }
 
+/// One pooled keep-alive connection: the request sender and the connection itself, which the
+/// worker drives in its own task (no hop to another task per request).
+struct Conn {
+    tx: SendRequest<Empty<Bytes>>,
+    driver: Pin<Box<http1::Connection<TokioIo<TcpStream>, Empty<Bytes>>>>,
+}
+
 struct Worker {
     cfg: Arc<LoadConfig>,
     start: Instant,
-    conn: Option<SendRequest<Empty<Bytes>>>,
+    conn: Option<Conn>,
     records: Vec<RequestRecord>,
     host: String,
 }
@@ -157,6 +165,24 @@ fn classify_io(e: &std::io::Error) -> RequestOutcome {
     }
 }
 
+/// Sends `req` when the connection is ready and reads the whole response.
+async fn send(
+    tx: &mut SendRequest<Empty<Bytes>>,
+    req: Request<Empty<Bytes>>,
+) -> Result<u16, RequestOutcome> {
+    tx.ready().await.map_err(|_| RequestOutcome::Reset)?;
+    let resp = tx
+        .send_request(req)
+        .await
+        .map_err(|_| RequestOutcome::Reset)?;
+    let status = resp.status().as_u16();
+    resp.into_body()
+        .collect()
+        .await
+        .map_err(|_| RequestOutcome::Reset)?;
+    Ok(status)
+}
+
 impl Worker {
     fn due(&self, index: u64) -> Instant {
         self.start + Duration::from_secs_f64(index as f64 / self.cfg.rps)
@@ -167,32 +193,45 @@ impl Worker {
             .await
             .map_err(|e| classify_io(&e))?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (tx, driver) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|_| RequestOutcome::Reset)?;
-        tokio::spawn(async move {
-            let _ = conn.await;
+        self.conn = Some(Conn {
+            tx,
+            driver: Box::pin(driver),
         });
-        self.conn = Some(sender);
         Ok(())
+    }
+
+    /// Takes requests off the queue until it closes. While idle, it keeps driving its connection,
+    /// so that one the server closes is noticed and replaced without a failed request, as a
+    /// client pool does.
+    async fn run(mut self, rx: async_channel::Receiver<u64>) -> Vec<RequestRecord> {
+        loop {
+            let job = match self.conn.as_mut() {
+                Some(c) => tokio::select! {
+                    biased;
+                    job = rx.recv() => job,
+                    _ = c.driver.as_mut() => {
+                        self.conn = None;
+                        continue;
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Ok(index) = job else {
+                break;
+            };
+            self.one(index).await;
+        }
+        self.records
     }
 
     /// One exchange on the pooled connection (connecting first if needed).
     async fn exchange(&mut self, index: u64) -> Result<u16, RequestOutcome> {
-        // A connection the server closed while idle is replaced without counting a failure, as a
-        // client pool does; one that breaks once the request is written counts as a reset.
-        if let Some(c) = self.conn.as_mut() {
-            if c.ready().await.is_err() {
-                self.conn = None;
-            }
-        }
         if self.conn.is_none() {
             self.connect().await?;
         }
-        let Some(c) = self.conn.as_mut() else {
-            return Err(RequestOutcome::Refused);
-        };
-        c.ready().await.map_err(|_| RequestOutcome::Reset)?;
         let req = Request::builder()
             .method(self.cfg.method.clone())
             .uri(self.cfg.path.as_str())
@@ -200,16 +239,28 @@ impl Worker {
             .header(REQUEST_ID_HEADER, index)
             .body(Empty::<Bytes>::new())
             .map_err(|_| RequestOutcome::Refused)?;
-        let resp = c
-            .send_request(req)
-            .await
-            .map_err(|_| RequestOutcome::Reset)?;
-        let status = resp.status().as_u16();
-        resp.into_body()
-            .collect()
-            .await
-            .map_err(|_| RequestOutcome::Reset)?;
-        Ok(status)
+        let Some(c) = self.conn.as_mut() else {
+            return Err(RequestOutcome::Refused);
+        };
+        let mut driving = true;
+        let result = {
+            let exchange = send(&mut c.tx, req);
+            tokio::pin!(exchange);
+            loop {
+                tokio::select! {
+                    r = exchange.as_mut() => break r,
+                    _ = c.driver.as_mut(), if driving => {
+                        // The connection ended; the exchange now resolves (with its response if
+                        // it was complete, else with an error).
+                        driving = false;
+                    }
+                }
+            }
+        };
+        if !driving {
+            self.conn = None;
+        }
+        result
     }
 
     async fn one(&mut self, index: u64) {
@@ -265,20 +316,14 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     let (tx, rx) = async_channel::unbounded::<u64>();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..cfg.connections {
-        let rx = rx.clone();
-        let mut w = Worker {
+        let w = Worker {
             cfg: Arc::clone(&cfg),
             start,
             conn: None,
             records: Vec::new(),
             host: cfg.target.to_string(),
         };
-        workers.spawn(async move {
-            while let Ok(i) = rx.recv().await {
-                w.one(i).await;
-            }
-            w.records
-        });
+        workers.spawn(w.run(rx.clone()));
     }
     drop(rx);
     // The timer: dispatch everything due, then sleep until the next request is due (tokio's timer
