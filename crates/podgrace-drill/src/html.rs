@@ -72,7 +72,9 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
         .max()
         .unwrap_or(0);
     let n = b.len().max(last_event).max(1);
-    let (left, top, plot_h, bar_w) = (50.0_f64, 30.0_f64, 240.0_f64, 6.0_f64);
+    // Bars 6 px wide, narrower for long runs so the chart stays about 1,200 px wide.
+    let bar_w = (1200.0 / n as f64).clamp(1.0, 6.0);
+    let (left, top, plot_h) = (50.0_f64, 30.0_f64, 240.0_f64);
     let width = left + n as f64 * bar_w + 20.0;
     let height = top + plot_h + 40.0;
     let max = b.iter().map(|(ok, f)| ok + f).max().unwrap_or(0).max(1) as f64;
@@ -104,7 +106,7 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
                 s,
                 r##"<rect class="ok" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_ok:.1}" fill="#2ca02c" data-t="{t_ms}" data-count="{ok}"><title>{t:.1} s: {ok} ok</title></rect>"##,
                 y = base - h_ok,
-                w = bar_w - 1.0,
+                w = (bar_w - 1.0).max(0.5),
                 t = t_ms as f64 / 1000.0
             );
         }
@@ -113,7 +115,7 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
                 s,
                 r##"<rect class="fail" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_fail:.1}" fill="#d62728" data-t="{t_ms}" data-count="{fail}"><title>{t:.1} s: {fail} failed</title></rect>"##,
                 y = base - h_ok - h_fail,
-                w = bar_w - 1.0,
+                w = (bar_w - 1.0).max(0.5),
                 t = t_ms as f64 / 1000.0
             );
         }
@@ -144,6 +146,24 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
     }
     s.push_str("</svg>");
     s
+}
+
+/// Errors of [`write_report`].
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    #[error("cannot write the report {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Writes a page made by [`html_report`] to `path` (`--report FILE.html`).
+pub fn write_report(path: &std::path::Path, page: &str) -> Result<(), HtmlError> {
+    std::fs::write(path, page).map_err(|source| HtmlError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The whole page: title, verdict, the report's numbers, and the timeline.

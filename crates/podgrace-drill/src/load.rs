@@ -290,6 +290,33 @@ impl Worker {
     }
 }
 
+/// The timer: hands request `i` to the queue at `start + i / rps`, for `i` in `0..total`.
+///
+/// It dispatches everything due, then sleeps until the next request is due; tokio's timer wakes
+/// on millisecond ticks, so at high rates several requests go out per tick, each keeping its exact
+/// intended time. Returns early if the queue is closed.
+pub(crate) async fn schedule(
+    start: Instant,
+    rps: f64,
+    total: u64,
+    tx: &async_channel::Sender<u64>,
+) {
+    let due = |i: u64| start + Duration::from_secs_f64(i as f64 / rps);
+    let mut i = 0;
+    while i < total {
+        let now = Instant::now();
+        while i < total && due(i) <= now {
+            if tx.try_send(i).is_err() {
+                return;
+            }
+            i += 1;
+        }
+        if i < total {
+            tokio::time::sleep_until(due(i)).await;
+        }
+    }
+}
+
 /// The number of requests a run schedules: `round(rps × duration)`.
 pub fn scheduled_requests(rps: f64, duration: Duration) -> u64 {
     (rps * duration.as_secs_f64()).round().max(0.0) as u64
@@ -326,24 +353,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
         workers.spawn(w.run(rx.clone()));
     }
     drop(rx);
-    // The timer: dispatch everything due, then sleep until the next request is due (tokio's timer
-    // wakes on millisecond ticks, so several requests go out per tick at high rates; each keeps its
-    // exact intended time).
-    let rps = cfg.rps;
-    let due = |i: u64| start + Duration::from_secs_f64(i as f64 / rps);
-    let mut i = 0;
-    while i < total {
-        let now = Instant::now();
-        while i < total && due(i) <= now {
-            if tx.try_send(i).is_err() {
-                break;
-            }
-            i += 1;
-        }
-        if i < total {
-            tokio::time::sleep_until(due(i)).await;
-        }
-    }
+    schedule(start, cfg.rps, total, &tx).await;
     tx.close();
     let mut records = Vec::with_capacity(total as usize);
     while let Some(r) = workers.join_next().await {
@@ -385,4 +395,51 @@ pub fn summarize(records: Vec<RequestRecord>) -> Result<LoadResult, LoadError> {
         achieved_rps,
         max_send_lag,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With tokio's paused clock (no sockets involved), every request is handed out at its
+    /// intended time, to the millisecond tick, at 200 and at 20,000 requests/s.
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_dispatches_each_request_on_its_tick() {
+        for rps in [200.0, 20_000.0] {
+            let total = scheduled_requests(rps, Duration::from_millis(500));
+            let (tx, rx) = async_channel::unbounded::<u64>();
+            let start = Instant::now();
+            let taker = tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Ok(i) = rx.recv().await {
+                    got.push((i, Instant::now() - start));
+                }
+                got
+            });
+            schedule(start, rps, total, &tx).await;
+            tx.close();
+            let got = taker.await.expect("join");
+            assert_eq!(got.len() as u64, total);
+            for (n, (i, at)) in got.iter().enumerate() {
+                assert_eq!(*i, n as u64, "in order");
+                let due = Duration::from_secs_f64(*i as f64 / rps);
+                assert!(*at >= due, "request {i} went out early: {at:?} < {due:?}");
+                assert!(
+                    *at - due <= Duration::from_millis(1),
+                    "request {i} went out {:?} late",
+                    *at - due
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_schedule_size_is_rate_times_duration() {
+        assert_eq!(scheduled_requests(200.0, Duration::from_secs(4)), 800);
+        assert_eq!(
+            scheduled_requests(20_000.0, Duration::from_millis(1_500)),
+            30_000
+        );
+        assert_eq!(scheduled_requests(0.5, Duration::from_secs(3)), 2);
+    }
 }

@@ -114,3 +114,17 @@ fn the_page_is_self_contained() {
         assert!(!page.contains(external), "external asset via {external}");
     }
 }
+
+#[test]
+fn the_page_is_written_where_asked() {
+    let recs = records();
+    let load = summarize(recs.clone()).expect("summary");
+    let report = DrillReport::build("delete", 200.0, Duration::from_secs(1), &load, &[], vec![]);
+    let page = html_report("drill", &report, &recs, &events());
+    let path = std::env::temp_dir().join(format!("podgrace-report-{}.html", std::process::id()));
+    podgrace_drill::html::write_report(&path, &page).expect("write");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), page);
+    let _ = std::fs::remove_file(&path);
+    let missing = std::path::Path::new("/nonexistent-dir/report.html");
+    assert!(podgrace_drill::html::write_report(missing, &page).is_err());
+}
