@@ -262,3 +262,83 @@ async fn tcp_mode_splices_bytes_and_resets_when_the_upstream_refuses() {
         "{outcomes:?}"
     );
 }
+
+#[test]
+fn starting_outside_a_runtime_is_an_error_not_a_panic() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let view = rt.block_on(async { EndpointsHandle::new(Duration::ZERO).view() });
+    let r = Proxy::from_std(l, ProxyConfig::new(Mode::Tcp), view);
+    assert!(matches!(
+        r,
+        Err(podgrace_drill::proxy::ProxyError::NoRuntime)
+    ));
+}
+
+#[tokio::test]
+async fn per_request_balancing_spreads_one_keep_alive_connection_over_the_pods() {
+    let a = backend(DemoConfig::default()).await;
+    let b = backend(DemoConfig::default()).await;
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![
+        Endpoint::ready("a", a.addr),
+        Endpoint::ready("b", b.addr),
+    ]);
+    let mut config = ProxyConfig::new(Mode::Http1);
+    config.balancing = podgrace_drill::proxy::Balancing::PerRequest;
+    let p = Proxy::start("127.0.0.1:0".parse().expect("addr"), config, h.view())
+        .await
+        .expect("proxy");
+    let mut c = h1_connect(p.local_addr()).await;
+    for _ in 0..4 {
+        assert_eq!(h1_get(&mut c, "/").await, 200);
+    }
+    assert_eq!(pods(&p), ["a", "b", "a", "b"]);
+    assert!(p.records().iter().all(|r| r.connection == 0));
+}
+
+#[tokio::test]
+async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
+    let a = backend(DemoConfig {
+        on_sigterm: demoapp::OnSigterm::Drain,
+        ..DemoConfig::default()
+    })
+    .await;
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![Endpoint::ready("a", a.addr)]);
+    let p = Proxy::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        ProxyConfig::new(Mode::H2c),
+        h.view(),
+    )
+    .await
+    .expect("proxy");
+    let s = TcpStream::connect(p.local_addr()).await.expect("connect");
+    let (mut tx, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
+            .await
+            .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let req = Request::get("http://svc/")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    assert_eq!(tx.send_request(req).await.expect("response").status(), 200);
+    a.sigterm.send(()).expect("sigterm");
+    // The pod's GOAWAY closes its connection to the proxy, and the proxy's GOAWAY ends the
+    // client's connection cleanly.
+    let ended = tokio::time::timeout(Duration::from_secs(3), conn)
+        .await
+        .expect("the client connection ends")
+        .expect("join");
+    assert!(ended.is_ok(), "a graceful end, not an error: {ended:?}");
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(3), a.task)
+            .await
+            .expect("drained")
+            .expect("join"),
+        demoapp::DemoExit::Drained
+    );
+}

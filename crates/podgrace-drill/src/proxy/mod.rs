@@ -152,6 +152,8 @@ pub enum ProxyError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("the proxy must be started from within a tokio runtime")]
+    NoRuntime,
 }
 
 /// A [`ProxyRecord`] as kept while the proxy runs (the endpoint shared, not copied).
@@ -253,12 +255,16 @@ impl Proxy {
     /// runtime, the way nginx's worker processes share theirs: an idle worker accepts sooner, so
     /// connections go where there is time to serve them.
     ///
-    /// Errors: [`ProxyError::Listen`] if the socket cannot be registered with the runtime.
+    /// Errors: [`ProxyError::NoRuntime`] when called outside a tokio runtime,
+    /// [`ProxyError::Listen`] if the socket cannot be registered with it.
     pub fn from_std(
         listener: std::net::TcpListener,
         config: ProxyConfig,
         view: Arc<View>,
     ) -> Result<Proxy, ProxyError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ProxyError::NoRuntime);
+        }
         let addr = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
