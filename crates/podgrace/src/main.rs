@@ -30,6 +30,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
+    /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs).
+    DemoApp(cmd::demo_app::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Lint(args) => cmd::lint::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
+        Command::DemoApp(args) => cmd::demo_app::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

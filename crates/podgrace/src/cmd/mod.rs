@@ -1,6 +1,7 @@
 //! One module per verb.
 
 pub mod conformance;
+pub mod demo_app;
 pub mod explain;
 pub mod lint;
 pub mod run;

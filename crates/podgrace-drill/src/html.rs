@@ -1,0 +1,218 @@
+//! The self-contained HTML report (`--report FILE.html`): a summary table and an inline SVG
+//! timeline of requests per 100 ms (successes green, failures red, stacked) with the pods'
+//! termination events drawn as labelled vertical lines. No external assets: one file that opens
+//! in any browser.
+//!
+//! SVG shape (what tests and scripts may rely on): one `<rect class="ok">` per 100 ms bucket with
+//! at least one success and one `<rect class="fail">` per bucket with at least one failure, each
+//! with `data-t` (bucket start, ms since the epoch) and `data-count`; one `<line class="event">`
+//! with `data-t` (ms) and one `<text class="event-label">` per event.
+
+use crate::load::RequestRecord;
+use crate::report::DrillReport;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// The width of one chart bucket: 100 ms.
+pub const BUCKET: Duration = Duration::from_millis(100);
+
+/// A marked instant on the timeline, e.g. `web-1: SIGTERM`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartEvent {
+    /// Since the epoch.
+    pub at: Duration,
+    pub label: String,
+}
+
+/// Escapes text for HTML and XML content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Requests per 100 ms bucket, by intended send time: `(successes, failures)` per bucket, from
+/// the epoch to the last request.
+pub fn buckets(records: &[RequestRecord]) -> Vec<(u64, u64)> {
+    let width = BUCKET.as_nanos();
+    let n = records
+        .iter()
+        .map(|r| r.intended.as_nanos() / width + 1)
+        .max()
+        .unwrap_or(0);
+    let mut out = vec![(0u64, 0u64); n as usize];
+    for r in records {
+        let i = (r.intended.as_nanos() / width) as usize;
+        if let Some(b) = out.get_mut(i) {
+            if r.outcome.is_failure() {
+                b.1 += 1;
+            } else {
+                b.0 += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The timeline chart as an SVG element.
+pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String {
+    let b = buckets(records);
+    let last_event = events
+        .iter()
+        .map(|e| (e.at.as_nanos() / BUCKET.as_nanos() + 1) as usize)
+        .max()
+        .unwrap_or(0);
+    let n = b.len().max(last_event).max(1);
+    // Bars 6 px wide, narrower for long runs so the chart stays about 1,200 px wide.
+    let bar_w = (1200.0 / n as f64).clamp(1.0, 6.0);
+    let (left, top, plot_h) = (50.0_f64, 30.0_f64, 240.0_f64);
+    let width = left + n as f64 * bar_w + 20.0;
+    let height = top + plot_h + 40.0;
+    let max = b.iter().map(|(ok, f)| ok + f).max().unwrap_or(0).max(1) as f64;
+    let scale = plot_h / max;
+    let base = top + plot_h;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        s,
+        r##"<line x1="{left}" y1="{base}" x2="{x2:.1}" y2="{base}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#333"/>"##,
+        x2 = width - 20.0
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{x:.1}" y="{y:.1}" text-anchor="end">{max:.0}</text><text x="{x:.1}" y="{base}" text-anchor="end">0</text>"#,
+        x = left - 4.0,
+        y = top + 4.0
+    );
+    for (i, (ok, fail)) in b.iter().enumerate() {
+        let x = left + i as f64 * bar_w;
+        let t_ms = i as u128 * BUCKET.as_millis();
+        let h_ok = *ok as f64 * scale;
+        let h_fail = *fail as f64 * scale;
+        if *ok > 0 {
+            let _ = write!(
+                s,
+                r##"<rect class="ok" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_ok:.1}" fill="#2ca02c" data-t="{t_ms}" data-count="{ok}"><title>{t:.1} s: {ok} ok</title></rect>"##,
+                y = base - h_ok,
+                w = (bar_w - 1.0).max(0.5),
+                t = t_ms as f64 / 1000.0
+            );
+        }
+        if *fail > 0 {
+            let _ = write!(
+                s,
+                r##"<rect class="fail" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_fail:.1}" fill="#d62728" data-t="{t_ms}" data-count="{fail}"><title>{t:.1} s: {fail} failed</title></rect>"##,
+                y = base - h_ok - h_fail,
+                w = (bar_w - 1.0).max(0.5),
+                t = t_ms as f64 / 1000.0
+            );
+        }
+    }
+    // Seconds along the x axis.
+    let secs = (n as u128 * BUCKET.as_millis()).div_ceil(1000);
+    let step = (secs / 10).max(1);
+    let mut sec = 0;
+    while sec <= secs {
+        let x = left + (sec * 10) as f64 * bar_w;
+        let _ = write!(
+            s,
+            r#"<text x="{x:.1}" y="{y:.1}" text-anchor="middle">{sec} s</text>"#,
+            y = base + 14.0
+        );
+        sec += step;
+    }
+    for (k, e) in events.iter().enumerate() {
+        let x = left + e.at.as_secs_f64() / BUCKET.as_secs_f64() * bar_w;
+        let _ = write!(
+            s,
+            r##"<line class="event" x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{base}" stroke="#1f3b8c" stroke-dasharray="4 2" data-t="{t}"/><text class="event-label" x="{tx:.1}" y="{ty:.1}" fill="#1f3b8c">{label}</text>"##,
+            t = e.at.as_millis(),
+            tx = x + 3.0,
+            ty = top - 4.0 + (k % 3) as f64 * 12.0,
+            label = escape(&e.label)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Errors of [`write_report`].
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    #[error("cannot write the report {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Writes a page made by [`html_report`] to `path` (`--report FILE.html`).
+pub fn write_report(path: &std::path::Path, page: &str) -> Result<(), HtmlError> {
+    std::fs::write(path, page).map_err(|source| HtmlError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The whole page: title, verdict, the report's numbers, and the timeline.
+pub fn html_report(
+    title: &str,
+    report: &DrillReport,
+    records: &[RequestRecord],
+    events: &[ChartEvent],
+) -> String {
+    let mut h = String::new();
+    let verdict = match report.verdict {
+        crate::report::Verdict::Pass => "pass",
+        crate::report::Verdict::Fail => "fail",
+    };
+    let _ = write!(
+        h,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{t}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}th{{text-align:left}}.pass{{color:#2ca02c}}.fail{{color:#d62728}}</style>
+</head><body>
+<h1>{t}</h1>
+<p>Scenario <b>{scenario}</b>, {rps} requests/s, endpoint lag {lag} s. Verdict: <b class="{verdict}">{verdict}</b> ({failed} of {requests} requests failed).</p>
+<table>
+<tr><th>refused</th><td>{refused}</td><th>before stop signal</th><td>{before}</td><th>p50</th><td>{p50:.2} ms</td></tr>
+<tr><th>reset</th><td>{reset}</td><th>after stop signal</th><td>{after}</td><th>p99</th><td>{p99:.2} ms</td></tr>
+<tr><th>timeout</th><td>{timeout}</td><th>after SIGKILL</th><td>{kill}</td><th>max</th><td>{max:.2} ms</td></tr>
+<tr><th>HTTP 5xx</th><td>{http5xx}</td><td colspan="4"></td></tr>
+</table>
+<h2>Requests per 100 ms</h2>
+<p>Green: succeeded; red: failed (by intended send time). Dashed lines: termination events.</p>
+"#,
+        t = escape(title),
+        scenario = escape(&report.scenario),
+        rps = report.rps,
+        lag = report.endpoint_lag_seconds,
+        failed = report.failed,
+        requests = report.requests,
+        refused = report.failures_by_kind.refused,
+        reset = report.failures_by_kind.reset,
+        timeout = report.failures_by_kind.timeout,
+        http5xx = report.failures_by_kind.http5xx,
+        before = report.failures_by_phase.before_stop_signal,
+        after = report.failures_by_phase.after_stop_signal,
+        kill = report.failures_by_phase.after_kill,
+        p50 = report.latency_ms.p50,
+        p99 = report.latency_ms.p99,
+        max = report.latency_ms.max,
+    );
+    h.push_str(&timeline_svg(records, events));
+    h.push_str("\n</body></html>\n");
+    h
+}

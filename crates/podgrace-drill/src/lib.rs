@@ -1,0 +1,16 @@
+//! podgrace layer 3: the drill's building blocks.
+//!
+//! * [`endpoints`]: the Service's endpoints as a proxy sees them (EndpointSlice conditions,
+//!   endpoint lag L, kube-proxy's terminating fallback, round robin).
+//! * [`proxy`]: the local service proxy (HTTP/1.1, h2c, TCP) that models kube-proxy.
+//! * [`load`]: open-loop load at a fixed rate, latency from the intended send time.
+//! * [`demoapp`]: the demo HTTP server whose SIGTERM behaviour is chosen by flags.
+//! * [`report`]: failures by kind and phase, latency percentiles, attribution to pods.
+//! * [`html`]: the self-contained HTML report with its SVG timeline.
+
+pub mod demoapp;
+pub mod endpoints;
+pub mod html;
+pub mod load;
+pub mod proxy;
+pub mod report;

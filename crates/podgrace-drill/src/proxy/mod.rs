@@ -1,0 +1,370 @@
+//! A local service proxy that models kube-proxy (and, optionally, an L7 ingress) while pods
+//! terminate.
+//!
+//! One [`Proxy`] is one listener in one [`Mode`]: HTTP/1.1 (keep-alive, each request reverse
+//! proxied by hyper), cleartext HTTP/2 with prior knowledge (h2c), or plain TCP (bytes spliced
+//! both ways). Endpoints come from an [`EndpointsHandle`](crate::endpoints::EndpointsHandle)'s
+//! [`View`]: the Service's EndpointSlice endpoints as the proxy sees them, `L` late, filtered by
+//! kube-proxy's rule (ready, else serving-and-terminating), chosen round robin.
+//!
+//! # What it models
+//! * **Connection pinning, as conntrack does** ([`Balancing::PerConnection`], the default): a new
+//!   client connection picks a current endpoint; the proxy opens one upstream connection to it and
+//!   every request of the client connection goes there for its lifetime, even after the endpoint
+//!   has left the view. When the pod closes that upstream connection (exit, drain with
+//!   `Connection: close`, HTTP/2 GOAWAY), the proxy closes the client connection the same way
+//!   (graceful when idle), as the client would see the pod's FIN through DNAT.
+//! * **Per-request balancing, as an L7 ingress does** ([`Balancing::PerRequest`], HTTP/1.1 mode):
+//!   each request picks a current endpoint and reuses an upstream keep-alive pool per endpoint,
+//!   like ingress-nginx or an ALB in IP mode. With keep-alive clients this is the mode in which the
+//!   field's "rate × L × share" failure count holds (every request during the lag window can land
+//!   on the gone pod, not only new connections).
+//! * **Upstream failures are what the client would get**: HTTP modes answer 502 (like an
+//!   ingress) when the upstream connection cannot be made or breaks during a request, 503 when no
+//!   endpoint is usable, and then close the client connection; TCP mode resets the client
+//!   connection (RST, `SO_LINGER` 0), as a DNAT'd SYN to a closed port would. The kind is recorded.
+//! * **Every proxied request (HTTP) or connection (TCP) is recorded** ([`ProxyRecord`]): start,
+//!   end, pod, endpoint, outcome, so the drill can attribute each failure to a pod and a phase.
+//!
+//! # What it does not model
+//! * conntrack expiry and timeouts (an idle pinned connection never expires), conntrack table
+//!   limits, and the stale-conntrack-entry UDP problems;
+//! * session affinity (`sessionAffinity: ClientIP`), topology hints, the Local traffic policy,
+//!   weights, and iptables' random choice (round robin gives the same long-run shares);
+//! * the network: a pod that is gone answers "connection refused" here (its port is closed on a
+//!   live address), where a deleted pod IP in a cluster may instead time out (no route / dropped
+//!   SYN);
+//! * retries: unlike ingress-nginx's `proxy_next_upstream`, a failed request is not retried on
+//!   another endpoint;
+//! * the end of a response body: a record ends when the response head arrives.
+
+mod http;
+mod tcp;
+
+use crate::endpoints::{Endpoint, View};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The protocol a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// HTTP/1.1 with keep-alive; each request is reverse proxied.
+    Http1,
+    /// Cleartext HTTP/2, prior knowledge (no Upgrade); each stream is reverse proxied.
+    H2c,
+    /// Plain TCP: bytes spliced both ways.
+    Tcp,
+}
+
+/// Which unit picks an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balancing {
+    /// kube-proxy: a client connection picks an endpoint once and stays pinned (conntrack).
+    PerConnection,
+    /// An L7 ingress: each request picks an endpoint (HTTP/1.1 mode only; other modes pin).
+    PerRequest,
+}
+
+/// A proxy's settings.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub mode: Mode,
+    pub balancing: Balancing,
+    /// How long an upstream connect may take before it counts as `ConnectTimeout` (default 1 s).
+    pub connect_timeout: Duration,
+    /// The instant record times count from (the drill's t = 0).
+    pub epoch: Instant,
+    /// Runtimes to serve connections on, in turn (connection `i` on `workers[i % n]`); empty
+    /// (the default) serves them on the runtime that started the proxy. One single-threaded
+    /// runtime per core, each on its own thread, is the shape of nginx's one worker process per
+    /// core: a connection stays on one thread, and connections are spread evenly.
+    pub workers: Vec<tokio::runtime::Handle>,
+}
+
+impl ProxyConfig {
+    /// `mode` with per-connection balancing, a 1 s connect timeout and epoch now.
+    pub fn new(mode: Mode) -> Self {
+        ProxyConfig {
+            mode,
+            balancing: Balancing::PerConnection,
+            connect_timeout: Duration::from_secs(1),
+            epoch: Instant::now(),
+            workers: Vec::new(),
+        }
+    }
+}
+
+/// How one proxied request (HTTP) or connection (TCP) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProxyOutcome {
+    /// Forwarded; the upstream answered (any status) or, for TCP, the splice ended cleanly.
+    Forwarded,
+    /// No endpoint was usable (503; TCP: reset).
+    NoEndpoints,
+    /// The upstream refused the connection (502; TCP: reset).
+    ConnectRefused,
+    /// The upstream connect did not finish within the connect timeout (502; TCP: reset).
+    ConnectTimeout,
+    /// The upstream connect failed otherwise (502; TCP: reset).
+    ConnectFailed,
+    /// The upstream connection broke or closed during the request (502; TCP: reset).
+    UpstreamReset,
+}
+
+impl ProxyOutcome {
+    /// `true` unless the request was forwarded.
+    pub fn is_failure(self) -> bool {
+        self != ProxyOutcome::Forwarded
+    }
+}
+
+/// One proxied request (HTTP modes) or connection (TCP mode).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyRecord {
+    /// The client connection's number (from 0, in accept order).
+    pub connection: u64,
+    /// The load's request index (header [`REQUEST_ID_HEADER`](crate::load::REQUEST_ID_HEADER)),
+    /// if the request carried one.
+    pub request: Option<u64>,
+    /// Since the epoch: request head received (TCP: accepted).
+    pub start: Duration,
+    /// Since the epoch: response head sent (TCP: both directions closed).
+    pub end: Duration,
+    /// The pod the request went to; `None` with [`ProxyOutcome::NoEndpoints`].
+    pub pod: Option<String>,
+    pub endpoint: Option<SocketAddr>,
+    pub outcome: ProxyOutcome,
+    /// The HTTP status sent to the client (HTTP modes).
+    pub status: Option<u16>,
+}
+
+/// Errors of [`Proxy::start`].
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the proxy must be started from within a tokio runtime")]
+    NoRuntime,
+}
+
+/// A [`ProxyRecord`] as kept while the proxy runs (the endpoint shared, not copied).
+pub(crate) struct RawRecord {
+    pub connection: u64,
+    pub request: Option<u64>,
+    pub start: Duration,
+    pub end: Duration,
+    pub ep: Option<Arc<Endpoint>>,
+    pub outcome: ProxyOutcome,
+    pub status: Option<u16>,
+}
+
+impl RawRecord {
+    fn to_record(&self) -> ProxyRecord {
+        ProxyRecord {
+            connection: self.connection,
+            request: self.request,
+            start: self.start,
+            end: self.end,
+            pod: self.ep.as_ref().map(|e| e.pod.clone()),
+            endpoint: self.ep.as_ref().map(|e| e.address),
+            outcome: self.outcome,
+            status: self.status,
+        }
+    }
+}
+
+/// State shared by a proxy's connections.
+pub(crate) struct Shared {
+    pub view: Arc<View>,
+    pub config: ProxyConfig,
+    pub records: Mutex<Vec<RawRecord>>,
+}
+
+impl Shared {
+    pub fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.config.epoch)
+    }
+
+    pub fn record(&self, r: RawRecord) {
+        match self.records.lock() {
+            Ok(mut v) => v.push(r),
+            Err(poisoned) => poisoned.into_inner().push(r),
+        }
+    }
+
+    /// Connects to `ep` within the connect timeout.
+    pub async fn connect(&self, ep: &Endpoint) -> Result<TcpStream, ProxyOutcome> {
+        match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(ep.address))
+            .await
+        {
+            Err(_) => Err(ProxyOutcome::ConnectTimeout),
+            Ok(Err(e)) => Err(connect_error_kind(&e)),
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                Ok(s)
+            }
+        }
+    }
+}
+
+pub(crate) fn connect_error_kind(e: &std::io::Error) -> ProxyOutcome {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => ProxyOutcome::ConnectRefused,
+        std::io::ErrorKind::TimedOut => ProxyOutcome::ConnectTimeout,
+        _ => ProxyOutcome::ConnectFailed,
+    }
+}
+
+/// A running proxy listener. Dropping it (or [`Proxy::shutdown`]) stops accepting and cuts every
+/// proxied connection.
+pub struct Proxy {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listens on `listen` (port 0 picks a free port) and proxies to the endpoints of `view`.
+    ///
+    /// Errors: [`ProxyError::Listen`] if the address cannot be bound.
+    pub async fn start(
+        listen: SocketAddr,
+        config: ProxyConfig,
+        view: Arc<View>,
+    ) -> Result<Proxy, ProxyError> {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| ProxyError::Listen {
+                addr: listen,
+                source,
+            })?;
+        Self::serve(listener, config, view)
+    }
+
+    /// Proxies the connections of an already bound `listener` (it is made non-blocking). Several
+    /// proxies may share one listening socket (`try_clone`), each on its own single-threaded
+    /// runtime, the way nginx's worker processes share theirs: an idle worker accepts sooner, so
+    /// connections go where there is time to serve them.
+    ///
+    /// Errors: [`ProxyError::NoRuntime`] when called outside a tokio runtime,
+    /// [`ProxyError::Listen`] if the socket cannot be registered with it.
+    pub fn from_std(
+        listener: std::net::TcpListener,
+        config: ProxyConfig,
+        view: Arc<View>,
+    ) -> Result<Proxy, ProxyError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ProxyError::NoRuntime);
+        }
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+            .map_err(|source| ProxyError::Listen { addr, source })?;
+        Self::serve(listener, config, view)
+    }
+
+    fn serve(
+        listener: TcpListener,
+        config: ProxyConfig,
+        view: Arc<View>,
+    ) -> Result<Proxy, ProxyError> {
+        let listen = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let local_addr = listener.local_addr().map_err(|source| ProxyError::Listen {
+            addr: listen,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            view,
+            config,
+            records: Mutex::new(Vec::new()),
+        });
+        let s = Arc::clone(&shared);
+        let accept = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            let pool = http::UpstreamPool::new(&s.config);
+            let mut next_id: u64 = 0;
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _peer)) = accepted else {
+                            // EMFILE and the like: back off briefly rather than spin.
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            continue;
+                        };
+                        let _ = stream.set_nodelay(true);
+                        let id = next_id;
+                        next_id += 1;
+                        let s = Arc::clone(&s);
+                        let pool = pool.clone();
+                        let worker = s.config.workers.get(id as usize % s.config.workers.len().max(1)).cloned();
+                        let fut = async move {
+                            match (s.config.mode, s.config.balancing) {
+                                (Mode::Tcp, _) => tcp::serve(stream, id, s).await,
+                                (Mode::Http1, Balancing::PerRequest) => {
+                                    http::serve_h1_per_request(stream, id, s, pool).await
+                                }
+                                (Mode::Http1, Balancing::PerConnection) => {
+                                    http::serve_h1_pinned(stream, id, s).await
+                                }
+                                (Mode::H2c, _) => http::serve_h2_pinned(stream, id, s).await,
+                            }
+                        };
+                        match worker {
+                            Some(handle) => { conns.spawn_on(fut, &handle); }
+                            None => { conns.spawn(fut); }
+                        }
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        Ok(Proxy {
+            local_addr,
+            shared,
+            accept,
+        })
+    }
+
+    /// The address the proxy listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// A copy of the records so far, in completion order.
+    pub fn records(&self) -> Vec<ProxyRecord> {
+        match self.shared.records.lock() {
+            Ok(v) => v.iter().map(RawRecord::to_record).collect(),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .iter()
+                .map(RawRecord::to_record)
+                .collect(),
+        }
+    }
+
+    /// Stops accepting and cuts every proxied connection.
+    pub async fn shutdown(mut self) {
+        self.accept.abort();
+        let _ = (&mut self.accept).await;
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}

@@ -1,0 +1,355 @@
+//! The drill's numbers: failures by kind, latency percentiles, and the attribution of each failed
+//! request to a pod (by the endpoint the proxy sent it to) and to a termination phase of that pod.
+//! The shapes are those of the `drill` JSON contract (`design.md`).
+
+use crate::load::{LoadResult, RequestOutcome, RequestRecord};
+use crate::proxy::ProxyRecord;
+use hdrhistogram::Histogram;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// `failuresByKind`: failed requests per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailuresByKind {
+    pub refused: u64,
+    pub reset: u64,
+    pub timeout: u64,
+    pub http5xx: u64,
+}
+
+impl FailuresByKind {
+    /// Counts the failures of `records` by kind.
+    pub fn count(records: &[RequestRecord]) -> Self {
+        let mut f = FailuresByKind::default();
+        for r in records {
+            match r.outcome {
+                RequestOutcome::Ok => {}
+                RequestOutcome::Refused => f.refused += 1,
+                RequestOutcome::Reset => f.reset += 1,
+                RequestOutcome::Timeout => f.timeout += 1,
+                RequestOutcome::Http5xx => f.http5xx += 1,
+            }
+        }
+        f
+    }
+
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        self.refused + self.reset + self.timeout + self.http5xx
+    }
+}
+
+/// `latencyMs`: percentiles of the latency from the intended send time, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct LatencyMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl LatencyMs {
+    /// From a histogram of microseconds; all zero when it is empty.
+    pub fn from_histogram_us(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencyMs::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencyMs {
+            p50: ms(h.value_at_quantile(0.50)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// A termination phase of a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// Before the stop signal (the preStop window, or before termination started at all).
+    BeforeStopSignal,
+    /// From the stop signal until SIGKILL (or ever, if none came).
+    AfterStopSignal,
+    /// From SIGKILL on.
+    AfterKill,
+}
+
+/// The termination instants of one pod, in seconds since the drill's epoch as [`Duration`]s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTermination {
+    pub pod: String,
+    /// When its termination started (deletion, eviction: t = 0 of its termination).
+    pub started: Duration,
+    /// When its stop signal was sent, if it was.
+    pub stop_signal: Option<Duration>,
+    /// When it was SIGKILLed, if it was.
+    pub killed: Option<Duration>,
+}
+
+impl PodTermination {
+    /// The pod's phase at `at`.
+    pub fn phase_at(&self, at: Duration) -> Phase {
+        match (self.stop_signal, self.killed) {
+            (_, Some(k)) if at >= k => Phase::AfterKill,
+            (Some(s), _) if at >= s => Phase::AfterStopSignal,
+            _ => Phase::BeforeStopSignal,
+        }
+    }
+}
+
+/// `failuresByPhase`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailuresByPhase {
+    pub before_stop_signal: u64,
+    pub after_stop_signal: u64,
+    pub after_kill: u64,
+}
+
+/// One failed request, attributed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attribution {
+    /// The request's schedule index.
+    pub request: u64,
+    pub outcome: RequestOutcome,
+    /// The pod the proxy sent it to; `None` if it reached none (no endpoint, or the proxy has no
+    /// record of it).
+    pub pod: Option<String>,
+    /// When the failure happened, since the epoch: the proxy's record end when there is one
+    /// (when it saw the upstream fail), else the load's completion time.
+    pub at: Duration,
+    pub phase: Phase,
+}
+
+/// Attributes every failed request of `load` to a pod and a phase.
+///
+/// The pod is the endpoint of the proxy record with the same request index (the load sends it in
+/// a header). The phase is that pod's phase at the failure instant; a pod without a termination
+/// in `pods` counts as [`Phase::BeforeStopSignal`]. A failure that reached no pod is given the
+/// phase of the pod whose termination started last before it, if any.
+pub fn attribute(
+    load: &[RequestRecord],
+    proxy: &[ProxyRecord],
+    pods: &[PodTermination],
+) -> Vec<Attribution> {
+    let by_request: HashMap<u64, &ProxyRecord> = proxy
+        .iter()
+        .filter_map(|p| p.request.map(|r| (r, p)))
+        .collect();
+    load.iter()
+        .filter(|r| r.outcome.is_failure())
+        .map(|r| {
+            let p = by_request.get(&r.index);
+            let at = p.map_or(r.done, |p| p.end);
+            let pod = p.and_then(|p| p.pod.clone());
+            let termination = match &pod {
+                Some(name) => pods.iter().find(|t| &t.pod == name),
+                None => pods
+                    .iter()
+                    .filter(|t| t.started <= at)
+                    .max_by_key(|t| t.started),
+            };
+            Attribution {
+                request: r.index,
+                outcome: r.outcome,
+                pod,
+                at,
+                phase: termination.map_or(Phase::BeforeStopSignal, |t| t.phase_at(at)),
+            }
+        })
+        .collect()
+}
+
+impl FailuresByPhase {
+    /// Counts attributed failures by phase.
+    pub fn count(attributions: &[Attribution]) -> Self {
+        let mut f = FailuresByPhase::default();
+        for a in attributions {
+            match a.phase {
+                Phase::BeforeStopSignal => f.before_stop_signal += 1,
+                Phase::AfterStopSignal => f.after_stop_signal += 1,
+                Phase::AfterKill => f.after_kill += 1,
+            }
+        }
+        f
+    }
+}
+
+/// `verdict`: pass means zero failed requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// The `drill` JSON document (design.md, "Contracts").
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrillReport {
+    pub scenario: String,
+    pub rps: f64,
+    pub endpoint_lag_seconds: f64,
+    pub requests: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub failures_by_kind: FailuresByKind,
+    pub failures_by_phase: FailuresByPhase,
+    pub latency_ms: LatencyMs,
+    /// The `run` report of each pod (built by the node layer).
+    pub pods: Vec<serde_json::Value>,
+    pub verdict: Verdict,
+}
+
+impl DrillReport {
+    /// Builds the report of one drill run.
+    pub fn build(
+        scenario: &str,
+        rps: f64,
+        endpoint_lag: Duration,
+        load: &LoadResult,
+        attributions: &[Attribution],
+        pods: Vec<serde_json::Value>,
+    ) -> Self {
+        let kinds = FailuresByKind::count(&load.records);
+        let failed = kinds.total();
+        let requests = load.records.len() as u64;
+        DrillReport {
+            scenario: scenario.to_string(),
+            rps,
+            endpoint_lag_seconds: endpoint_lag.as_secs_f64(),
+            requests,
+            succeeded: requests - failed,
+            failed,
+            failures_by_kind: kinds,
+            failures_by_phase: FailuresByPhase::count(attributions),
+            latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
+            pods,
+            verdict: if failed == 0 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::ProxyOutcome;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn req(index: u64, at: u64, outcome: RequestOutcome) -> RequestRecord {
+        RequestRecord {
+            index,
+            intended: ms(at),
+            sent: ms(at),
+            done: ms(at + 2),
+            outcome,
+            status: None,
+        }
+    }
+
+    fn prox(request: u64, end: u64, pod: Option<&str>) -> ProxyRecord {
+        ProxyRecord {
+            connection: 0,
+            request: Some(request),
+            start: ms(end - 1),
+            end: ms(end),
+            pod: pod.map(str::to_string),
+            endpoint: None,
+            outcome: ProxyOutcome::ConnectRefused,
+            status: Some(502),
+        }
+    }
+
+    #[test]
+    fn kinds_and_phases() {
+        let load = [
+            req(0, 100, RequestOutcome::Ok),
+            req(1, 1_100, RequestOutcome::Http5xx),
+            req(2, 3_100, RequestOutcome::Reset),
+            req(3, 40_000, RequestOutcome::Refused),
+            req(4, 500, RequestOutcome::Timeout),
+        ];
+        let proxy = [
+            prox(1, 1_101, Some("web-1")),
+            prox(2, 3_101, Some("web-1")),
+            prox(3, 40_001, Some("web-1")),
+            prox(4, 502, Some("web-2")),
+        ];
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(1_000),
+            stop_signal: Some(ms(3_000)),
+            killed: Some(ms(33_000)),
+        }];
+        let k = FailuresByKind::count(&load);
+        assert_eq!((k.refused, k.reset, k.timeout, k.http5xx), (1, 1, 1, 1));
+        let a = attribute(&load, &proxy, &pods);
+        let phases: Vec<(u64, Option<&str>, Phase)> = a
+            .iter()
+            .map(|a| (a.request, a.pod.as_deref(), a.phase))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                (1, Some("web-1"), Phase::BeforeStopSignal),
+                (2, Some("web-1"), Phase::AfterStopSignal),
+                (3, Some("web-1"), Phase::AfterKill),
+                (4, Some("web-2"), Phase::BeforeStopSignal),
+            ]
+        );
+        let p = FailuresByPhase::count(&a);
+        assert_eq!(
+            (p.before_stop_signal, p.after_stop_signal, p.after_kill),
+            (2, 1, 1)
+        );
+    }
+
+    #[test]
+    fn a_failure_without_a_proxy_record_takes_the_latest_termination() {
+        let load = [req(7, 5_000, RequestOutcome::Refused)];
+        let pods = [
+            PodTermination {
+                pod: "a".into(),
+                started: ms(1_000),
+                stop_signal: Some(ms(1_000)),
+                killed: None,
+            },
+            PodTermination {
+                pod: "b".into(),
+                started: ms(9_000),
+                stop_signal: Some(ms(9_000)),
+                killed: None,
+            },
+        ];
+        let a = attribute(&load, &[], &pods);
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            (a[0].pod.clone(), a[0].phase),
+            (None, Phase::AfterStopSignal)
+        );
+        assert_eq!(a[0].at, ms(5_002));
+    }
+
+    #[test]
+    fn latency_percentiles_in_ms() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("bounds");
+        for us in 1..=1000u64 {
+            h.record(us * 1000).expect("in range");
+        }
+        let l = LatencyMs::from_histogram_us(&h);
+        assert!((l.p50 - 500.0).abs() < 1.0, "{l:?}");
+        assert!((l.p99 - 990.0).abs() < 1.0, "{l:?}");
+        assert!((l.max - 1000.0).abs() < 1.0, "{l:?}");
+        let empty = Histogram::<u64>::new(3).expect("sigfig");
+        assert_eq!(LatencyMs::from_histogram_us(&empty), LatencyMs::default());
+    }
+}

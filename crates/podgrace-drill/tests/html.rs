@@ -1,0 +1,130 @@
+//! The HTML report's timeline chart, parsed back as XML.
+
+use podgrace_drill::html::{html_report, timeline_svg, ChartEvent};
+use podgrace_drill::load::{summarize, RequestOutcome, RequestRecord};
+use podgrace_drill::report::{attribute, DrillReport};
+use std::time::Duration;
+
+/// 200 rps for 3 s (600 requests); those due in [1.0 s, 1.5 s) fail with 502.
+fn records() -> Vec<RequestRecord> {
+    (0..600u64)
+        .map(|i| {
+            let intended = Duration::from_millis(i * 5);
+            let failed = (1_000..1_500).contains(&intended.as_millis());
+            RequestRecord {
+                index: i,
+                intended,
+                sent: intended,
+                done: intended + Duration::from_millis(1),
+                outcome: if failed {
+                    RequestOutcome::Http5xx
+                } else {
+                    RequestOutcome::Ok
+                },
+                status: Some(if failed { 502 } else { 200 }),
+            }
+        })
+        .collect()
+}
+
+fn events() -> Vec<ChartEvent> {
+    vec![
+        ChartEvent {
+            at: Duration::from_millis(1_000),
+            label: "web-1: SIGTERM".into(),
+        },
+        ChartEvent {
+            at: Duration::from_millis(2_000),
+            label: "web-1: removed from endpoints (t + L)".into(),
+        },
+    ]
+}
+
+#[test]
+fn the_chart_has_one_bar_per_100_ms_and_red_bars_for_the_failures() {
+    let recs = records();
+    let svg = timeline_svg(&recs, &events());
+    let doc = roxmltree::Document::parse(&svg).expect("the chart is well-formed XML");
+    let rects = |class: &str| -> Vec<(u64, u64)> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some(class))
+            .map(|n| {
+                let num = |a: &str| n.attribute(a).and_then(|v| v.parse().ok()).expect(a);
+                (num("data-t"), num("data-count"))
+            })
+            .collect()
+    };
+    let ok = rects("ok");
+    let fail = rects("fail");
+    // 3 s in 100 ms buckets: 30 buckets, each with 20 requests; 5 of them entirely failed.
+    assert_eq!(ok.len(), 25);
+    assert_eq!(fail.len(), 5);
+    assert_eq!(
+        fail.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+        [1_000, 1_100, 1_200, 1_300, 1_400]
+    );
+    let failures = recs.iter().filter(|r| r.outcome.is_failure()).count() as u64;
+    assert_eq!(fail.iter().map(|(_, c)| c).sum::<u64>(), failures);
+    assert_eq!(
+        ok.iter().map(|(_, c)| c).sum::<u64>(),
+        recs.len() as u64 - failures
+    );
+    // Red bars are red.
+    assert!(doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("fail"))
+        .all(|n| n.attribute("fill") == Some("#d62728")));
+    // The termination events are marked, with their labels.
+    let lines: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("line") && n.attribute("class") == Some("event"))
+        .filter_map(|n| n.attribute("data-t"))
+        .collect();
+    assert_eq!(lines, ["1000", "2000"]);
+    let labels: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("event-label"))
+        .filter_map(|n| n.text().map(str::to_string))
+        .collect();
+    assert_eq!(
+        labels,
+        ["web-1: SIGTERM", "web-1: removed from endpoints (t + L)"]
+    );
+}
+
+#[test]
+fn the_page_is_self_contained() {
+    let recs = records();
+    let load = summarize(recs.clone()).expect("summary");
+    let report = DrillReport::build(
+        "delete <no preStop>",
+        200.0,
+        Duration::from_secs(1),
+        &load,
+        &attribute(&recs, &[], &[]),
+        vec![],
+    );
+    assert_eq!(report.failed, 100);
+    let page = html_report("drill & report", &report, &recs, &events());
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("<svg"));
+    assert!(page.contains("drill &amp; report"));
+    assert!(page.contains("delete &lt;no preStop&gt;"));
+    for external in ["src=", "href=", "@import", "url("] {
+        assert!(!page.contains(external), "external asset via {external}");
+    }
+}
+
+#[test]
+fn the_page_is_written_where_asked() {
+    let recs = records();
+    let load = summarize(recs.clone()).expect("summary");
+    let report = DrillReport::build("delete", 200.0, Duration::from_secs(1), &load, &[], vec![]);
+    let page = html_report("drill", &report, &recs, &events());
+    let path = std::env::temp_dir().join(format!("podgrace-report-{}.html", std::process::id()));
+    podgrace_drill::html::write_report(&path, &page).expect("write");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), page);
+    let _ = std::fs::remove_file(&path);
+    let missing = std::path::Path::new("/nonexistent-dir/report.html");
+    assert!(podgrace_drill::html::write_report(missing, &page).is_err());
+}

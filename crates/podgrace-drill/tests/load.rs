@@ -1,0 +1,136 @@
+//! The open-loop load generator against in-process demo-app backends on real sockets (the load
+//! uses real connections, so tokio's paused clock cannot drive it: auto-advance would fire the
+//! request timeouts while sockets wait).
+
+use podgrace_drill::demoapp::{self, DemoConfig};
+use podgrace_drill::load::{self, LoadConfig, LoadError, RequestOutcome};
+use podgrace_drill::report::FailuresByKind;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+async fn backend(config: DemoConfig) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let _keep = tx;
+        demoapp::serve(listener, config, rx).await
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_follow_the_intended_schedule() {
+    let target = backend(DemoConfig::default()).await;
+    let mut cfg = LoadConfig::new(target, Duration::from_secs(1));
+    cfg.rps = 500.0;
+    cfg.connections = 4;
+    let r = load::run(cfg).await.expect("load");
+    assert_eq!(r.records.len(), 500);
+    for (i, rec) in r.records.iter().enumerate() {
+        assert_eq!(rec.index, i as u64);
+        assert!(rec.outcome == RequestOutcome::Ok, "{rec:?}");
+        assert_eq!(rec.status, Some(200));
+        assert!(rec.sent >= rec.intended && rec.done >= rec.sent);
+    }
+    // Intended times are exact: i / rps after the first.
+    let t0 = r.records[0].intended;
+    let last = r.records[499].intended - t0;
+    assert!(
+        (last.as_secs_f64() - 499.0 / 500.0).abs() < 1e-6,
+        "{last:?}"
+    );
+    assert!(
+        (r.achieved_rps - 500.0).abs() / 500.0 < 0.02,
+        "achieved {} rps",
+        r.achieved_rps
+    );
+    assert_eq!(r.latency_us.len(), 500);
+}
+
+#[tokio::test]
+async fn latency_counts_from_the_intended_time_not_from_the_send() {
+    // One connection, a server that takes 100 ms per request, 20 requests due 50 ms apart: a
+    // closed-loop client would report 100 ms for each; here request k waits behind k slow ones and
+    // completes at (k + 1) × 100 ms, 100 + 50 k ms after it was due: 1,050 ms for the last.
+    let target = backend(DemoConfig {
+        latency: Duration::from_millis(100),
+        ..DemoConfig::default()
+    })
+    .await;
+    let mut cfg = LoadConfig::new(target, Duration::from_secs(1));
+    cfg.rps = 20.0;
+    cfg.connections = 1;
+    let r = load::run(cfg).await.expect("load");
+    assert_eq!(r.records.len(), 20);
+    let max_ms = r.latency_us.max() as f64 / 1000.0;
+    assert!(
+        (1_000.0..1_600.0).contains(&max_ms),
+        "max latency {max_ms} ms"
+    );
+    let last = r.records[19];
+    assert!(last.sent - last.intended >= Duration::from_millis(900));
+}
+
+#[tokio::test]
+async fn failures_are_classified() {
+    // Nothing listens: refused.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let mut cfg = LoadConfig::new(gone, Duration::from_millis(100));
+    cfg.rps = 100.0;
+    let r = load::run(cfg).await.expect("load");
+    let k = FailuresByKind::count(&r.records);
+    assert_eq!((k.refused, k.total()), (10, 10));
+
+    // A server slower than the timeout: timeout.
+    let slow = backend(DemoConfig {
+        latency: Duration::from_millis(500),
+        ..DemoConfig::default()
+    })
+    .await;
+    let mut cfg = LoadConfig::new(slow, Duration::from_millis(100));
+    cfg.rps = 50.0;
+    cfg.timeout = Duration::from_millis(100);
+    let r = load::run(cfg).await.expect("load");
+    let k = FailuresByKind::count(&r.records);
+    assert_eq!((k.timeout, k.total()), (5, 5));
+
+    // A server that accepts and closes at once: reset.
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closer = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            drop(s);
+        }
+    });
+    let mut cfg = LoadConfig::new(closer, Duration::from_millis(100));
+    cfg.rps = 50.0;
+    let r = load::run(cfg).await.expect("load");
+    let k = FailuresByKind::count(&r.records);
+    assert_eq!((k.reset, k.total()), (5, 5));
+}
+
+#[tokio::test]
+async fn bad_settings_are_errors() {
+    let addr: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let mut cfg = LoadConfig::new(addr, Duration::from_secs(1));
+    cfg.rps = 0.0;
+    assert_eq!(
+        load::run(cfg.clone()).await.err(),
+        Some(LoadError::BadRate(0.0))
+    );
+    cfg.rps = 10.0;
+    cfg.connections = 0;
+    assert_eq!(
+        load::run(cfg.clone()).await.err(),
+        Some(LoadError::NoConnections)
+    );
+    cfg.connections = 1;
+    cfg.path = "no-slash".into();
+    assert!(matches!(load::run(cfg).await, Err(LoadError::BadPath(_))));
+}
