@@ -7,6 +7,8 @@
 //! * [`demoapp`]: the demo HTTP server whose SIGTERM behaviour is chosen by flags.
 //! * [`report`]: failures by kind and phase, latency percentiles, attribution to pods.
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
+//! * [`scenario`]: a whole drill: replicas run by the local kubelet, the proxy, the load, a
+//!   rollout, delete or eviction, and the attributed report.
 
 pub mod demoapp;
 pub mod endpoints;
@@ -14,3 +16,4 @@ pub mod html;
 pub mod load;
 pub mod proxy;
 pub mod report;
+pub mod scenario;

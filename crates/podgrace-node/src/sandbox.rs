@@ -6,7 +6,8 @@
 //! * a veth pair: `pgh<n>` on the host with `<base>.1/32` and a route `<base>.n/32` to it,
 //!   `eth0` in the pod with `<base>.n/32` and one route, to `<base>.1` (scope link).
 //!   No default route, so a pod reaches only the host, never another pod or the outside;
-//!   podgrace enables no forwarding.
+//!   podgrace enables no forwarding. On the host, an `unreachable` route covers the whole /24,
+//!   so traffic to a pod that is gone fails at once and never leaves the machine.
 //!
 //! Built with iproute2 (`ip`), run through podgrace's own spawner and reaper. `hostNetwork`
 //! pods get no namespace. Without the privilege to create namespaces every pod falls back to
@@ -67,6 +68,26 @@ struct PodNet {
     path: PathBuf,
     host_if: String,
     ip: Ipv4Addr,
+}
+
+/// Keeps pod traffic on the host: an `unreachable` route for the whole pod range, below the
+/// per-pod /32 routes. A connection to the address of a pod that is gone fails at once with
+/// "no route to host" instead of following the default route off the machine.
+struct RangeFence(OnceLock<()>);
+
+impl RangeFence {
+    const fn new() -> Self {
+        RangeFence(OnceLock::new())
+    }
+
+    fn install(&self, config: &NetworkConfig) {
+        self.0.get_or_init(|| {
+            let range = format!("{}/24", config.base);
+            if let Err(e) = ip(&["route", "replace", "unreachable", &range]) {
+                tracing::warn!(error = %e, range, "cannot fence the pod address range");
+            }
+        });
+    }
 }
 
 fn ip(args: &[&str]) -> Result<String, SandboxError> {
@@ -169,6 +190,8 @@ impl Sandbox {
                 net: None,
             });
         }
+        static FENCE: RangeFence = RangeFence::new();
+        FENCE.install(config);
         let _guard = allocation_lock().lock().unwrap_or_else(|p| p.into_inner());
         // Claim an index atomically: creating the host veth fails if another process holds it.
         let mut claimed = None;

@@ -28,6 +28,9 @@ enum Command {
     Lint(cmd::lint::Args),
     /// Run a pod's containers as local processes; Ctrl-C deletes it like `kubectl delete`.
     Run(cmd::run::Args),
+    /// Load through a service proxy with endpoint lag while pods roll, are deleted or evicted;
+    /// every failed request attributed. With no FILE: the built-in demo, without and with fix.
+    Drill(cmd::drill::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
     /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs).
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Lint(args) => cmd::lint::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Drill(args) => cmd::drill::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
         Command::DemoApp(args) => cmd::demo_app::run(args),
     };

@@ -2,6 +2,7 @@
 
 pub mod conformance;
 pub mod demo_app;
+pub mod drill;
 pub mod explain;
 pub mod lint;
 pub mod run;

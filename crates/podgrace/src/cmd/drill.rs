@@ -1,0 +1,465 @@
+//! `podgrace drill [FILE]`: replicas behind a local service proxy whose endpoint removal lags
+//! like kube-proxy's, steady load, a rollout, delete or eviction, and every failed request
+//! counted and attributed to a termination phase. With no FILE it runs the built-in demo app
+//! twice, without and with the fix, and shows both side by side.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use podgrace_core::manifest;
+use podgrace_core::plan::PodPlan;
+use podgrace_core::KubeVersion;
+use podgrace_drill::endpoints::LagPreset;
+use podgrace_drill::html::{html_report, write_report};
+use podgrace_drill::proxy::Balancing;
+use podgrace_drill::report::{DrillReport, Verdict};
+use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
+
+use crate::{input, BadInput, Outcome};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A manifest with the pod or Deployment to drill (`-` for stdin); none runs the built-in
+    /// demo, without and with the fix.
+    file: Option<PathBuf>,
+    /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft or evict-hard.
+    #[arg(long, default_value = "rollout", value_parser = parse_scenario)]
+    scenario: Scenario,
+    /// Replicas [default: the Deployment's, else 2].
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Requests per second.
+    #[arg(long, default_value_t = 200.0)]
+    rps: f64,
+    /// How long the load runs (`8s`, `1m`).
+    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    duration: Duration,
+    /// The endpoint lag L: a duration, or in-cluster (1 s), ingress (30 s), cloud-lb (120 s).
+    #[arg(long, default_value = "1s", value_parser = parse_lag)]
+    endpoint_lag: Duration,
+    /// The proxy in front: kube-proxy (a connection stays on its pod) or ingress (each request
+    /// picks an endpoint, as an L7 ingress does).
+    #[arg(long, value_enum, default_value_t = ProxyKind::KubeProxy)]
+    proxy: ProxyKind,
+    /// Request path.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// Request method.
+    #[arg(long, default_value = "GET")]
+    method: String,
+    /// Per-request timeout (`2s`).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// The port the pods serve on [default: the first containerPort].
+    #[arg(long)]
+    port: Option<u16>,
+    /// When the disruption starts after the load (`1s`).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    disrupt_after: Duration,
+    /// kubelet evictionMaxPodGracePeriod for evict-soft, seconds.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    eviction_max_pod_grace_period: i64,
+    /// The Kubernetes version whose kubelet to reproduce.
+    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
+    kubernetes_version: KubeVersion,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    output: Format,
+    /// Write a self-contained HTML report with the timeline chart (the demo writes two files,
+    /// `-without-prestop` and `-with-prestop` added to the name).
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProxyKind {
+    KubeProxy,
+    Ingress,
+}
+
+fn parse_scenario(s: &str) -> Result<Scenario, String> {
+    match s {
+        "rollout" => Ok(Scenario::Rollout),
+        "delete" => Ok(Scenario::Delete),
+        "evict-soft" => Ok(Scenario::Evict { hard: false }),
+        "evict-hard" => Ok(Scenario::Evict { hard: true }),
+        _ => Err("expected rollout, delete, evict-soft or evict-hard".into()),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 8s, 1m30s, 500ms)"))
+}
+
+fn parse_lag(s: &str) -> Result<Duration, String> {
+    match LagPreset::parse(s) {
+        Ok(p) => Ok(p.lag()),
+        Err(_) => parse_duration(s)
+            .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb")),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    if !(args.rps > 0.0 && args.rps <= 1_000_000.0) {
+        return Err(BadInput("--rps must be above 0 and at most 1000000".into()).into());
+    }
+    if args.duration.is_zero() {
+        return Err(BadInput("--duration must be above 0".into()).into());
+    }
+    let method = hyper::Method::from_bytes(args.method.as_bytes())
+        .map_err(|_| BadInput(format!("--method: not an HTTP method: {:?}", args.method)))?;
+    if !args.path.starts_with('/') {
+        return Err(BadInput(format!("--path must start with '/': {:?}", args.path)).into());
+    }
+    let config = |port: u16, replicas: usize| DrillConfig {
+        scenario: args.scenario,
+        replicas,
+        rps: args.rps,
+        duration: args.duration,
+        endpoint_lag: args.endpoint_lag,
+        balancing: match args.proxy {
+            ProxyKind::KubeProxy => Balancing::PerConnection,
+            ProxyKind::Ingress => Balancing::PerRequest,
+        },
+        path: args.path.clone(),
+        method: method.clone(),
+        timeout: args.timeout,
+        connections: 16,
+        port,
+        disrupt_after: args.disrupt_after,
+        version: args.kubernetes_version,
+        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match &args.file {
+        Some(file) => {
+            let (plan, replicas, port) = load_template(file, &args)?;
+            let cfg = config(port, args.replicas.unwrap_or(replicas));
+            let outcome = runtime.block_on(drill_once(&plan, &cfg, &args, "drill"))?;
+            if let Some(path) = &args.report {
+                write_html(path, &format!("podgrace drill: {}", plan.name), &outcome)?;
+            }
+            match args.output {
+                Format::Json => print_json(&outcome.report)?,
+                Format::Text => print!("{}", summary(&outcome)),
+            }
+            Ok(if outcome.report.verdict == Verdict::Pass {
+                Outcome::Success
+            } else {
+                Outcome::CheckFailed
+            })
+        }
+        None => demo(&runtime, &args, config),
+    }
+}
+
+/// The built-in demo: the demo app without a preStop (it exits on SIGTERM), then with a preStop
+/// sleep longer than the endpoint lag and an app that drains.
+fn demo(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    config: impl Fn(u16, usize) -> DrillConfig,
+) -> anyhow::Result<Outcome> {
+    let exe = std::env::current_exe().context("cannot find podgrace's own executable")?;
+    let lag = args.endpoint_lag;
+    let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
+    let unfixed = demo_plan(&exe, None)?;
+    let fixed = demo_plan(&exe, Some(pre_stop))?;
+    let cfg = config(8080, args.replicas.unwrap_or(2));
+    let a = runtime.block_on(drill_once(&unfixed, &cfg, args, "1/2 without preStop"))?;
+    let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
+    if let Some(path) = &args.report {
+        write_html(
+            &suffixed(path, "-without-prestop"),
+            "podgrace drill demo: without preStop",
+            &a,
+        )?;
+        write_html(
+            &suffixed(path, "-with-prestop"),
+            &format!("podgrace drill demo: with a {pre_stop} s preStop sleep"),
+            &b,
+        )?;
+    }
+    match args.output {
+        Format::Json => {
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report])?;
+            writeln!(out)?;
+        }
+        Format::Text => {
+            print!("{}", summary(&a));
+            print!("{}", summary(&b));
+            print!("{}", side_by_side(&a.report, &b.report, pre_stop, lag));
+        }
+    }
+    // The demo shows the race and its fix: it succeeds when the fixed run loses nothing.
+    Ok(if b.report.verdict == Verdict::Pass {
+        Outcome::Success
+    } else {
+        Outcome::CheckFailed
+    })
+}
+
+/// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, a
+/// readiness probe, and (fixed) a preStop sleep with an app that drains.
+fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPlan> {
+    let (on_sigterm, lifecycle) = match pre_stop_seconds {
+        None => ("exit", String::new()),
+        Some(s) => (
+            "drain",
+            format!(
+                "        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n"
+            ),
+        ),
+    };
+    let yaml = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n      - name: app\n        image: podgrace/demo-app\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
+        exe.display()
+    );
+    let m = manifest::load(&yaml, "<built-in demo>").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let plan = m
+        .pods()
+        .next()
+        .cloned()
+        .context("the built-in demo has no pod template")?;
+    Ok(plan)
+}
+
+/// The pod template of FILE, the replicas it asks for, and the port it serves on.
+fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u16)> {
+    let doc = input::read_one(file)?;
+    let m = manifest::load_with(
+        &doc.text,
+        &doc.name,
+        &manifest::LoadOptions {
+            kube_version: args.kubernetes_version,
+        },
+    )
+    .map_err(|e| BadInput(e.to_string()))?;
+    let plans: Vec<&PodPlan> = m.pods().collect();
+    let plan = match plans.as_slice() {
+        [one] => (*one).clone(),
+        [] => return Err(BadInput(format!("{}: no pod or pod template", doc.name)).into()),
+        many => {
+            return Err(BadInput(format!(
+                "{}: {} pods in the file; drill takes one",
+                doc.name,
+                many.len()
+            ))
+            .into())
+        }
+    };
+    let port = match args.port {
+        Some(p) => p,
+        None => plan
+            .containers
+            .iter()
+            .flat_map(|c| c.ports.iter())
+            .find_map(|p| u16::try_from(p.container_port).ok())
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "{}: no containerPort to send load to; give --port",
+                    doc.name
+                ))
+            })?,
+    };
+    let replicas = plan
+        .replicas
+        .and_then(|r| usize::try_from(r).ok())
+        .unwrap_or(2)
+        .max(1);
+    Ok((plan, replicas, port))
+}
+
+/// Runs one drill with a progress bar (text) or log lines on stderr (JSON).
+async fn drill_once(
+    plan: &PodPlan,
+    cfg: &DrillConfig,
+    args: &Args,
+    title: &str,
+) -> anyhow::Result<DrillOutcome> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let bar = if args.output == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        let b = ProgressBar::new(cfg.duration.as_millis() as u64);
+        b.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:40}] {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b.set_prefix(title.to_string());
+        Some(b)
+    } else {
+        None
+    };
+    let printer = {
+        let bar = bar.clone();
+        let title = title.to_string();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            while let Some(line) = rx.recv().await {
+                let t = started.elapsed().as_secs_f64();
+                match &bar {
+                    Some(b) => b.println(format!("{t:>7.2}s  {line}")),
+                    None => eprintln!("{title}: {t:>7.2}s  {line}"),
+                }
+            }
+        })
+    };
+    let ticker = bar.clone().map(|b| {
+        tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            loop {
+                b.set_position(start.elapsed().as_millis() as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
+    let result = run_drill(plan, cfg, tx).await;
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let _ = printer.await;
+    result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
+}
+
+fn print_json(report: &DrillReport) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, report)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn write_html(path: &Path, title: &str, o: &DrillOutcome) -> anyhow::Result<()> {
+    let page = html_report(title, &o.report, &o.requests, &o.events);
+    write_report(path, &page).map_err(|e| BadInput(e.to_string()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}{suffix}{ext}"))
+}
+
+/// The text summary of one drill.
+fn summary(o: &DrillOutcome) -> String {
+    use std::fmt::Write as _;
+    let r = &o.report;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ndrill {}: {} requests/s, endpoint lag {:.1} s",
+        r.scenario, r.rps, r.endpoint_lag_seconds
+    );
+    let k = &r.failures_by_kind;
+    let p = &r.failures_by_phase;
+    let _ = writeln!(
+        s,
+        "  requests {}, failed {} (refused {}, reset {}, timeout {}, HTTP 5xx {})",
+        r.requests, r.failed, k.refused, k.reset, k.timeout, k.http5xx
+    );
+    let _ = writeln!(
+        s,
+        "  failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
+        p.before_stop_signal, p.after_stop_signal, p.after_kill
+    );
+    let _ = writeln!(
+        s,
+        "  latency from the intended send time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
+    );
+    let _ = writeln!(
+        s,
+        "  verdict: {}",
+        match r.verdict {
+            Verdict::Pass => "PASS (no request failed)",
+            Verdict::Fail => "FAIL",
+        }
+    );
+    for a in &o.advice {
+        let _ = writeln!(s, "  advice: {a}");
+    }
+    s
+}
+
+fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let with = format!("with preStop {pre_stop} s + drain");
+    let _ = writeln!(
+        s,
+        "\nthe endpoint race, endpoint lag {:.1} s:\n  {:28} {:>18} {:>24}",
+        lag.as_secs_f64(),
+        "",
+        "without preStop",
+        with
+    );
+    let rows: [(&str, String, String); 6] = [
+        ("requests", a.requests.to_string(), b.requests.to_string()),
+        ("failed", a.failed.to_string(), b.failed.to_string()),
+        (
+            "  refused / reset",
+            format!(
+                "{} / {}",
+                a.failures_by_kind.refused, a.failures_by_kind.reset
+            ),
+            format!(
+                "{} / {}",
+                b.failures_by_kind.refused, b.failures_by_kind.reset
+            ),
+        ),
+        (
+            "  timeout / HTTP 5xx",
+            format!(
+                "{} / {}",
+                a.failures_by_kind.timeout, a.failures_by_kind.http5xx
+            ),
+            format!(
+                "{} / {}",
+                b.failures_by_kind.timeout, b.failures_by_kind.http5xx
+            ),
+        ),
+        (
+            "latency p99",
+            format!("{:.2} ms", a.latency_ms.p99),
+            format!("{:.2} ms", b.latency_ms.p99),
+        ),
+        (
+            "verdict",
+            format!("{:?}", a.verdict).to_uppercase(),
+            format!("{:?}", b.verdict).to_uppercase(),
+        ),
+    ];
+    for (name, x, y) in rows {
+        let _ = writeln!(s, "  {name:28} {x:>18} {y:>24}");
+    }
+    s
+}

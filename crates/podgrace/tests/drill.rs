@@ -1,0 +1,191 @@
+//! `podgrace drill` as a user runs it: real pods (the local kubelet), a real proxy, real load.
+//! Needs root (each pod gets its own network namespace); elsewhere the tests print why they
+//! skip. The tests run one at a time: failure counts depend on timing, and two drills at once
+//! on a 2-core machine would disturb each other.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn privileged(test: &str) -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIP {test}: the drill needs root for pod network namespaces");
+    }
+    root
+}
+
+/// The demo app as a Deployment: exits at once on SIGTERM (unfixed), or drains after a preStop
+/// sleep (fixed).
+fn demo(pre_stop: Option<u32>) -> String {
+    let exe = env!("CARGO_BIN_EXE_podgrace");
+    let (mode, lifecycle) = match pre_stop {
+        None => ("exit", String::new()),
+        Some(s) => (
+            "drain",
+            format!(
+                "        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n"
+            ),
+        ),
+    };
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: app\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {mode}]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}"
+    )
+}
+
+fn drill(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, Value) {
+    let file = tmp_file(tag, "web.yaml", yaml);
+    let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = podgrace(&args);
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "drill failed to run: {}",
+        stderr(&out)
+    );
+    (code, json(&out))
+}
+
+#[test]
+fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
+    if !privileged("model") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // Model: one of two pods is deleted and exits at once on SIGTERM; behind a per-request (L7)
+    // proxy, half of the requests still go to it until the proxy drops it, L = 1 s later:
+    // 200 requests/s × 1 s × 1/2 = 100 failures. The band is wide (50 to 150): the lag, the
+    // exit and the endpoint update are real and a little late or early.
+    let (code, r) = drill(
+        "model",
+        &demo(None),
+        &[
+            "--scenario",
+            "delete",
+            "--proxy",
+            "ingress",
+            "--duration",
+            "4s",
+            "--endpoint-lag",
+            "1s",
+        ],
+    );
+    assert_eq!(code, Some(1), "a failing drill exits 1");
+    assert_eq!(r["verdict"], "fail");
+    let failed = r["failed"].as_u64().unwrap();
+    assert!(
+        (50..=150).contains(&failed),
+        "failed {failed}, model 100: {r}"
+    );
+    // They happened after the stop signal (the app had closed its listener), not before.
+    assert_eq!(
+        r["failuresByPhase"]["afterStopSignal"].as_u64().unwrap(),
+        failed
+    );
+    assert_eq!(r["requests"], 800);
+}
+
+#[test]
+fn with_a_pre_stop_longer_than_the_lag_nothing_is_lost_ten_times_in_a_row() {
+    if !privileged("fixed") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for run in 1..=10 {
+        let (code, r) = drill(
+            "fixed",
+            &demo(Some(2)),
+            &[
+                "--scenario",
+                "delete",
+                "--duration",
+                "4s",
+                "--endpoint-lag",
+                "1s",
+            ],
+        );
+        assert_eq!(r["failed"], 0, "run {run}: {r}");
+        assert_eq!(code, Some(0));
+        assert_eq!(r["verdict"], "pass");
+    }
+}
+
+#[test]
+fn the_html_report_charts_every_failure_in_red() {
+    if !privileged("html") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let page = tempdir("drillhtml").join("report.html");
+    let (_, r) = drill(
+        "html",
+        &demo(None),
+        &[
+            "--scenario",
+            "delete",
+            "--proxy",
+            "ingress",
+            "--duration",
+            "3s",
+            "--report",
+            page.to_str().unwrap(),
+        ],
+    );
+    let html = std::fs::read_to_string(&page).expect("the report was written");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        !html.contains("<script src") && !html.contains("href=\"http"),
+        "self-contained"
+    );
+    // Red bars add up to the failures; every termination event is marked.
+    let red: u64 = html
+        .split("<rect class=\"fail\"")
+        .skip(1)
+        .filter_map(|rest| {
+            let i = rest.find("data-count=\"")? + "data-count=\"".len();
+            rest[i..].split('"').next()?.parse::<u64>().ok()
+        })
+        .sum();
+    assert_eq!(red, r["failed"].as_u64().unwrap());
+    assert!(red > 0);
+    assert!(html.contains("web-1: stop signal"));
+    assert!(html.contains("web-1: endpoint removed"));
+}
+
+#[test]
+fn r25_a_pre_stop_shorter_than_the_load_balancer_lag_still_loses_requests() {
+    if !privileged("r25") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // R25 scaled down: a load balancer that keeps routing L = 3 s after the pod's termination
+    // starts, a preStop of 1 s, an app that drains: requests fail from the app's exit (about
+    // t = 1 s plus the drain) until t = L, and the advice names the setting.
+    let (code, r) = drill(
+        "r25",
+        &demo(Some(1)),
+        &[
+            "--scenario",
+            "delete",
+            "--proxy",
+            "ingress",
+            "--duration",
+            "6s",
+            "--endpoint-lag",
+            "3s",
+        ],
+    );
+    assert_eq!(code, Some(1));
+    assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
+}
