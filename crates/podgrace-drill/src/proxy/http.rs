@@ -86,6 +86,48 @@ fn record(
     });
 }
 
+/// The response to the client for an upstream answer (`Some`) or a broken upstream (`None`),
+/// recorded as forwarded or as an upstream reset.
+fn respond(
+    s: &Shared,
+    id: u64,
+    request: Option<u64>,
+    start: Duration,
+    ep: &Arc<Endpoint>,
+    upstream: Option<Response<Incoming>>,
+    close: bool,
+) -> Response<Body> {
+    match upstream {
+        Some(resp) => {
+            let status = resp.status().as_u16();
+            record(
+                s,
+                id,
+                request,
+                start,
+                Some(ep),
+                ProxyOutcome::Forwarded,
+                status,
+            );
+            resp.map(Either::Left)
+        }
+        None => {
+            let resp = error_response(ProxyOutcome::UpstreamReset, close);
+            let status = resp.status().as_u16();
+            record(
+                s,
+                id,
+                request,
+                start,
+                Some(ep),
+                ProxyOutcome::UpstreamReset,
+                status,
+            );
+            resp
+        }
+    }
+}
+
 /// Picks an endpoint and connects to it: the conntrack entry of a new client connection.
 async fn pick_and_connect(
     s: &Shared,
@@ -171,33 +213,7 @@ pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
                 Err(_) => None,
             };
             drop(tx);
-            Ok::<_, Infallible>(match result {
-                Some(resp) => {
-                    record(
-                        &s,
-                        id,
-                        rid,
-                        start,
-                        Some(&ep),
-                        ProxyOutcome::Forwarded,
-                        resp.status().as_u16(),
-                    );
-                    resp.map(Either::Left)
-                }
-                None => {
-                    let resp = error_response(ProxyOutcome::UpstreamReset, true);
-                    record(
-                        &s,
-                        id,
-                        rid,
-                        start,
-                        Some(&ep),
-                        ProxyOutcome::UpstreamReset,
-                        resp.status().as_u16(),
-                    );
-                    resp
-                }
-            })
+            Ok::<_, Infallible>(respond(&s, id, rid, start, &ep, result, true))
         }
     });
     let down =
@@ -253,33 +269,7 @@ pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
                 Ok(()) => tx.send_request(req).await.ok(),
                 Err(_) => None,
             };
-            Ok::<_, Infallible>(match result {
-                Some(resp) => {
-                    record(
-                        &s,
-                        id,
-                        rid,
-                        start,
-                        Some(&ep),
-                        ProxyOutcome::Forwarded,
-                        resp.status().as_u16(),
-                    );
-                    resp.map(Either::Left)
-                }
-                None => {
-                    let resp = error_response(ProxyOutcome::UpstreamReset, false);
-                    record(
-                        &s,
-                        id,
-                        rid,
-                        start,
-                        Some(&ep),
-                        ProxyOutcome::UpstreamReset,
-                        resp.status().as_u16(),
-                    );
-                    resp
-                }
-            })
+            Ok::<_, Infallible>(respond(&s, id, rid, start, &ep, result, false))
         }
     });
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())

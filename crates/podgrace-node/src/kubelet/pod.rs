@@ -901,14 +901,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         base_grace: base,
                         override_seconds,
                         message: message::killing(&plan.name),
-                        hook: HookTarget {
-                            pod: &pod_name,
-                            container: &plan.name,
-                            container_id: &id,
-                            pod_ip,
-                            ports: &plan.ports,
-                            events: Some(&events),
-                        },
+                        hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
                     };
                     let (kill, result) =
                         kill_container(&rt, &ctx, target, ordering.as_deref(), version, &events)
@@ -1116,14 +1109,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 base_grace: base,
                 override_seconds: None,
                 message: message::killing_after_probe(&plan.name, probe_word, will_restart),
-                hook: HookTarget {
-                    pod: &pod_name,
-                    container: &plan.name,
-                    container_id: &id,
-                    pod_ip,
-                    ports: &plan.ports,
-                    events: Some(&events),
-                },
+                hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
             };
             let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events).await;
             let _ = done.send((
@@ -1214,6 +1200,24 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
         }
         self.publish(PodPhase::Running);
+    }
+}
+
+/// The target of a container's lifecycle hooks.
+fn hook_target<'a>(
+    pod: &'a str,
+    plan: &'a ContainerPlan,
+    id: &'a str,
+    pod_ip: Option<IpAddr>,
+    events: &'a EventRecorder,
+) -> HookTarget<'a> {
+    HookTarget {
+        pod,
+        container: &plan.name,
+        container_id: id,
+        pod_ip,
+        ports: &plan.ports,
+        events: Some(events),
     }
 }
 
