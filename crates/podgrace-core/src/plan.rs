@@ -209,6 +209,17 @@ pub struct Probe {
     pub termination_grace_period_seconds: Option<i64>,
 }
 
+/// One `envFrom` source: every key of a ConfigMap or Secret, with an optional prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvFrom {
+    /// `ConfigMap` or `Secret`.
+    pub kind: &'static str,
+    pub name: String,
+    pub prefix: String,
+    /// `optional: true`: a missing source is no error.
+    pub optional: bool,
+}
+
 /// A declared `containerPort`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPort {
@@ -231,6 +242,8 @@ pub struct ContainerPlan {
     pub working_dir: Option<String>,
     /// Literal `env` values in order; values from references are recorded as `None`.
     pub env: Vec<(String, Option<String>)>,
+    /// `envFrom` sources in order.
+    pub env_from: Vec<EnvFrom>,
     pub ports: Vec<ContainerPort>,
     pub post_start: Option<Handler>,
     pub pre_stop: Option<Handler>,

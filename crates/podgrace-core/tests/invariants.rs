@@ -21,6 +21,7 @@ fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> Cont
         args: vec![],
         working_dir: None,
         env: vec![],
+        env_from: vec![],
         ports: vec![],
         post_start: None,
         pre_stop,

@@ -353,3 +353,46 @@ async fn a_liveness_kill_uses_the_probe_grace_period_and_restarts_the_container(
         && e.message == "Container app failed liveness probe, will be restarted"));
     assert!(report.events.iter().any(|e| e.reason == "Unhealthy"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_to_completion_then_sidecars_then_mains_in_order() {
+    if !need_namespaces("init_order") {
+        return;
+    }
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: order}\nspec:\n  terminationGracePeriodSeconds: 2\n  initContainers:\n  - name: setup\n    image: busybox\n    command: [sleep, \"0.5\"]\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    command: [sleep, \"1000\"]\n  - name: migrate\n    image: busybox\n    command: [sleep, \"0.3\"]\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
+    run.running().await;
+    let started: Vec<(String, Instant)> = run
+        .events
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "Started")
+        .map(|e| (e.container.unwrap_or_default(), e.at))
+        .collect();
+    let names: Vec<&str> = started.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["setup", "proxy", "migrate", "app"]);
+    // Each regular init container ran to completion before the next container started.
+    let gap = |a: usize, b: usize| started[b].1.duration_since(started[a].1);
+    assert!(
+        gap(0, 1) >= Duration::from_millis(450),
+        "setup ran {:?}",
+        gap(0, 1)
+    );
+    assert!(
+        gap(2, 3) >= Duration::from_millis(250),
+        "migrate ran {:?}",
+        gap(2, 3)
+    );
+    run.pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 1,
+        ..Default::default()
+    }));
+    let (_, report) = run.finish().await;
+    // Only the running containers are terminated: the native sidecar and the app.
+    let terminated: Vec<&str> = report
+        .containers
+        .iter()
+        .filter(|c| !c.terminations.is_empty())
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(terminated, ["proxy", "app"]);
+}

@@ -325,3 +325,79 @@ fn pids_with_env(marker: &str) -> Vec<i32> {
     }
     out
 }
+
+#[test]
+fn env_from_a_config_map_in_the_same_file_reaches_the_container() {
+    if !privileged("envFrom") {
+        return;
+    }
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {GREETING: hello, MODE: from-configmap}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: env}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"echo $GREETING $MODE; exec sleep 1000\"]\n    envFrom:\n    - configMapRef: {name: settings}\n    env:\n    - {name: MODE, value: from-env}\n";
+    let file = tmp_file("envfrom", "pod.yaml", yaml);
+    let out = podgrace(&[
+        "run",
+        file.to_str().unwrap(),
+        "--delete-after",
+        "500ms",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // `env` wins over `envFrom` for the same name, as the kubelet orders them.
+    assert!(
+        stderr(&out).contains("[pod/env/app] hello from-env"),
+        "{}",
+        stderr(&out)
+    );
+
+    let missing = yaml.replace("name: settings}\ndata", "name: other}\ndata");
+    let file = tmp_file("envfrom", "missing.yaml", &missing);
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "500ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("configmap \"settings\" not found"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_force_deletes() {
+    if !privileged("ctrl-c") {
+        return;
+    }
+    // PID 1 ignores SIGTERM; TGPS 30. The first SIGINT deletes (SIGKILL would come at 30 s),
+    // the second is --grace-period=0 --force: the kubelet then kills with a grace of 1 s.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: ctrlc}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n";
+    let file = tmp_file("ctrlc", "pod.yaml", yaml);
+    let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["run", file.to_str().unwrap(), "-o", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rustix::process::Pid::from_child(&child);
+    std::thread::sleep(Duration::from_millis(700));
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "force delete took too long"
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ts = r["containers"][0]["terminations"].as_array().unwrap();
+    assert_eq!(ts.len(), 2, "{r}");
+    assert_eq!(ts[0]["gracePeriodSeconds"], 30);
+    assert_eq!(ts[0]["superseded"], true);
+    assert_eq!(ts[1]["gracePeriodSeconds"], 1);
+    // The second StopContainer gets the 2 s floor: SIGKILL 2 s into the second kill.
+    assert!(near(secs(&ts[1]["killAfterSeconds"]), 2.0), "{r}");
+}

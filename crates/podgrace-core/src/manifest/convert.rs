@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
-    Container, HTTPGetAction, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe,
-    ReplicationController, Service,
+    ConfigMap, Container, HTTPGetAction, LifecycleHandler, Pod, PodSpec, PodTemplateSpec, Probe,
+    ReplicationController, Secret, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,8 +21,8 @@ use super::validate::{self, FieldErrorKind, SpecAt};
 use super::{LoadOptions, ManifestError, ManifestErrorKind, Object, ObjectBody};
 use crate::plan;
 use crate::plan::{
-    ContainerPlan, ContainerPort, ContainerRole, Handler, HttpGet, PodPlan, PortRef, ProbeAction,
-    RestartPolicy, SourceSpan, WorkloadKind,
+    ContainerPlan, ContainerPort, ContainerRole, EnvFrom, Handler, HttpGet, PodPlan, PortRef,
+    ProbeAction, RestartPolicy, SourceSpan, WorkloadKind,
 };
 
 /// Upstream `DefaultTerminationGracePeriodSeconds`, seconds.
@@ -33,6 +33,8 @@ const KNOWN_KINDS: &[(&str, &str)] = &[
     ("v1", "Pod"),
     ("v1", "ReplicationController"),
     ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
     ("apps/v1", "Deployment"),
     ("apps/v1", "StatefulSet"),
     ("apps/v1", "DaemonSet"),
@@ -51,6 +53,8 @@ pub(crate) struct Loader<'f> {
 enum Kind {
     Workload(WorkloadKind),
     Service,
+    ConfigMap,
+    Secret,
     Pdb,
     List,
     Other,
@@ -138,6 +142,8 @@ impl Loader<'_> {
                 Kind::Workload(WorkloadKind::CronJob)
             }
             ("v1", "Service") => Kind::Service,
+            ("v1", "ConfigMap") => Kind::ConfigMap,
+            ("v1", "Secret") => Kind::Secret,
             ("policy/v1", "PodDisruptionBudget") => Kind::Pdb,
             ("policy/v1beta1", "PodDisruptionBudget") if !version.at_least(1, 25) => Kind::Pdb,
             ("v1", "List") => Kind::List,
@@ -191,6 +197,25 @@ impl Loader<'_> {
             Kind::Service => {
                 if let Some(s) = self.typed::<Service>(doc, errors) {
                     out.push(self.object(doc, kind, api_version, ObjectBody::Service(Box::new(s))));
+                }
+            }
+            Kind::ConfigMap => {
+                if let Some(c) = self.typed::<ConfigMap>(doc, errors) {
+                    let data = c.data.unwrap_or_default();
+                    out.push(self.object(doc, kind, api_version, ObjectBody::EnvSource(data)));
+                }
+            }
+            Kind::Secret => {
+                if let Some(sec) = self.typed::<Secret>(doc, errors) {
+                    // `stringData` is written over `data`, as the API server merges them.
+                    let mut data: BTreeMap<String, String> = sec
+                        .data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                        .collect();
+                    data.extend(sec.string_data.unwrap_or_default());
+                    out.push(self.object(doc, kind, api_version, ObjectBody::EnvSource(data)));
                 }
             }
             Kind::Pdb => {
@@ -598,6 +623,29 @@ impl Loader<'_> {
                             Some(e.value.unwrap_or_default())
                         },
                     )
+                })
+                .collect(),
+            env_from: c
+                .env_from
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|e| {
+                    let prefix = e.prefix.unwrap_or_default();
+                    if let Some(r) = e.config_map_ref {
+                        Some(EnvFrom {
+                            kind: "ConfigMap",
+                            name: r.name,
+                            prefix,
+                            optional: r.optional.unwrap_or(false),
+                        })
+                    } else {
+                        e.secret_ref.map(|r| EnvFrom {
+                            kind: "Secret",
+                            name: r.name,
+                            prefix,
+                            optional: r.optional.unwrap_or(false),
+                        })
+                    }
                 })
                 .collect(),
             ports: c

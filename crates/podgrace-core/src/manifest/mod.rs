@@ -22,6 +22,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
+use std::collections::BTreeMap;
+
 use crate::plan::{PodPlan, SourceSpan};
 use crate::KubeVersion;
 
@@ -48,6 +50,66 @@ impl Manifest {
             ObjectBody::Workload(plan) => Some(plan.as_ref()),
             _ => None,
         })
+    }
+
+    /// The data of the ConfigMap or Secret `kind`/`name` in the file, if it holds one (namespace
+    /// as written on the object, `None` matching any).
+    pub fn env_source(&self, kind: &str, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.objects.iter().find_map(|o| match &o.body {
+            ObjectBody::EnvSource(data) if o.kind == kind && o.name == name => Some(data),
+            _ => None,
+        })
+    }
+
+    /// `plan` with each container's `envFrom` sources taken from the ConfigMaps and Secrets of
+    /// this file: their keys (with the prefix) come first, then the container's own `env`, which
+    /// wins on a duplicate name, as the kubelet's `makeEnvironmentVariables` orders them
+    /// (`pkg/kubelet/kubelet_pods.go`). Keys that are not valid variable names are skipped, as
+    /// the kubelet does (it records an `InvalidEnvironmentVariableNames` event).
+    ///
+    /// # Errors
+    /// The kubelet's `CreateContainerConfigError` wording (`configmap "x" not found`) for a
+    /// source that is not optional and not in the file.
+    pub fn resolve_env_from(&self, plan: &PodPlan) -> Result<PodPlan, String> {
+        let mut out = plan.clone();
+        for c in out
+            .init_containers
+            .iter_mut()
+            .chain(out.containers.iter_mut())
+        {
+            let mut env: Vec<(String, Option<String>)> = Vec::new();
+            for src in &c.env_from {
+                let Some(data) = self.env_source(src.kind, &src.name) else {
+                    if src.optional {
+                        continue;
+                    }
+                    return Err(format!(
+                        "container {:?}: {} {:?} not found (CreateContainerConfigError): podgrace reads envFrom sources from the same input",
+                        c.name,
+                        src.kind.to_ascii_lowercase(),
+                        src.name
+                    ));
+                };
+                for (k, v) in data {
+                    let name = format!("{}{k}", src.prefix);
+                    let valid = !name.is_empty()
+                        && !name.starts_with(|ch: char| ch.is_ascii_digit())
+                        && name
+                            .chars()
+                            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.'));
+                    if valid {
+                        env.retain(|(n, _)| n != &name);
+                        env.push((name, Some(v.clone())));
+                    }
+                }
+            }
+            for (name, value) in std::mem::take(&mut c.env) {
+                env.retain(|(n, _)| n != &name);
+                env.push((name, value));
+            }
+            c.env = env;
+        }
+        Ok(out)
     }
 
     /// The Services of the file.
@@ -93,6 +155,9 @@ pub enum ObjectBody {
     Service(Box<Service>),
     /// A `policy/v1` PodDisruptionBudget (`policy/v1beta1` before 1.25, same fields).
     PodDisruptionBudget(Box<PodDisruptionBudget>),
+    /// A `v1` ConfigMap's `data`, or a `v1` Secret's `data` and `stringData` (decoded): what
+    /// `envFrom` and `valueFrom` can take values from.
+    EnvSource(BTreeMap<String, String>),
     /// Any other kind: kept by kind and name only.
     Other,
 }

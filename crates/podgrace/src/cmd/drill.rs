@@ -256,7 +256,9 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     .map_err(|e| BadInput(e.to_string()))?;
     let plans: Vec<&PodPlan> = m.pods().collect();
     let plan = match plans.as_slice() {
-        [one] => (*one).clone(),
+        [one] => m
+            .resolve_env_from(one)
+            .map_err(|e| BadInput(format!("{}: {e}", doc.name)))?,
         [] => return Err(BadInput(format!("{}: no pod or pod template", doc.name)).into()),
         many => {
             return Err(BadInput(format!(

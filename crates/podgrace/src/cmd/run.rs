@@ -179,7 +179,8 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
             .copied()
             .ok_or_else(|| BadInput(format!("{}: no pod named {name:?}", doc.name)))?,
     };
-    Ok(chosen.clone())
+    m.resolve_env_from(chosen)
+        .map_err(|e| BadInput(format!("{}: {e}", doc.name)).into())
 }
 
 /// Runs the pod until it has terminated; prints container output and events as they happen.
