@@ -201,7 +201,15 @@ async fn no_pre_stop_behind_kube_proxy_fails_about_half_the_connections() {
     let failed = o.failures.total() as usize;
     assert_eq!(o.requests, 800);
     assert!((1..=CONNECTIONS).contains(&failed), "{failed} failures");
-    assert_eq!(o.on_a, failed, "every failure went to pod a");
+    // Every failure is on pod a, except a request that raced the close of an idle pinned
+    // connection (the client sent it as the proxy closed the connection pod a had closed): a
+    // reset the proxy has no upstream record of.
+    let unattributed = failed - o.on_a;
+    assert!(
+        unattributed as u64 <= o.failures.reset,
+        "{unattributed} failures not on pod a, {:?}",
+        o.failures
+    );
 }
 
 /// The fix behind kube-proxy: preStop ≥ L, then an app that drains (pinned keep-alive
