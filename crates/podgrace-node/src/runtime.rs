@@ -267,9 +267,15 @@ pub trait RuntimeService: Send + Sync {
         ctx: &CallContext,
         id: &str,
     ) -> impl Future<Output = Result<PodSandboxStatus, RuntimeError>> + Send;
-    /// `GetContainerEvents`: container lifecycle events from now on (lossy if a receiver lags
-    /// by more than the channel's capacity, as a stream behind a slow client would be).
-    fn container_events(&self) -> tokio::sync::broadcast::Receiver<ContainerEvent>;
+    /// `GetContainerEvents` for the containers of one sandbox: their lifecycle events from now
+    /// on (lossy if a receiver lags by more than the channel's capacity, as a stream behind a
+    /// slow client would be). The kubelet's evented PLEG dispatches CRI's one stream to the pod
+    /// workers; a stream per sandbox saves every pod task from waking for every other pod's
+    /// containers. `None` for an unknown sandbox.
+    fn container_events(
+        &self,
+        pod_sandbox_id: &str,
+    ) -> Option<tokio::sync::broadcast::Receiver<ContainerEvent>>;
     /// `ContainerStatus`.
     fn container_status(
         &self,
@@ -298,6 +304,8 @@ struct Handles {
 
 struct SandboxEntry {
     sandbox: Option<Sandbox>,
+    /// Lifecycle events of this sandbox's containers.
+    events: tokio::sync::broadcast::Sender<ContainerEvent>,
 }
 
 #[derive(Default)]
@@ -323,7 +331,6 @@ pub struct ProcessRuntime {
     state: Mutex<State>,
     output: mpsc::UnboundedSender<OutputLine>,
     network: NetworkConfig,
-    container_events: tokio::sync::broadcast::Sender<ContainerEvent>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -343,7 +350,6 @@ impl ProcessRuntime {
                 state: Mutex::new(State::default()),
                 output: tx,
                 network,
-                container_events: tokio::sync::broadcast::channel(1024).0,
             },
             rx,
         )
@@ -425,6 +431,7 @@ impl RuntimeService for ProcessRuntime {
             id.clone(),
             SandboxEntry {
                 sandbox: Some(sandbox),
+                events: tokio::sync::broadcast::channel(256).0,
             },
         );
         Ok(id)
@@ -522,20 +529,21 @@ impl RuntimeService for ProcessRuntime {
                 source,
             })?;
         let mut st = lock(&self.state);
-        match st.containers.get_mut(id) {
-            Some(c) => {
-                let _ = self.container_events.send(ContainerEvent {
+        let sandbox_events = st
+            .containers
+            .get(id)
+            .and_then(|c| st.sandboxes.get(&c.sandbox_id))
+            .map(|s| s.events.clone());
+        match (st.containers.get_mut(id), sandbox_events) {
+            (Some(c), Some(events)) => {
+                let _ = events.send(ContainerEvent {
                     container_id: id.to_string(),
                     kind: ContainerEventKind::Started {
                         at: process.started_at(),
                     },
                 });
                 // The evented PLEG: one watcher per container reports its exit.
-                let (watched, tx, cid) = (
-                    process.clone(),
-                    self.container_events.clone(),
-                    id.to_string(),
-                );
+                let (watched, tx, cid) = (process.clone(), events, id.to_string());
                 tokio::spawn(async move {
                     let exit = watched.wait().await;
                     let _ = tx.send(ContainerEvent {
@@ -549,7 +557,7 @@ impl RuntimeService for ProcessRuntime {
                 c.process = Some(process);
                 Ok(())
             }
-            None => {
+            _ => {
                 let _ = process.kill();
                 Err(RuntimeError::ContainerNotFound { id: id.into() })
             }
@@ -687,8 +695,14 @@ impl RuntimeService for ProcessRuntime {
         })
     }
 
-    fn container_events(&self) -> tokio::sync::broadcast::Receiver<ContainerEvent> {
-        self.container_events.subscribe()
+    fn container_events(
+        &self,
+        pod_sandbox_id: &str,
+    ) -> Option<tokio::sync::broadcast::Receiver<ContainerEvent>> {
+        lock(&self.state)
+            .sandboxes
+            .get(pod_sandbox_id)
+            .map(|s| s.events.subscribe())
     }
 
     async fn container_status(

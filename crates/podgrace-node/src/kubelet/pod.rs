@@ -239,9 +239,8 @@ pub fn run_pod<R: RuntimeService + 'static>(
         grace_period_seconds: None,
     });
     let name = plan.name.clone();
-    let container_events = runtime.container_events();
     let task = tokio::spawn(async move {
-        let pod = Pod::new(runtime, plan, opts, events, status_tx, container_events)?;
+        let pod = Pod::new(runtime, plan, opts, events, status_tx)?;
         pod.run(cmd_rx).await
     });
     PodHandle {
@@ -297,7 +296,8 @@ struct Pod<R> {
     opts: PodOptions,
     events: EventRecorder,
     status: watch::Sender<PodStatus>,
-    container_events: broadcast::Receiver<crate::runtime::ContainerEvent>,
+    /// The sandbox's container events (the evented PLEG), once the sandbox exists.
+    container_events: Option<broadcast::Receiver<crate::runtime::ContainerEvent>>,
     started: Instant,
     /// `namespace/name`.
     display: String,
@@ -349,7 +349,6 @@ impl<R: RuntimeService + 'static> Pod<R> {
         opts: PodOptions,
         events: EventRecorder,
         status: watch::Sender<PodStatus>,
-        container_events: broadcast::Receiver<crate::runtime::ContainerEvent>,
     ) -> Result<Self, PodError> {
         check_pod(&plan, &opts)?;
         let namespace = plan
@@ -421,7 +420,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             opts,
             events,
             status,
-            container_events,
+            container_events: None,
             started: Instant::now(),
             sandbox: None,
             pod_ip: None,
@@ -497,6 +496,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .await
             .ok()
             .and_then(|s| s.ip);
+        self.container_events = self.rt.container_events(&sandbox);
         self.sandbox = Some(sandbox);
         self.spawn_probes();
         self.publish(PodPhase::Starting);
@@ -540,8 +540,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     }
                     None
                 }
-                ev = self.container_events.recv() => {
-                    if let Ok(ev) = ev {
+                ev = recv_event(&mut self.container_events) => {
+                    if let Some(ev) = ev {
                         self.container_event(ev);
                     }
                     None
@@ -1200,6 +1200,24 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
         }
         self.publish(PodPhase::Running);
+    }
+}
+
+/// The next container event; a closed stream is dropped (and then never ready again), a lagged
+/// one goes on with the events still held.
+async fn recv_event(
+    events: &mut Option<broadcast::Receiver<crate::runtime::ContainerEvent>>,
+) -> Option<crate::runtime::ContainerEvent> {
+    let Some(rx) = events else {
+        return std::future::pending().await;
+    };
+    match rx.recv().await {
+        Ok(ev) => Some(ev),
+        Err(broadcast::error::RecvError::Lagged(_)) => None,
+        Err(broadcast::error::RecvError::Closed) => {
+            *events = None;
+            None
+        }
     }
 }
 
