@@ -264,6 +264,18 @@ pub(crate) fn go_quote(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A hook target without a container, pod IP or ports.
+    fn bare_target() -> HookTarget<'static> {
+        HookTarget {
+            pod: "p",
+            container: "c",
+            container_id: "none",
+            pod_ip: None,
+            ports: &[],
+            events: None,
+        }
+    }
+
     #[test]
     fn go_quoting() {
         assert_eq!(
@@ -307,14 +319,7 @@ mod tests {
     async fn sleep_hook_waits_its_seconds() {
         let (rt, _out) =
             crate::runtime::ProcessRuntime::new(crate::sandbox::NetworkConfig::default());
-        let target = HookTarget {
-            pod: "p",
-            container: "c",
-            container_id: "none",
-            pod_ip: None,
-            ports: &[],
-            events: None,
-        };
+        let target = bare_target();
         let start = tokio::time::Instant::now();
         run_handler(
             &rt,
@@ -331,14 +336,7 @@ mod tests {
     async fn tcp_socket_handlers_are_not_run() {
         let (rt, _out) =
             crate::runtime::ProcessRuntime::new(crate::sandbox::NetworkConfig::default());
-        let target = HookTarget {
-            pod: "p",
-            container: "c",
-            container_id: "none",
-            pod_ip: None,
-            ports: &[],
-            events: None,
-        };
+        let target = bare_target();
         let h = Handler::TcpSocket {
             port: podgrace_core::plan::PortRef::Number(80),
         };

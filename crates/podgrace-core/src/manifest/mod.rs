@@ -274,18 +274,23 @@ pub fn load_partial(
         loader.document(doc, &mut manifest.objects, &mut errors);
     }
     if let Some(e) = syntax {
-        errors.push(ManifestError {
-            span: SourceSpan {
-                file: file.to_string(),
-                line: e.pos.line as usize,
-                column: e.pos.col as usize,
-                path: String::new(),
-            },
-            kind: ManifestErrorKind::Syntax(e.message),
-            object: None,
-        });
+        errors.push(syntax_error(file, e));
     }
     (manifest, errors)
+}
+
+/// A YAML syntax error of `file`, placed where the parser stopped.
+fn syntax_error(file: &str, e: tree::SyntaxError) -> ManifestError {
+    ManifestError {
+        span: SourceSpan {
+            file: file.to_string(),
+            line: e.pos.line as usize,
+            column: e.pos.col as usize,
+            path: String::new(),
+        },
+        kind: ManifestErrorKind::Syntax(e.message),
+        object: None,
+    }
 }
 
 /// Deserializes the first YAML document of `text` into `T` with the loader's strict checks:
@@ -306,16 +311,7 @@ pub fn load_typed<T: serde::de::DeserializeOwned>(
     };
     let mut errors = Vec::new();
     if let Some(e) = syntax {
-        errors.push(ManifestError {
-            span: SourceSpan {
-                file: file.to_string(),
-                line: e.pos.line as usize,
-                column: e.pos.col as usize,
-                path: String::new(),
-            },
-            kind: ManifestErrorKind::Syntax(e.message),
-            object: None,
-        });
+        errors.push(syntax_error(file, e));
         return Err(ManifestErrors(errors));
     }
     let Some(doc) = docs.first() else {
