@@ -108,6 +108,23 @@ fn exit_status(events: &[StopEvent]) -> Option<ExitStatus> {
 
 const DRAINS_ON_TERM: &str = "trap 'exit 0' TERM; while :; do sleep 0.05; done";
 
+/// A container spec (YAML lines at 2-space list indentation) whose shell traps SIGTERM with
+/// `on_term`, and is ready only once the trap is installed: a readiness probe looks for a file
+/// the script writes right after `trap`. Without it a SIGTERM sent just after the start can
+/// reach PID 1 before its handler exists, and PID 1 ignores it.
+fn trapping(name: &str, on_term: &str, extra: &str) -> String {
+    let marker = format!(
+        "/tmp/podgrace-test-{}-{name}-{}",
+        std::process::id(),
+        MARKERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    format!(
+        "  - name: {name}\n    image: busybox\n    command: [sh, -c, \"trap '{on_term}' TERM; touch {marker}; while :; do sleep 0.05; done\"]\n    readinessProbe:\n      exec: {{command: [test, -e, {marker}]}}\n      periodSeconds: 1\n{extra}"
+    )
+}
+
+static MARKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_stop_then_sigterm_then_a_clean_exit() {
     if !need_namespaces("pre_stop_then_sigterm_then_a_clean_exit") {
@@ -189,7 +206,12 @@ async fn a_failed_exec_hook_is_reported_and_sigterm_follows_at_once() {
         return;
     }
     let run = start(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: missing}}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n    lifecycle:\n      preStop:\n        exec: {{command: [/no/such/binary]}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: missing}}\nspec:\n  containers:\n{}",
+        trapping(
+            "app",
+            "exit 0",
+            "    lifecycle:\n      preStop:\n        exec: {command: [/no/such/binary]}\n"
+        )
     ));
     run.running().await;
     let deleted = Instant::now();
@@ -247,7 +269,9 @@ async fn a_native_sidecar_gets_its_stop_signal_after_the_main_container_exits() 
         return;
     }
     let run = start(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: sidecar}}\nspec:\n  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'sleep 1; exit 0' TERM; while :; do sleep 0.05; done\"]\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: sidecar}}\nspec:\n  terminationGracePeriodSeconds: 10\n  initContainers:\n{}  containers:\n{}",
+        trapping("proxy", "exit 0", "    restartPolicy: Always\n"),
+        trapping("app", "sleep 1; exit 0", "")
     ));
     run.running().await;
     let deleted = Instant::now();
