@@ -154,7 +154,6 @@ pub async fn run_drill(
     let (change_tx, change_rx) = mpsc::unbounded_channel();
     let mut replicas: Vec<Replica> = Vec::new();
     let mut next_index = 1;
-    let events = EventRecorder::new();
     let mut start_pod = |replicas: &mut Vec<Replica>| {
         let mut plan = template.clone();
         plan.name = format!("{}-{next_index}", template.name);
@@ -165,7 +164,8 @@ pub async fn run_drill(
             stop_signal_overrides: BTreeMap::new(),
             force_host: false,
         };
-        let handle = run_pod(runtime.clone(), plan.clone(), opts, events.clone());
+        // One recorder per pod: each pod's run report holds its own events only.
+        let handle = run_pod(runtime.clone(), plan.clone(), opts, EventRecorder::new());
         let status = handle.status();
         watch_status(plan.name.clone(), status.clone(), change_tx.clone());
         let _ = log.send(format!("{}: created", plan.name));
@@ -201,6 +201,7 @@ pub async fn run_drill(
     lc.timeout = config.timeout;
     lc.connections = config.connections;
     lc.epoch = epoch;
+    let load_started = epoch.elapsed();
     let load_task = tokio::spawn(load::run(lc));
     let _ = log.send(format!(
         "load: {} requests/s for {:.1} s through the proxy (endpoint lag {:.1} s)",
@@ -323,7 +324,9 @@ pub async fn run_drill(
         &attributions,
         pods,
     );
-    let advice = advice(&attributions, &terminations, config, template);
+    let load_end = load_started + config.duration;
+    let mut advice = advice(&attributions, &terminations, config, template);
+    advice.extend(coverage(&terminations, load_end));
     Ok(DrillOutcome {
         report,
         requests: load.records,
@@ -468,6 +471,37 @@ fn pod_termination(
         stop_signal: stop_signal.map(rel),
         killed: killed.map(rel),
     }
+}
+
+/// Warnings about what the drill did not see: a disrupted pod whose stop signal or SIGKILL came
+/// after the load had ended (its shutdown was not under load), and pods SIGKILLed at their
+/// deadline (their app did not act on the stop signal).
+fn coverage(terminations: &[PodTermination], load_end: Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in terminations {
+        match t.stop_signal {
+            Some(s) if s > load_end => out.push(format!(
+                "the load ended at {:.1} s, before pod {} got its stop signal at {:.1} s: its shutdown was not under load; raise --duration to at least {:.0} s",
+                load_end.as_secs_f64(),
+                t.pod,
+                s.as_secs_f64(),
+                (s.as_secs_f64() + 3.0).ceil()
+            )),
+            None => out.push(format!(
+                "pod {} got no stop signal while the drill watched it: raise --duration",
+                t.pod
+            )),
+            _ => {}
+        }
+        if let (Some(s), Some(k)) = (t.stop_signal, t.killed) {
+            out.push(format!(
+                "pod {} was SIGKILLed {:.1} s after its stop signal, at its deadline: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+                t.pod,
+                k.saturating_sub(s).as_secs_f64()
+            ));
+        }
+    }
+    out
 }
 
 /// What to change, with the numbers that show it.

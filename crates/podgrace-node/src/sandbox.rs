@@ -116,6 +116,19 @@ const PREFIX: &str = "podgrace-";
 /// Removes namespaces (and their veth pairs) left by podgrace processes that no longer run.
 /// Returns the names removed.
 pub fn cleanup_stale() -> Vec<String> {
+    remove_namespaces(|owner| !Path::new(&format!("/proc/{owner}")).exists())
+}
+
+/// Removes the network namespaces and veth pairs of this process's own pods, for a process that
+/// is about to exit without tearing its sandboxes down one by one (an interrupted drill). Returns
+/// the namespaces removed. Processes still inside them die with podgrace (their death signal).
+pub fn teardown_own() -> Vec<String> {
+    let me = std::process::id();
+    remove_namespaces(|owner| owner == me)
+}
+
+/// Removes every podgrace namespace whose owner pid matches `remove`, with its host veth.
+fn remove_namespaces(remove: impl Fn(u32) -> bool) -> Vec<String> {
     let mut removed = Vec::new();
     let Ok(list) = ip(&["netns", "list"]) else {
         return removed;
@@ -132,7 +145,7 @@ pub fn cleanup_stale() -> Vec<String> {
         let Ok(owner) = owner.parse::<u32>() else {
             continue;
         };
-        if Path::new(&format!("/proc/{owner}")).exists() {
+        if !remove(owner) {
             continue;
         }
         let _ = ip(&["netns", "del", name]);

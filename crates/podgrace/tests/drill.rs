@@ -189,3 +189,20 @@ fn r25_a_pre_stop_shorter_than_the_load_balancer_lag_still_loses_requests() {
     assert_eq!(code, Some(1));
     assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
 }
+
+#[test]
+fn bad_drill_values_are_refused_before_anything_starts() {
+    for args in [
+        vec!["drill", "--replicas", "0"],
+        vec!["drill", "--replicas", "100000"],
+        vec!["drill", "--timeout", "0"],
+        vec!["drill", "--port", "0"],
+        vec!["drill", "--rps", "0"],
+        vec!["drill", "--duration", "3s", "--disrupt-after", "5s"],
+        vec!["drill", "--method", "BAD METHOD"],
+        vec!["drill", "--path", "nopath"],
+    ] {
+        let out = podgrace(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}

@@ -615,7 +615,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 .ctrs
                 .into_iter()
                 .map(|mut c| {
-                    c.report.restarts = c.restarts;
+                    // Restarts that happened, not ones still waiting out their back-off.
+                    c.report.restarts =
+                        u32::try_from(c.report.ids.len().saturating_sub(1)).unwrap_or(u32::MAX);
                     c.report
                 })
                 .collect(),

@@ -74,6 +74,9 @@ pub struct Args {
     report: Option<PathBuf>,
 }
 
+/// Each replica is a pod with its own network namespace; the /24 pod range holds 253.
+const MAX_REPLICAS: usize = 100;
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
     Text,
@@ -119,6 +122,25 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     if args.duration.is_zero() {
         return Err(BadInput("--duration must be above 0".into()).into());
+    }
+    if args.disrupt_after >= args.duration {
+        return Err(BadInput(format!(
+            "--disrupt-after ({:.1} s) must come before the load ends (--duration {:.1} s)",
+            args.disrupt_after.as_secs_f64(),
+            args.duration.as_secs_f64()
+        ))
+        .into());
+    }
+    if let Some(r) = args.replicas {
+        if !(1..=MAX_REPLICAS).contains(&r) {
+            return Err(BadInput(format!("--replicas must be 1 to {MAX_REPLICAS}")).into());
+        }
+    }
+    if args.timeout.is_zero() {
+        return Err(BadInput("--timeout must be above 0".into()).into());
+    }
+    if args.port == Some(0) {
+        return Err(BadInput("--port must be 1 to 65535".into()).into());
     }
     let method = hyper::Method::from_bytes(args.method.as_bytes())
         .map_err(|_| BadInput(format!("--method: not an HTTP method: {:?}", args.method)))?;
@@ -205,8 +227,14 @@ fn demo(
             writeln!(out)?;
         }
         Format::Text => {
-            print!("{}", summary(&a));
-            print!("{}", summary(&b));
+            print!(
+                "\n1/2 without preStop, the app exits on SIGTERM:{}",
+                summary(&a)
+            );
+            print!(
+                "\n2/2 with a {pre_stop} s preStop sleep, the app drains:{}",
+                summary(&b)
+            );
             print!("{}", side_by_side(&a.report, &b.report, pre_stop, lag));
         }
     }
@@ -221,6 +249,8 @@ fn demo(
 /// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, a
 /// readiness probe, and (fixed) a preStop sleep with an app that drains.
 fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPlan> {
+    // The grace covers the preStop plus the app's drain (20 s), as the fix needs.
+    let tgps = pre_stop_seconds.unwrap_or(0) + 30;
     let (on_sigterm, lifecycle) = match pre_stop_seconds {
         None => ("exit", String::new()),
         Some(s) => (
@@ -231,7 +261,7 @@ fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPla
         ),
     };
     let yaml = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n      - name: app\n        image: podgrace/demo-app\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: podgrace/demo-app\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
         exe.display()
     );
     let m = manifest::load(&yaml, "<built-in demo>").map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -334,7 +364,19 @@ async fn drill_once(
             }
         })
     });
-    let result = run_drill(plan, cfg, tx).await;
+    let result = tokio::select! {
+        r = run_drill(plan, cfg, tx) => r,
+        () = interrupted() => {
+            if let Some(b) = &bar {
+                b.abandon();
+            }
+            // The pods die with podgrace (their death signal); their namespaces are removed
+            // here, since no pod task will get to tear its sandbox down.
+            let removed = podgrace_node::sandbox::teardown_own();
+            eprintln!("interrupted: the drill's pods are stopped and {} pod network namespaces removed", removed.len());
+            std::process::exit(130);
+        }
+    };
     if let Some(t) = ticker {
         t.abort();
     }
@@ -343,6 +385,23 @@ async fn drill_once(
     }
     let _ = printer.await;
     result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
+}
+
+/// The first SIGINT or SIGTERM to podgrace.
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! {
+                _ = i.recv() => {}
+                _ = t.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
 }
 
 fn print_json(report: &DrillReport) -> anyhow::Result<()> {

@@ -121,6 +121,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
     }
     check_pod(&plan, &opts).map_err(|e| BadInput(e.to_string()))?;
+    for c in plan.init_containers.iter().chain(plan.containers.iter()) {
+        for (name, value) in &c.env {
+            if value.is_none() {
+                eprintln!("warning: container {}: env {name} comes from valueFrom, which podgrace does not resolve; it is left out", c.name);
+            }
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -256,7 +263,11 @@ async fn supervise(
                         pod.send(cmd.clone());
                         deletes = 1;
                     }
-                    None => deletes = request_delete(&pod, deletes, flags),
+                    None => {
+                        eprintln!("deleting the pod after --delete-after (kubectl delete pod)");
+                        pod.send(PodCommand::Delete(flags));
+                        deletes = 1;
+                    }
                 }
             }
             changed = status.changed() => {
