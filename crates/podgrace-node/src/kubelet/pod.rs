@@ -141,6 +141,9 @@ pub struct ContainerReport {
     pub ids: Vec<String>,
     pub restarts: u32,
     pub terminations: Vec<Termination>,
+    /// Every exit of an instance while the pod was not terminating (crashes, completions,
+    /// probe kills), with when it happened.
+    pub exits: Vec<(Instant, ExitStatus)>,
 }
 
 /// What a pod run did, for the report.
@@ -394,6 +397,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         ids: Vec::new(),
                         restarts: 0,
                         terminations: Vec::new(),
+                        exits: Vec::new(),
                     },
                 })
             })
@@ -661,6 +665,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let c = &mut self.ctrs[i];
         c.running = false;
         c.exit = Some(status);
+        if !terminating {
+            c.report.exits.push((at, status));
+        }
         for p in &c.probes {
             p.set_container(Some(ProbeRun {
                 container_id: ev.container_id.clone(),

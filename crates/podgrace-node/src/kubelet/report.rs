@@ -36,6 +36,18 @@ pub struct ContainerRun {
     pub role: &'static str,
     pub restarts: u32,
     pub terminations: Vec<TerminationRun>,
+    /// Exits while the pod ran (crashes, completions, probe kills), in order.
+    pub exits: Vec<ExitRun>,
+}
+
+/// One exit of a container while its pod was not terminating.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExitRun {
+    /// From the start of the run, seconds.
+    pub seconds: f64,
+    pub exit_code: i32,
+    pub exit_signal: Option<String>,
 }
 
 /// One termination of one container.
@@ -129,6 +141,15 @@ pub fn build_report(
                 role: role(c.role),
                 restarts: c.restarts,
                 terminations,
+                exits: c
+                    .exits
+                    .iter()
+                    .map(|(at, status)| ExitRun {
+                        seconds: since(*at, t0),
+                        exit_code: status.code(),
+                        exit_signal: signal_name(*status),
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -147,6 +168,13 @@ pub fn build_report(
                 message: e.message.clone(),
             })
             .collect(),
+    }
+}
+
+fn signal_name(s: ExitStatus) -> Option<String> {
+    match s {
+        ExitStatus::Signal(n) => Signal::from_number(n).map(Signal::name),
+        _ => None,
     }
 }
 
@@ -188,10 +216,7 @@ fn termination_run(
         kill_after_seconds: first(|k| matches!(k, StopEventKind::KillSent)),
         exit_after_seconds: exit.map(|(at, _)| since(at, start)),
         exit_code: exit.map(|(_, s)| s.code()),
-        exit_signal: exit.and_then(|(_, s)| match s {
-            ExitStatus::Signal(n) => Signal::from_number(n).map(Signal::name),
-            _ => None,
-        }),
+        exit_signal: exit.and_then(|(_, s)| signal_name(s)),
         superseded: t.superseded,
     }
 }

@@ -331,7 +331,15 @@ fn summary(r: &RunReport) -> String {
     );
     for c in &r.containers {
         let _ = writeln!(out, "  {} ({}, {} restarts)", c.name, c.role, c.restarts);
-        if c.terminations.is_empty() {
+        for e in &c.exits {
+            let how = e
+                .exit_signal
+                .as_deref()
+                .map(|s| format!("killed by {s}"))
+                .unwrap_or_else(|| format!("exited {}", e.exit_code));
+            let _ = writeln!(out, "    {how} at {:.3} s while the pod ran", e.seconds);
+        }
+        if c.terminations.is_empty() && c.exits.is_empty() {
             let _ = writeln!(out, "    not terminated by the kubelet");
         }
         for t in &c.terminations {
