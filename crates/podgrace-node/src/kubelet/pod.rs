@@ -1199,7 +1199,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 events: Some(&self.events),
             };
             if let Err(e) = run_handler(self.rt.as_ref(), &ctx, &hook, &handler).await {
-                tracing::debug!(container = %name, error = %e, "postStart hook failed");
+                tracing::warn!(container = %name, error = %e, "postStart hook failed");
                 self.events.warning(
                     reason::FAILED_POST_START_HOOK,
                     Some(&name),
