@@ -86,6 +86,8 @@ pub struct DrillConfig {
     pub version: KubeVersion,
     /// kubelet evictionMaxPodGracePeriod for a soft eviction, seconds.
     pub eviction_max_pod_grace_period: i64,
+    /// The host-only range the pods take their addresses from.
+    pub network: NetworkConfig,
 }
 
 /// What a drill produced.
@@ -145,7 +147,7 @@ pub async fn run_drill(
     if !namespaces_permitted() {
         return Err(DrillError::NoNamespaces);
     }
-    let (runtime, mut output) = ProcessRuntime::new(NetworkConfig::default());
+    let (runtime, mut output) = ProcessRuntime::new(config.network.clone());
     let runtime = Arc::new(runtime);
     // The pods' own output is not part of the drill's report.
     tokio::spawn(async move { while output.recv().await.is_some() {} });

@@ -65,6 +65,9 @@ pub struct Args {
     /// The Kubernetes version whose kubelet to reproduce.
     #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
     kubernetes_version: KubeVersion,
+    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
+    #[arg(long, value_name = "CIDR", default_value = "169.254.77.0/24", value_parser = super::parse_pod_network)]
+    pod_network: podgrace_node::sandbox::NetworkConfig,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -165,6 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         disrupt_after: args.disrupt_after,
         version: args.kubernetes_version,
         eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
+        network: args.pod_network.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -59,6 +59,9 @@ pub struct Args {
     /// The Kubernetes version whose kubelet to reproduce.
     #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
     kubernetes_version: KubeVersion,
+    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
+    #[arg(long, value_name = "CIDR", default_value = "169.254.77.0/24", value_parser = super::parse_pod_network)]
+    pod_network: NetworkConfig,
     /// Output format of the final report.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -197,7 +200,7 @@ async fn supervise(
     args: &Args,
     flags: KubectlDeleteFlags,
 ) -> anyhow::Result<RunReport> {
-    let (runtime, mut output) = ProcessRuntime::new(NetworkConfig::default());
+    let (runtime, mut output) = ProcessRuntime::new(args.pod_network.clone());
     let runtime = Arc::new(runtime);
     let namespaced = namespaces_permitted();
     if !namespaced {
