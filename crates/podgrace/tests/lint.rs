@@ -47,7 +47,7 @@ fn exit_codes_follow_fail_on() {
     let o = podgrace(&["lint", web]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(stdout(&o).contains("warning  endpoint-race  container app serves traffic"));
-    assert!(stdout(&o).contains("0 errors, 1 warnings, 0 info"));
+    assert!(stdout(&o).contains("0 errors, 1 warning, 0 info"));
     let o = podgrace(&["lint", web, "--fail-on", "warning"]);
     assert_eq!(o.status.code(), Some(1));
     // Bad input: exit 2 with the position.

@@ -211,7 +211,13 @@ fn text(findings: &[LintFinding], color: bool) -> String {
     if !findings.is_empty() {
         s.push('\n');
     }
-    let _ = writeln!(s, "{e} errors, {w} warnings, {i} info");
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let _ = writeln!(
+        s,
+        "{}, {}, {i} info",
+        plural(e as u64, "error", "errors"),
+        plural(w as u64, "warning", "warnings")
+    );
     s
 }
 
