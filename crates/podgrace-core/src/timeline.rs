@@ -533,33 +533,41 @@ fn pod_kill(
     let mains: Vec<&ContainerPlan> = pod.containers.iter().collect();
     for c in &mains {
         let hook = hook_ends(c, &kill);
-        let lo = signal_effect(c, main_instants(&kill, hook.map(|h| h.1)));
-        let hi = signal_effect(c, main_instants(&kill, hook.map(|h| h.2)));
+        let signal = stop_signal(c);
+        let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1)));
+        let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2)));
         exits.push((c.name.clone(), lo.stop_ms, hi.kill_ms));
-        out.push(timeline_entry(c, hook, lo, hi));
+        out.push(timeline_entry(c, signal, hook, lo, hi));
     }
     let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
     let mut sidecar_entries = Vec::new();
     let mut next_sidecar: Option<(i64, i64)> = None;
     for c in sidecars.iter().rev() {
         let hook = hook_ends(c, &kill);
+        let signal = stop_signal(c);
         let (lo, hi) = if ordering {
             let main_lo = exits.iter().map(|e| e.1).max();
             let main_hi = exits.iter().map(|e| e.2).max();
             let prereq_lo = main_lo.into_iter().chain(next_sidecar.map(|n| n.0)).max();
             let prereq_hi = main_hi.into_iter().chain(next_sidecar.map(|n| n.1)).max();
             (
-                signal_effect(c, sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo)),
-                signal_effect(c, sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi)),
+                signal_effect(
+                    &signal,
+                    sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo),
+                ),
+                signal_effect(
+                    &signal,
+                    sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi),
+                ),
             )
         } else {
             (
-                signal_effect(c, main_instants(&kill, hook.map(|h| h.1))),
-                signal_effect(c, main_instants(&kill, hook.map(|h| h.2))),
+                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1))),
+                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2))),
             )
         };
         next_sidecar = Some((lo.stop_ms, hi.kill_ms));
-        sidecar_entries.push(timeline_entry(c, hook, lo, hi));
+        sidecar_entries.push(timeline_entry(c, signal, hook, lo, hi));
     }
     sidecar_entries.reverse();
     sidecar_entries.extend(out);
@@ -567,8 +575,8 @@ fn pod_kill(
 }
 
 /// A stop signal of SIGKILL ends the container at once: there is no later SIGKILL to wait for.
-fn signal_effect(c: &ContainerPlan, i: Instants) -> Instants {
-    if i.timeout_s > 0 && stop_signal(c) == "SIGKILL" {
+fn signal_effect(signal: &str, i: Instants) -> Instants {
+    if i.timeout_s > 0 && signal == "SIGKILL" {
         Instants {
             kill_ms: i.stop_ms,
             ..i
@@ -601,6 +609,7 @@ fn sidecar_instants(
 
 fn timeline_entry(
     c: &ContainerPlan,
+    signal: String,
     hook: Option<(i64, i64, i64)>,
     lo: Instants,
     hi: Instants,
@@ -624,7 +633,7 @@ fn timeline_entry(
         stop_signal: if immediate_kill {
             "SIGKILL".to_string()
         } else {
-            stop_signal(c)
+            signal
         },
         stop_signal_seconds: Span::ms(lo.stop_ms, hi.stop_ms),
         kill_seconds: Span::ms(lo.kill_ms.min(hi.kill_ms), lo.kill_ms.max(hi.kill_ms)),
@@ -681,14 +690,10 @@ fn probe_kill(
     );
     let kill = KillContainer::new(base, None, opts.version);
     let hook = hook_ends(c, &kill);
-    let lo = signal_effect(c, main_instants(&kill, hook.map(|h| h.1)));
-    let hi = signal_effect(c, main_instants(&kill, hook.map(|h| h.2)));
-    let mut entry = timeline_entry(c, hook, lo, hi);
-    entry.role = if c.role == ContainerRole::Sidecar {
-        "sidecar"
-    } else {
-        "main"
-    };
+    let signal = stop_signal(c);
+    let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1)));
+    let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2)));
+    let entry = timeline_entry(c, signal, hook, lo, hi);
     let mut findings = Vec::new();
     findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];

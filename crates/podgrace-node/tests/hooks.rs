@@ -7,51 +7,15 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{argv, eventually, need_namespaces, pids_with_env};
+use common::{argv, eventually, need_namespaces, pids_with_env, pod_with};
 use podgrace_core::plan::{ContainerPort, Handler, HttpGet, PortRef};
 use podgrace_node::events::EventRecorder;
 use podgrace_node::hooks::{format_pod, run_handler, HookError, HookTarget};
-use podgrace_node::runtime::{
-    CallContext, ContainerConfig, PodSandboxConfig, ProcessRuntime, RuntimeService,
-};
+use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
 use podgrace_node::sandbox::NetworkConfig;
 use support::{header, local_listener, response, serve};
 
 const POD: &str = "web_default(uid-1)";
-
-async fn pod_with(
-    rt: &ProcessRuntime,
-    name: &str,
-    argv: Vec<String>,
-    env: Vec<(String, String)>,
-) -> (String, String) {
-    let ctx = CallContext::background();
-    let sb = rt
-        .run_pod_sandbox(
-            &ctx,
-            PodSandboxConfig {
-                name: name.into(),
-                host_network: false,
-            },
-        )
-        .await
-        .expect("sandbox");
-    let id = rt
-        .create_container(
-            &ctx,
-            &sb,
-            ContainerConfig {
-                name: "app".into(),
-                argv,
-                env,
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create");
-    rt.start_container(&ctx, &id).await.expect("start");
-    (sb, id)
-}
 
 fn target<'a>(id: &'a str, ip: Option<IpAddr>, ports: &'a [ContainerPort]) -> HookTarget<'a> {
     HookTarget {

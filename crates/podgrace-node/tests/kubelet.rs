@@ -63,6 +63,17 @@ impl Run {
         .expect("status");
     }
 
+    /// Waits until the pod runs, deletes it like `kubectl delete pod`, and waits for its
+    /// report; returns when the delete was sent.
+    async fn delete_when_running(self) -> (Instant, Arc<ProcessRuntime>, PodReport) {
+        self.running().await;
+        let deleted = Instant::now();
+        self.pod
+            .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+        let (rt, report) = self.finish().await;
+        (deleted, rt, report)
+    }
+
     async fn finish(self) -> (Arc<ProcessRuntime>, PodReport) {
         let report = tokio::time::timeout(Duration::from_secs(60), self.pod.wait())
             .await
@@ -133,12 +144,7 @@ async fn pre_stop_then_sigterm_then_a_clean_exit() {
     let run = start(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: drain}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"{DRAINS_ON_TERM}\"]\n    lifecycle:\n      preStop:\n        sleep: {{seconds: 1}}\n"
     ));
-    run.running().await;
-    let deleted = Instant::now();
-    assert!(run
-        .pod
-        .send(PodCommand::Delete(KubectlDeleteFlags::default())));
-    let (rt, report) = run.finish().await;
+    let (deleted, rt, report) = run.delete_when_running().await;
     let app = &report.containers[0];
     assert_eq!(app.terminations.len(), 1);
     let t = &app.terminations[0];
@@ -165,11 +171,7 @@ async fn r01_pid_1_without_a_handler_is_killed_at_the_deadline() {
     }
     // `sleep` as PID 1 has no SIGTERM handler, so the kernel ignores SIGTERM for it.
     let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: r01}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
-    run.running().await;
-    let deleted = Instant::now();
-    run.pod
-        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
-    let (rt, report) = run.finish().await;
+    let (deleted, rt, report) = run.delete_when_running().await;
     let t = &report.containers[0].terminations[0];
     let ev = rt.stop_events(&t.container_id);
     let sig = at(&ev, deleted, signal_sent).expect("SIGTERM");
@@ -185,11 +187,7 @@ async fn r09_a_hook_longer_than_the_budget_is_cut_and_sigkill_follows_two_second
         return;
     }
     let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: r09}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap '' TERM; while :; do sleep 0.05; done\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, \"30\"]}\n");
-    run.running().await;
-    let deleted = Instant::now();
-    run.pod
-        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
-    let (rt, report) = run.finish().await;
+    let (deleted, rt, report) = run.delete_when_running().await;
     let t = &report.containers[0].terminations[0];
     assert_eq!(t.kill.pre_stop.as_ref().unwrap().outcome, HookOutcome::Cut);
     assert_eq!(t.kill.stop_timeout_seconds, 2, "the 2-second floor");
@@ -213,11 +211,7 @@ async fn a_failed_exec_hook_is_reported_and_sigterm_follows_at_once() {
             "    lifecycle:\n      preStop:\n        exec: {command: [/no/such/binary]}\n"
         )
     ));
-    run.running().await;
-    let deleted = Instant::now();
-    run.pod
-        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
-    let (rt, report) = run.finish().await;
+    let (deleted, rt, report) = run.delete_when_running().await;
     let t = &report.containers[0].terminations[0];
     assert_eq!(
         t.kill.pre_stop.as_ref().unwrap().outcome,
@@ -273,11 +267,7 @@ async fn a_native_sidecar_gets_its_stop_signal_after_the_main_container_exits() 
         trapping("proxy", "exit 0", "    restartPolicy: Always\n"),
         trapping("app", "sleep 1; exit 0", "")
     ));
-    run.running().await;
-    let deleted = Instant::now();
-    run.pod
-        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
-    let (rt, report) = run.finish().await;
+    let (deleted, rt, report) = run.delete_when_running().await;
     let find = |n: &str| report.containers.iter().find(|c| c.name == n).unwrap();
     let app = &find("app").terminations[0];
     let proxy = &find("proxy").terminations[0];

@@ -8,16 +8,14 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::argv;
+use common::{argv, pod_with};
 use podgrace_core::plan::{ContainerPort, HttpGet, PortRef, Probe, ProbeAction};
 use podgrace_node::events::EventRecorder;
 use podgrace_node::probes::{
     probe_once, spawn_probe_worker, ContainerRun, ProbeKind, ProbeResult, ProbeTarget,
     RuntimeProber,
 };
-use podgrace_node::runtime::{
-    CallContext, ContainerConfig, PodSandboxConfig, ProcessRuntime, RuntimeService,
-};
+use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
 use podgrace_node::sandbox::NetworkConfig;
 use support::{closed_port, header, local_listener, response, serve};
 
@@ -246,29 +244,7 @@ async fn grpc_probe_against_a_real_health_server() {
 async fn exec_probes_in_a_real_container() {
     let (rt, _out) = ProcessRuntime::new(NetworkConfig::default());
     let ctx = CallContext::background();
-    let sb = rt
-        .run_pod_sandbox(
-            &ctx,
-            PodSandboxConfig {
-                name: "probe-exec".into(),
-                host_network: false,
-            },
-        )
-        .await
-        .expect("sandbox");
-    let id = rt
-        .create_container(
-            &ctx,
-            &sb,
-            ContainerConfig {
-                name: "app".into(),
-                argv: argv(&["sleep", "30"]),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create");
-    rt.start_container(&ctx, &id).await.expect("start");
+    let (sb, id) = pod_with(&rt, "probe-exec", argv(&["sleep", "30"]), Vec::new()).await;
     let env = [("MODE".to_string(), Some("ok".to_string()))];
     let t = ProbeTarget {
         container_id: &id,

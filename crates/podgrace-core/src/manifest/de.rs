@@ -358,22 +358,20 @@ impl<'de> de::Deserializer<'de> for NodeDe<'_, '_, '_> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        let r = match &self.node.value {
-            Value::Seq(items) => visitor.visit_seq(Seq {
+        // `null` reads as an empty list, as the API server's decoder does.
+        let items: &[Node<'_>] = match &self.node.value {
+            Value::Seq(items) => items,
+            Value::Null => &[],
+            _ => return Err(self.type_error("a sequence")),
+        };
+        visitor
+            .visit_seq(Seq {
                 items,
                 next: 0,
                 path: self.path,
                 ctx: self.ctx,
-            }),
-            Value::Null => visitor.visit_seq(Seq {
-                items: &[],
-                next: 0,
-                path: self.path,
-                ctx: self.ctx,
-            }),
-            _ => return Err(self.type_error("a sequence")),
-        };
-        r.map_err(|e| self.locate(e))
+            })
+            .map_err(|e| self.locate(e))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(

@@ -97,35 +97,16 @@ fn respond(
     upstream: Option<Response<Incoming>>,
     close: bool,
 ) -> Response<Body> {
-    match upstream {
-        Some(resp) => {
-            let status = resp.status().as_u16();
-            record(
-                s,
-                id,
-                request,
-                start,
-                Some(ep),
-                ProxyOutcome::Forwarded,
-                status,
-            );
-            resp.map(Either::Left)
-        }
-        None => {
-            let resp = error_response(ProxyOutcome::UpstreamReset, close);
-            let status = resp.status().as_u16();
-            record(
-                s,
-                id,
-                request,
-                start,
-                Some(ep),
-                ProxyOutcome::UpstreamReset,
-                status,
-            );
-            resp
-        }
-    }
+    let (outcome, resp) = match upstream {
+        Some(resp) => (ProxyOutcome::Forwarded, resp.map(Either::Left)),
+        None => (
+            ProxyOutcome::UpstreamReset,
+            error_response(ProxyOutcome::UpstreamReset, close),
+        ),
+    };
+    let status = resp.status().as_u16();
+    record(s, id, request, start, Some(ep), outcome, status);
+    resp
 }
 
 /// Picks an endpoint and connects to it: the conntrack entry of a new client connection.

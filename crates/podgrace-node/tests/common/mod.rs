@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use podgrace_node::runtime::RuntimeService;
+
 /// Whether namespaced mode is available; prints why a test skips when it is not.
 pub fn need_namespaces(test: &str) -> bool {
     if podgrace_node::process::namespaces_permitted() {
@@ -53,4 +55,40 @@ pub fn pids_with_env(marker: &str) -> Vec<i32> {
         }
     }
     out
+}
+
+/// Starts a sandbox `name` (its own network namespace when permitted) with one running
+/// container `app` of `argv` and `env`; returns (sandbox id, container id).
+pub async fn pod_with(
+    rt: &podgrace_node::runtime::ProcessRuntime,
+    name: &str,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+) -> (String, String) {
+    let ctx = podgrace_node::runtime::CallContext::background();
+    let sb = rt
+        .run_pod_sandbox(
+            &ctx,
+            podgrace_node::runtime::PodSandboxConfig {
+                name: name.into(),
+                host_network: false,
+            },
+        )
+        .await
+        .expect("sandbox");
+    let id = rt
+        .create_container(
+            &ctx,
+            &sb,
+            podgrace_node::runtime::ContainerConfig {
+                name: "app".into(),
+                argv,
+                env,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("create");
+    rt.start_container(&ctx, &id).await.expect("start");
+    (sb, id)
 }

@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, default_value_t = 200.0)]
     rps: f64,
     /// How long the load runs (`8s`, `1m`).
-    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    #[arg(long, default_value = "8s", value_parser = super::parse_duration)]
     duration: Duration,
     /// The endpoint lag L: a duration, or in-cluster (1 s), ingress (30 s), cloud-lb (120 s).
     #[arg(long, default_value = "1s", value_parser = parse_lag)]
@@ -51,13 +51,13 @@ pub struct Args {
     #[arg(long, default_value = "GET")]
     method: String,
     /// Per-request timeout (`2s`).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = super::parse_duration)]
     timeout: Duration,
     /// The port the pods serve on [default: the first containerPort].
     #[arg(long)]
     port: Option<u16>,
     /// When the disruption starts after the load (`1s`).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
     disrupt_after: Duration,
     /// kubelet evictionMaxPodGracePeriod for evict-soft, seconds.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -102,19 +102,10 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 8s, 1m30s, 500ms)"))
-}
-
 fn parse_lag(s: &str) -> Result<Duration, String> {
     match LagPreset::parse(s) {
         Ok(p) => Ok(p.lag()),
-        Err(_) => parse_duration(s)
+        Err(_) => super::parse_duration(s)
             .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb")),
     }
 }

@@ -24,3 +24,13 @@ pub fn parse_pod_network(s: &str) -> Result<podgrace_node::sandbox::NetworkConfi
     }
     Ok(podgrace_node::sandbox::NetworkConfig { base })
 }
+
+/// A duration flag: plain seconds (`2.5`) or humantime (`10s`, `1m30s`, `500ms`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(std::time::Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
+}

@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     pod: Option<String>,
     /// Delete the pod by itself after this long (`10s`, `1m30s`, `500ms`).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     delete_after: Option<Duration>,
     /// The delete's `--grace-period` (kubectl semantics: 0 without --force is sent as 1).
     #[arg(long, value_name = "SECONDS", default_value_t = -1, allow_negative_numbers = true)]
@@ -77,15 +77,6 @@ enum Format {
 enum Eviction {
     Soft,
     Hard,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
