@@ -4,6 +4,7 @@
 //!   endpoint lag L, kube-proxy's terminating fallback, round robin).
 //! * [`proxy`]: the local service proxy (HTTP/1.1, h2c, TCP) that models kube-proxy.
 //! * [`load`]: open-loop load at a fixed rate, latency from the intended send time.
+//! * [`streams`]: long-lived h2c server-streaming requests (data and idle) held open in a drill.
 //! * [`demoapp`]: the demo HTTP server whose SIGTERM behaviour is chosen by flags.
 //! * [`report`]: failures by kind and phase, latency percentiles, attribution to pods.
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
@@ -17,3 +18,4 @@ pub mod load;
 pub mod proxy;
 pub mod report;
 pub mod scenario;
+pub mod streams;

@@ -1,12 +1,19 @@
-//! Open-loop HTTP/1.1 load at a fixed rate, without coordinated omission.
+//! Open-loop HTTP load (HTTP/1.1 or h2c) at a fixed rate, without coordinated omission.
 //!
 //! Request `i` is due at the intended time `t0 + i / rps` whatever happened to earlier ones; its
 //! latency is measured from that intended time, so a stalled server cannot hide failures or slow
 //! answers by delaying the sends (the "coordinated omission" of closed-loop tools). One timer task
 //! dispatches due requests, a millisecond tick at a time, into a queue that `connections` worker
-//! tasks pull from; each worker owns one keep-alive connection as a real client pool does: the
-//! connection is reused, and replaced when it errors or the server closes it. No task is spawned
-//! per request, and each worker drives its connection itself (no hop between tasks).
+//! tasks pull from; each worker owns one connection as a real client pool does: the connection is
+//! reused, and replaced when it errors or the server closes it. No task is spawned per request.
+//!
+//! The [`Protocol`] is HTTP/1.1 (keep-alive; each worker drives its connection itself, no hop
+//! between tasks) or cleartext HTTP/2 with prior knowledge (h2c): each worker owns one HTTP/2
+//! connection and sends its requests on it one at a time (one stream at a time, so the pool still
+//! bounds concurrency), as a gRPC channel per worker would. A connection that gets a GOAWAY or
+//! closes is replaced for the next request. hyper runs the HTTP/2 connection itself in a task of
+//! its own; the worker drives the request dispatch. A request refused by a GOAWAY (sent on a
+//! connection the server had already given up) is not retried: it counts as `reset`.
 //!
 //! Failure kinds ([`RequestOutcome`]): `refused` (the connect was refused, or failed otherwise),
 //! `reset` (the connection broke or closed before a full response), `timeout` (no full response
@@ -16,13 +23,16 @@
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
 use hyper::header::HOST;
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, Request, Response, Uri};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -30,6 +40,16 @@ use tokio::time::Instant;
 /// The request header carrying a request's schedule index, so that the proxy's records can be
 /// joined with the load's (`x-podgrace-request: 17`).
 pub const REQUEST_ID_HEADER: &str = "x-podgrace-request";
+
+/// The HTTP version the load speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1 with keep-alive (the default).
+    #[default]
+    Http1,
+    /// Cleartext HTTP/2 with prior knowledge (no Upgrade), one stream at a time per connection.
+    H2c,
+}
 
 /// The load's settings.
 #[derive(Debug, Clone)]
@@ -40,8 +60,11 @@ pub struct LoadConfig {
     pub rps: f64,
     /// `--duration`: how long requests are scheduled for.
     pub duration: Duration,
-    /// Keep-alive connections in the pool (default 32).
+    /// Connections in the pool (default 32), one per worker: HTTP/1.1 keep-alive connections or
+    /// HTTP/2 connections, each with one request in flight at most.
     pub connections: usize,
+    /// HTTP/1.1 (default) or h2c.
+    pub protocol: Protocol,
     /// `--path` (default `/`).
     pub path: String,
     /// `--method` (default GET).
@@ -53,13 +76,14 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
-    /// Defaults: 200 rps for `duration`, 32 connections, `GET /`, 5 s timeout, epoch now.
+    /// Defaults: 200 rps for `duration`, 32 HTTP/1.1 connections, `GET /`, 5 s timeout, epoch now.
     pub fn new(target: SocketAddr, duration: Duration) -> Self {
         LoadConfig {
             target,
             rps: 200.0,
             duration,
             connections: 32,
+            protocol: Protocol::Http1,
             path: "/".to_string(),
             method: Method::GET,
             timeout: Duration::from_secs(5),
@@ -141,11 +165,168 @@ pub enum LoadError {
     Histogram(String),
 }
 
-/// One pooled keep-alive connection: the request sender and the connection itself, which the
-/// worker drives in its own task (no hop to another task per request).
-struct Conn {
-    tx: SendRequest<Empty<Bytes>>,
-    driver: Pin<Box<http1::Connection<TokioIo<TcpStream>, Empty<Bytes>>>>,
+/// A connection's request sender.
+enum Sender {
+    H1(http1::SendRequest<Empty<Bytes>>),
+    H2(http2::SendRequest<Empty<Bytes>>),
+}
+
+/// A connection's driver: the HTTP/1.1 connection itself, or hyper's HTTP/2 request dispatch
+/// (the HTTP/2 connection runs in a task of hyper's own). It ends when the connection closes, or,
+/// for HTTP/2, when a GOAWAY arrives.
+enum Driver {
+    H1(Pin<Box<H1Connection>>),
+    H2(Pin<Box<H2Dispatch>>),
+}
+
+type H1Connection = http1::Connection<TokioIo<TcpStream>, Empty<Bytes>>;
+type H2Dispatch = http2::Connection<TokioIo<TcpStream>, Empty<Bytes>, TokioExecutor>;
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.get_mut() {
+            Driver::H1(d) => d.as_mut().poll(cx).map(|_| ()),
+            Driver::H2(d) => d.as_mut().poll(cx).map(|_| ()),
+        }
+    }
+}
+
+/// One client connection (HTTP/1.1 or h2c), driven by the task that uses it.
+pub(crate) struct Conn {
+    tx: Sender,
+    /// `None` once the driver has ended: the connection closed (or got a GOAWAY) and takes no new
+    /// request. An ended driver is dropped at once, which fails any request it still held.
+    driver: Option<Driver>,
+}
+
+/// Why a connection could not be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectError {
+    /// The TCP connect failed; the I/O error's kind as a request outcome (`Refused`, or
+    /// `Timeout`/`Reset` for those kinds).
+    Connect(RequestOutcome),
+    /// The HTTP handshake failed.
+    Handshake,
+}
+
+impl ConnectError {
+    fn outcome(self) -> RequestOutcome {
+        match self {
+            ConnectError::Connect(kind) => kind,
+            ConnectError::Handshake => RequestOutcome::Reset,
+        }
+    }
+}
+
+impl Conn {
+    /// Connects to `target` and makes the HTTP handshake (HTTP/2: prior knowledge).
+    pub(crate) async fn connect(
+        target: SocketAddr,
+        protocol: Protocol,
+    ) -> Result<Conn, ConnectError> {
+        let stream = TcpStream::connect(target)
+            .await
+            .map_err(|e| ConnectError::Connect(classify_io(&e)))?;
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(stream);
+        let (tx, driver) = match protocol {
+            Protocol::Http1 => {
+                let (tx, driver) = http1::handshake(io)
+                    .await
+                    .map_err(|_| ConnectError::Handshake)?;
+                (Sender::H1(tx), Driver::H1(Box::pin(driver)))
+            }
+            Protocol::H2c => {
+                let (tx, driver) = http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(|_| ConnectError::Handshake)?;
+                (Sender::H2(tx), Driver::H2(Box::pin(driver)))
+            }
+        };
+        Ok(Conn {
+            tx,
+            driver: Some(driver),
+        })
+    }
+
+    /// `true` while the connection can take a new request (not closed, no GOAWAY seen).
+    ///
+    /// For HTTP/2 this polls hyper's request dispatch once: it notices a GOAWAY only when polled,
+    /// and would otherwise fail the next request instead of letting it go on a new connection.
+    pub(crate) fn usable(&mut self) -> bool {
+        let open = match &self.tx {
+            Sender::H1(tx) => !tx.is_closed(),
+            Sender::H2(tx) => !tx.is_closed(),
+        };
+        if let (Sender::H2(_), Some(d)) = (&self.tx, self.driver.as_mut()) {
+            let waker = std::task::Waker::noop();
+            if Pin::new(d).poll(&mut Context::from_waker(waker)).is_ready() {
+                self.driver = None;
+            }
+        }
+        open && self.driver.is_some()
+    }
+
+    /// Waits until the connection ends (closes or, for HTTP/2, gets a GOAWAY); at once if it
+    /// already has.
+    pub(crate) async fn ended(&mut self) {
+        if let Some(d) = self.driver.as_mut() {
+            d.await;
+            self.driver = None;
+        }
+    }
+
+    /// Runs `fut` while driving the connection, and returns its output. When the connection ends
+    /// meanwhile, `fut` runs on (it then resolves with what had arrived, or with an error).
+    pub(crate) async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
+        drive(&mut self.driver, fut).await
+    }
+
+    /// Sends `req` when the connection is ready, while driving it, and returns the response head.
+    ///
+    /// Errors: the connection was closed or broke before the response head.
+    pub(crate) async fn request(
+        &mut self,
+        req: Request<Empty<Bytes>>,
+    ) -> Result<Response<Incoming>, hyper::Error> {
+        drive(&mut self.driver, send(&mut self.tx, req)).await
+    }
+}
+
+/// Runs `fut` while polling `driver`; an ended driver is dropped (set to `None`).
+async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+    tokio::pin!(fut);
+    loop {
+        let Some(d) = driver.as_mut() else {
+            return fut.await;
+        };
+        tokio::select! {
+            r = fut.as_mut() => return r,
+            _ = d => {}
+        }
+        // The connection ended; `fut` now resolves (with its response if it was complete, else
+        // with an error).
+        *driver = None;
+    }
+}
+
+/// Sends `req` when the connection is ready and returns the response head.
+async fn send(
+    tx: &mut Sender,
+    req: Request<Empty<Bytes>>,
+) -> Result<Response<Incoming>, hyper::Error> {
+    match tx {
+        Sender::H1(tx) => {
+            tx.ready().await?;
+            tx.send_request(req).await
+        }
+        Sender::H2(tx) => {
+            tx.ready().await?;
+            tx.send_request(req).await
+        }
+    }
 }
 
 struct Worker {
@@ -153,6 +334,9 @@ struct Worker {
     start: Instant,
     conn: Option<Conn>,
     records: Vec<RequestRecord>,
+    /// The request target: the path (HTTP/1.1, with a Host header) or the absolute URI (HTTP/2,
+    /// whose `:authority` and `:scheme` come from it).
+    uri: Uri,
     host: String,
 }
 
@@ -165,42 +349,34 @@ fn classify_io(e: &std::io::Error) -> RequestOutcome {
     }
 }
 
-/// Sends `req` when the connection is ready and reads the whole response.
-async fn send(
-    tx: &mut SendRequest<Empty<Bytes>>,
-    req: Request<Empty<Bytes>>,
-) -> Result<u16, RequestOutcome> {
-    tx.ready().await.map_err(|_| RequestOutcome::Reset)?;
-    let resp = tx
-        .send_request(req)
-        .await
-        .map_err(|_| RequestOutcome::Reset)?;
-    let status = resp.status().as_u16();
-    resp.into_body()
-        .collect()
-        .await
-        .map_err(|_| RequestOutcome::Reset)?;
-    Ok(status)
+/// `true` if `path` is a valid origin-form request target (`/path?query`).
+pub(crate) fn is_origin_form(path: &str) -> bool {
+    path.starts_with('/')
+        && path
+            .parse::<Uri>()
+            .is_ok_and(|u| u.scheme().is_none() && u.authority().is_none())
+}
+
+/// The URI a request for `path` (origin-form) to `target` carries: the path itself for HTTP/1.1
+/// (the authority goes in `Host`), the absolute `http://target/path` for HTTP/2.
+pub(crate) fn request_uri(
+    protocol: Protocol,
+    target: SocketAddr,
+    path: &str,
+) -> Result<Uri, hyper::http::Error> {
+    match protocol {
+        Protocol::Http1 => Ok(path.parse::<Uri>()?),
+        Protocol::H2c => Ok(Uri::builder()
+            .scheme("http")
+            .authority(target.to_string())
+            .path_and_query(path)
+            .build()?),
+    }
 }
 
 impl Worker {
     fn due(&self, index: u64) -> Instant {
         self.start + Duration::from_secs_f64(index as f64 / self.cfg.rps)
-    }
-
-    async fn connect(&mut self) -> Result<(), RequestOutcome> {
-        let stream = TcpStream::connect(self.cfg.target)
-            .await
-            .map_err(|e| classify_io(&e))?;
-        let _ = stream.set_nodelay(true);
-        let (tx, driver) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|_| RequestOutcome::Reset)?;
-        self.conn = Some(Conn {
-            tx,
-            driver: Box::pin(driver),
-        });
-        Ok(())
     }
 
     /// Takes requests off the queue until it closes. While idle, it keeps driving its connection,
@@ -212,7 +388,7 @@ impl Worker {
                 Some(c) => tokio::select! {
                     biased;
                     job = rx.recv() => job,
-                    _ = c.driver.as_mut() => {
+                    _ = c.ended() => {
                         self.conn = None;
                         continue;
                     }
@@ -229,35 +405,41 @@ impl Worker {
 
     /// One exchange on the pooled connection (connecting first if needed).
     async fn exchange(&mut self, index: u64) -> Result<u16, RequestOutcome> {
-        if self.conn.is_none() {
-            self.connect().await?;
+        if self.conn.as_mut().is_some_and(|c| !c.usable()) {
+            self.conn = None;
         }
-        let req = Request::builder()
+        let c = match self.conn.as_mut() {
+            Some(c) => c,
+            None => {
+                let c = Conn::connect(self.cfg.target, self.cfg.protocol)
+                    .await
+                    .map_err(ConnectError::outcome)?;
+                self.conn.insert(c)
+            }
+        };
+        let mut req = Request::builder()
             .method(self.cfg.method.clone())
-            .uri(self.cfg.path.as_str())
-            .header(HOST, self.host.as_str())
+            .uri(self.uri.clone());
+        if self.cfg.protocol == Protocol::Http1 {
+            req = req.header(HOST, self.host.as_str());
+        }
+        let req = req
             .header(REQUEST_ID_HEADER, index)
             .body(Empty::<Bytes>::new())
             .map_err(|_| RequestOutcome::Refused)?;
-        let Some(c) = self.conn.as_mut() else {
-            return Err(RequestOutcome::Refused);
-        };
-        let mut driving = true;
-        let result = {
-            let exchange = send(&mut c.tx, req);
-            tokio::pin!(exchange);
-            loop {
-                tokio::select! {
-                    r = exchange.as_mut() => break r,
-                    _ = c.driver.as_mut(), if driving => {
-                        // The connection ended; the exchange now resolves (with its response if
-                        // it was complete, else with an error).
-                        driving = false;
-                    }
-                }
-            }
-        };
-        if !driving {
+        let result = drive(&mut c.driver, async {
+            let resp = send(&mut c.tx, req)
+                .await
+                .map_err(|_| RequestOutcome::Reset)?;
+            let status = resp.status().as_u16();
+            resp.into_body()
+                .collect()
+                .await
+                .map_err(|_| RequestOutcome::Reset)?;
+            Ok(status)
+        })
+        .await;
+        if c.driver.is_none() {
             self.conn = None;
         }
         result
@@ -334,9 +516,11 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     if config.connections == 0 {
         return Err(LoadError::NoConnections);
     }
-    if config.path.parse::<hyper::Uri>().is_err() || !config.path.starts_with('/') {
+    if !is_origin_form(&config.path) {
         return Err(LoadError::BadPath(config.path.clone()));
     }
+    let uri = request_uri(config.protocol, config.target, &config.path)
+        .map_err(|_| LoadError::BadPath(config.path.clone()))?;
     let total = scheduled_requests(config.rps, config.duration);
     let cfg = Arc::new(config);
     let start = Instant::now();
@@ -348,6 +532,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
             start,
             conn: None,
             records: Vec::new(),
+            uri: uri.clone(),
             host: cfg.target.to_string(),
         };
         workers.spawn(w.run(rx.clone()));

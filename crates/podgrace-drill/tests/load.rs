@@ -2,8 +2,13 @@
 //! uses real connections, so tokio's paused clock cannot drive it: auto-advance would fire the
 //! request timeouts while sockets wait).
 
+mod common;
+
+use common::H2cServer;
 use podgrace_drill::demoapp::{self, DemoConfig};
-use podgrace_drill::load::{self, LoadConfig, LoadError, RequestOutcome};
+use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
+use podgrace_drill::load::{self, LoadConfig, LoadError, Protocol, RequestOutcome};
+use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
 use podgrace_drill::report::FailuresByKind;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -133,4 +138,79 @@ async fn bad_settings_are_errors() {
     cfg.connections = 1;
     cfg.path = "no-slash".into();
     assert!(matches!(load::run(cfg).await, Err(LoadError::BadPath(_))));
+}
+
+fn h2c_load(target: SocketAddr, rps: f64, connections: usize) -> LoadConfig {
+    let mut cfg = LoadConfig::new(target, Duration::from_secs(1));
+    cfg.rps = rps;
+    cfg.connections = connections;
+    cfg.protocol = Protocol::H2c;
+    cfg
+}
+
+fn assert_all_ok(records: &[load::RequestRecord], n: usize) {
+    assert_eq!(records.len(), n);
+    for (i, rec) in records.iter().enumerate() {
+        assert_eq!(rec.index, i as u64);
+        assert_eq!(rec.outcome, RequestOutcome::Ok, "{rec:?}");
+        assert_eq!(rec.status, Some(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_requests_go_on_pooled_http2_connections() {
+    let server = H2cServer::start().await;
+    let r = load::run(h2c_load(server.addr, 200.0, 4))
+        .await
+        .expect("load");
+    assert_all_ok(&r.records, 200);
+    // One HTTP/2 connection per worker at most, reused for every request.
+    assert!(
+        (1..=4).contains(&server.connections()),
+        "{} connections",
+        server.connections()
+    );
+    assert!(
+        (r.achieved_rps - 200.0).abs() / 200.0 < 0.05,
+        "achieved {} rps",
+        r.achieved_rps
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_connection_that_gets_goaway_is_replaced_for_the_next_request() {
+    // The server sends GOAWAY on each connection after its 10th request (as Envoy's
+    // max_requests_per_connection does): no request fails, and the workers open new connections.
+    let server = H2cServer::start_with(Some(10)).await;
+    let r = load::run(h2c_load(server.addr, 200.0, 2))
+        .await
+        .expect("load");
+    assert_all_ok(&r.records, 200);
+    assert!(
+        server.connections() >= 20,
+        "{} connections for 200 requests at 10 per connection",
+        server.connections()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_load_through_the_proxy_carries_the_request_indices() {
+    let server = H2cServer::start().await;
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![Endpoint::ready("a", server.addr)]);
+    let p = Proxy::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        ProxyConfig::new(Mode::H2c),
+        h.view(),
+    )
+    .await
+    .expect("proxy");
+    let r = load::run(h2c_load(p.local_addr(), 200.0, 4))
+        .await
+        .expect("load");
+    assert_all_ok(&r.records, 200);
+    let mut seen: Vec<u64> = p.records().iter().filter_map(|x| x.request).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..200).collect::<Vec<u64>>());
+    assert!(p.records().iter().all(|x| x.pod.as_deref() == Some("a")));
 }

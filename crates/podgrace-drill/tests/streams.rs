@@ -1,0 +1,239 @@
+//! Long-lived h2c streams against a tiny hyper h2c server (tests/common) on real sockets: data
+//! streams re-opened back to back, idle streams held until stopped, resets when the server goes
+//! away, refusals retried every 100 ms, and the indices seen by the proxy.
+
+mod common;
+
+use common::H2cServer;
+use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
+use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
+use podgrace_drill::streams::{StreamConfig, StreamError, StreamOutcome, StreamRecord, Streams};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn of_slot(records: &[StreamRecord], slot: usize) -> Vec<&StreamRecord> {
+    records.iter().filter(|r| r.slot == slot).collect()
+}
+
+/// Runs the streams for `hold`, then stops them and returns the records and the stop time
+/// (since the epoch).
+async fn hold(config: StreamConfig, hold: Duration) -> (Vec<StreamRecord>, Duration) {
+    let epoch = config.epoch;
+    let streams = Streams::start(config).expect("start");
+    tokio::time::sleep(hold).await;
+    let stopped = epoch.elapsed();
+    (streams.stop().await, stopped)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_streams_complete_and_are_reopened_back_to_back_on_their_connection() {
+    let server = H2cServer::start().await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.data_streams = 2;
+    cfg.stream_seconds = 0.5;
+    let (records, stopped) = hold(cfg, Duration::from_millis(1_200)).await;
+
+    let indices: Vec<u64> = records.iter().map(|r| r.index).collect();
+    assert_eq!(indices, (0..records.len() as u64).collect::<Vec<_>>());
+    let completed: Vec<&StreamRecord> = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Completed)
+        .collect();
+    assert!(completed.len() >= 4, "{records:#?}");
+    for r in &completed {
+        assert!(!r.idle);
+        assert_eq!(r.status, Some(200));
+        assert!((5..=6).contains(&r.chunks), "{r:?}");
+        let long = ms(r.done - r.opened);
+        assert!((450.0..650.0).contains(&long), "{long} ms: {r:?}");
+        let last = r.last_data.expect("data arrived");
+        assert!(last >= r.opened && last <= r.done, "{r:?}");
+    }
+    for slot in 0..2 {
+        let mine = of_slot(&records, slot);
+        assert_eq!(
+            mine[0].index, slot as u64,
+            "a slot's first stream has its number"
+        );
+        for pair in mine.windows(2) {
+            let gap = ms(pair[1].opened.saturating_sub(pair[0].done));
+            assert!(gap < 30.0, "slot {slot}: {gap} ms between streams");
+        }
+        let last = mine.last().expect("records");
+        assert_eq!(last.outcome, StreamOutcome::Unfinished, "{last:?}");
+        assert!(ms(last.done.abs_diff(stopped)) < 50.0, "{last:?}");
+    }
+    // Each slot kept its one connection.
+    assert_eq!(server.connections(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_stays_open_without_data_until_stopped() {
+    let server = H2cServer::start().await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.idle_streams = 1;
+    let (records, stopped) = hold(cfg, Duration::from_millis(400)).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert!(r.idle);
+    assert_eq!((r.index, r.slot), (0, 0));
+    assert_eq!(r.status, Some(200));
+    assert_eq!((r.chunks, r.last_data), (0, None));
+    assert_eq!(r.outcome, StreamOutcome::Unfinished);
+    assert!(ms(r.done.abs_diff(stopped)) < 50.0, "{r:?}");
+    assert!(ms(r.opened) < 50.0, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_reset_when_the_server_goes_away_then_refused() {
+    let server = H2cServer::start().await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.data_streams = 1;
+    cfg.stream_seconds = 5.0;
+    cfg.idle_streams = 1;
+    let epoch = cfg.epoch;
+    let streams = Streams::start(cfg).expect("start");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let killed = server.kill().await.saturating_duration_since(epoch);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let records = streams.stop().await;
+    for slot in 0..2 {
+        let mine = of_slot(&records, slot);
+        let first = mine[0];
+        assert_eq!(first.outcome, StreamOutcome::Reset, "{mine:#?}");
+        assert_eq!(first.status, Some(200));
+        let late = ms(first.done.saturating_sub(killed));
+        assert!(
+            first.done + Duration::from_millis(5) >= killed && late < 100.0,
+            "reset {late} ms after the kill: {first:?}"
+        );
+        if slot == 0 {
+            assert!((2..=4).contains(&first.chunks), "{first:?}");
+        } else {
+            assert_eq!(first.chunks, 0);
+        }
+        // Then the port is closed: refused, retried.
+        assert!(mine.len() >= 3, "{mine:#?}");
+        assert!(
+            mine[1..]
+                .iter()
+                .all(|r| r.outcome == StreamOutcome::Refused
+                    || r.outcome == StreamOutcome::Unfinished)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_refused_and_retried_every_100_ms() {
+    let gone: SocketAddr = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let mut cfg = StreamConfig::new(gone);
+    cfg.idle_streams = 1;
+    let (records, _) = hold(cfg, Duration::from_millis(550)).await;
+    let refused: Vec<&StreamRecord> = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Refused)
+        .collect();
+    assert!((5..=6).contains(&refused.len()), "{records:#?}");
+    assert!(refused.iter().all(|r| r.status.is_none() && r.chunks == 0));
+    for pair in refused.windows(2) {
+        let gap = ms(pair[1].opened - pair[0].opened);
+        assert!((100.0..150.0).contains(&gap), "{gap} ms between retries");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5xx_is_recorded_and_retried_on_the_same_connection() {
+    let server = H2cServer::start().await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.data_streams = 1;
+    cfg.stream_seconds = 1.0;
+    cfg.path = "/unavailable".into();
+    let (records, _) = hold(cfg, Duration::from_millis(350)).await;
+    let failed: Vec<&StreamRecord> = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Http5xx)
+        .collect();
+    assert!((3..=4).contains(&failed.len()), "{records:#?}");
+    assert!(failed.iter().all(|r| r.status == Some(503)));
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_records_carry_the_stream_indices() {
+    let server = H2cServer::start().await;
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![Endpoint::ready("a", server.addr)]);
+    let p = Proxy::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        ProxyConfig::new(Mode::H2c),
+        h.view(),
+    )
+    .await
+    .expect("proxy");
+    let mut cfg = StreamConfig::new(p.local_addr());
+    cfg.data_streams = 2;
+    cfg.stream_seconds = 0.3;
+    cfg.idle_streams = 1;
+    let (records, _) = hold(cfg, Duration::from_millis(800)).await;
+    assert!(
+        records
+            .iter()
+            .filter(|r| r.outcome == StreamOutcome::Completed)
+            .count()
+            >= 4,
+        "{records:#?}"
+    );
+    // The proxy records a stream when its response head arrives.
+    let mut answered: Vec<u64> = records
+        .iter()
+        .filter(|r| r.status.is_some())
+        .map(|r| r.index)
+        .collect();
+    answered.sort_unstable();
+    let mut seen: Vec<u64> = p.records().iter().filter_map(|r| r.request).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, answered);
+    assert!(p.records().iter().all(|r| r.pod.as_deref() == Some("a")));
+}
+
+#[tokio::test]
+async fn bad_settings_are_errors() {
+    let addr: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let mut cfg = StreamConfig::new(addr);
+    cfg.data_streams = 1;
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        cfg.stream_seconds = bad;
+        match Streams::start(cfg.clone()) {
+            Err(StreamError::BadSeconds(s)) => assert!(s.is_nan() || s == bad),
+            Err(e) => panic!("{bad}: {e}"),
+            Ok(_) => panic!("{bad} seconds accepted"),
+        }
+    }
+    // Without data streams the seconds do not matter.
+    cfg.data_streams = 0;
+    cfg.idle_streams = 1;
+    let s = Streams::start(cfg.clone()).expect("idle only");
+    let _ = s.stop().await;
+    for bad in ["stream", "http://x/stream", "/a b", ""] {
+        cfg.path = bad.into();
+        assert!(
+            matches!(Streams::start(cfg.clone()), Err(StreamError::BadPath(_))),
+            "{bad:?} accepted"
+        );
+    }
+}
+
+#[test]
+fn starting_outside_a_runtime_is_an_error_not_a_panic() {
+    let cfg = StreamConfig::new("127.0.0.1:9".parse().expect("addr"));
+    assert!(matches!(Streams::start(cfg), Err(StreamError::NoRuntime)));
+}
