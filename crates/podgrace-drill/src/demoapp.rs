@@ -6,29 +6,53 @@
 //!   R07 and R02, and of every "no preStop" 502 report).
 //! * `drain`: stop accepting (the listener is closed), finish the requests in flight, close
 //!   keep-alive connections gracefully (HTTP/1.1: `Connection: close` on the next response, or
-//!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY) and return once no connection is
-//!   left, or after the drain time.
+//!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY at once) and return once no
+//!   connection is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
+//!   as gRPC's `GracefulStop()` without a timeout does).
 //! * `ignore`: keep serving (what a PID 1 without a handler does; R01).
+//!
+//! Endpoints (app role):
+//! * the readiness path ([`DemoConfig::ready_path`]): 200 while serving, 503 once draining;
+//! * `/stream`: a server stream ([`STREAM_PATH`]): `?seconds=S[&interval_ms=I]` sends
+//!   `tick 0\n` at once, then one line every I milliseconds (default
+//!   [`DEFAULT_TICK_INTERVAL`]), and ends after S seconds; without `seconds` it is an idle
+//!   stream (headers, then nothing until the client goes away or the app exits), like an idle
+//!   gRPC stream. It counts as a request in flight for its whole life;
+//! * any other path: `200 ok` after [`DemoConfig::latency`].
+//!
+//! Sidecar role ([`DemoConfig::upstream`]): a forwarding proxy like istio-proxy in front of an
+//! app in the same pod. Every request but the readiness path is forwarded to the upstream over
+//! HTTP/1.1 (keep-alive), its response streamed back as it arrives; the SIGTERM behaviours apply
+//! as to the app (a draining sidecar keeps forwarding on the connections it has, until they are
+//! done or the drain deadline cuts them).
 //!
 //! The caller delivers SIGTERMs through a channel, so the same code serves the real process
 //! (`podgrace demo-app`, which installs its own SIGTERM handler with `tokio::signal::unix` and so
 //! is not "ignored by PID 1") and in-process tests. Lifecycle changes are logged to stderr, one
-//! line each, prefixed `demo-app: `.
+//! line each, prefixed `demo-app: ` (`demo-app (sidecar): ` in the sidecar role).
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode, Version};
+use hyper::{Request, Response, StatusCode, Uri, Version};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
 
 /// What the app does on SIGTERM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,26 +92,49 @@ impl std::fmt::Display for OnSigterm {
 /// The demo app's settings (the `podgrace demo-app` flags).
 #[derive(Debug, Clone)]
 pub struct DemoConfig {
+    /// `--on-sigterm`: what to do on SIGTERM (default `exit`).
     pub on_sigterm: OnSigterm,
-    /// `--drain-seconds`: the longest drain (default 30 s).
-    pub drain: Duration,
-    /// `--latency-ms`: how long each request takes (default 0).
+    /// `--drain-seconds`: the drain deadline, counted from the SIGTERM (default 30 s). `None`
+    /// (`--drain-seconds unlimited`): no deadline; the drain waits until every connection is
+    /// gone, however long (gRPC's `GracefulStop()` without a timeout).
+    pub drain: Option<Duration>,
+    /// `--latency-ms`: how long each request takes before it is answered (the sidecar: before it
+    /// is forwarded); default 0. The readiness path and `/stream` do not wait it.
     pub latency: Duration,
-    /// `--ready-path`: answers 200 while serving, 503 once draining (default `/ready`).
+    /// `--ready-path`: answers 200 while serving, 503 once draining (default `/ready`). The
+    /// sidecar answers it itself.
     pub ready_path: String,
     /// `--fail-ready-after-sigterm`: readiness answers 503 from the first SIGTERM on, whatever
     /// the behaviour.
     pub fail_ready_after_sigterm: bool,
+    /// `--upstream`: the sidecar role. Every request but the readiness path is forwarded to this
+    /// address over HTTP/1.1 and its response streamed back (502 if the upstream cannot be
+    /// reached or breaks before its response head; a reset if it breaks after). Default `None`:
+    /// the app role.
+    pub upstream: Option<SocketAddr>,
 }
 
 impl Default for DemoConfig {
     fn default() -> Self {
         DemoConfig {
             on_sigterm: OnSigterm::Exit,
-            drain: Duration::from_secs(30),
+            drain: Some(Duration::from_secs(30)),
             latency: Duration::ZERO,
             ready_path: "/ready".to_string(),
             fail_ready_after_sigterm: false,
+            upstream: None,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// The prefix of the app's stderr lines, without the colon: `demo-app`, or
+    /// `demo-app (sidecar)` in the sidecar role.
+    pub fn log_name(&self) -> &'static str {
+        if self.upstream.is_some() {
+            "demo-app (sidecar)"
+        } else {
+            "demo-app"
         }
     }
 }
@@ -99,60 +146,20 @@ pub enum DemoExit {
     ExitedOnSigterm,
     /// `drain` finished: no connection left.
     Drained,
-    /// `drain` hit the drain time with connections left (they are cut).
+    /// `drain` hit the drain deadline with connections left (they are cut).
     DrainTimedOut,
     /// The SIGTERM channel closed (no more signals can come) in `ignore` mode, or before any.
     SignalsClosed,
 }
 
-struct State {
-    draining: AtomicBool,
-    sigterm: AtomicBool,
-    in_flight: AtomicUsize,
-}
+/// The path of the server-streaming endpoint.
+pub const STREAM_PATH: &str = "/stream";
 
-struct InFlight(Arc<State>);
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
+/// The time between two lines of `/stream` when `interval_ms` is not given: 200 ms.
+pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_millis(200);
 
-fn log(msg: &str) {
-    eprintln!("demo-app: {msg}");
-}
-
-async fn handle(
-    req: Request<Incoming>,
-    state: Arc<State>,
-    config: Arc<DemoConfig>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    state.in_flight.fetch_add(1, Ordering::SeqCst);
-    let _guard = InFlight(Arc::clone(&state));
-    let draining = state.draining.load(Ordering::SeqCst);
-    let mut resp = if req.uri().path() == config.ready_path {
-        let not_ready =
-            draining || (config.fail_ready_after_sigterm && state.sigterm.load(Ordering::SeqCst));
-        let (status, text) = if not_ready {
-            (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
-        } else {
-            (StatusCode::OK, "ready\n")
-        };
-        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
-        *r.status_mut() = status;
-        r
-    } else {
-        if !config.latency.is_zero() {
-            tokio::time::sleep(config.latency).await;
-        }
-        Response::new(Full::new(Bytes::from_static(b"ok\n")))
-    };
-    if state.draining.load(Ordering::SeqCst) && req.version() == Version::HTTP_11 {
-        resp.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    Ok(resp)
-}
+/// The longest `/stream` length (`seconds`): one day, 86 400 s.
+pub const MAX_STREAM_SECONDS: f64 = 86_400.0;
 
 /// How long a draining app leaves an idle HTTP/1.1 keep-alive connection open for a last request
 /// (answered with `Connection: close`) before closing it: 1 s.
@@ -164,36 +171,402 @@ async fn handle(
 /// has no such race.
 pub const DRAIN_IDLE_CLOSE: Duration = Duration::from_secs(1);
 
+/// The error of a response body: only a proxied body whose upstream broke fails.
+type BodyError = Box<dyn std::error::Error + Send + Sync>;
+type RespBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// The whole app, shared by every connection.
+struct App {
+    config: DemoConfig,
+    draining: AtomicBool,
+    sigterm: AtomicBool,
+    /// Requests in flight: from the request's arrival until its response body is done (or cut).
+    in_flight: AtomicUsize,
+    /// The sidecar's client to the upstream (keep-alive, HTTP/1.1).
+    client: Option<Client<HttpConnector, Incoming>>,
+    started: Instant,
+}
+
+impl App {
+    fn log(&self, msg: &str) {
+        eprintln!("{}: {msg}", self.config.log_name());
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
 /// Per-connection bookkeeping for the drain.
 #[derive(Default)]
 struct ConnState {
     in_flight: AtomicUsize,
     /// Milliseconds since the app's start at the end of the last request.
-    last_active_ms: std::sync::atomic::AtomicU64,
+    last_active_ms: AtomicU64,
     h2: AtomicBool,
 }
 
+/// One request in flight, counted in the app and its connection until dropped (with the
+/// response body, or with the request's future when it is cut).
+struct InFlight {
+    app: Arc<App>,
+    conn: Arc<ConnState>,
+}
+
+impl InFlight {
+    fn new(app: Arc<App>, conn: Arc<ConnState>) -> Self {
+        app.in_flight.fetch_add(1, Ordering::SeqCst);
+        conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight { app, conn }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.conn
+            .last_active_ms
+            .store(self.app.elapsed_ms(), Ordering::SeqCst);
+        self.conn.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.app.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A response body that keeps its request counted in flight until it is done or dropped.
+struct Counted {
+    inner: RespBody,
+    _in_flight: InFlight,
+}
+
+impl Body for Counted {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What a `/stream` request asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum StreamSpec {
+    /// Headers, then nothing.
+    Idle,
+    /// A line at once and every `interval`; the end after `length`.
+    Ticks {
+        length: Duration,
+        interval: Duration,
+    },
+}
+
+/// Parses the query of `/stream`; the error is the 400 message.
+fn parse_stream_query(query: Option<&str>) -> Result<StreamSpec, String> {
+    let (mut seconds, mut interval_ms) = (None, None);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let slot = match key {
+            "seconds" => &mut seconds,
+            "interval_ms" => &mut interval_ms,
+            _ => {
+                return Err(format!(
+                    "unknown query parameter {key:?} (expected seconds, interval_ms)"
+                ))
+            }
+        };
+        if slot.replace(value).is_some() {
+            return Err(format!("{key} is given twice"));
+        }
+    }
+    let Some(seconds) = seconds else {
+        if interval_ms.is_some() {
+            return Err("interval_ms needs seconds (without seconds the stream is idle)".into());
+        }
+        return Ok(StreamSpec::Idle);
+    };
+    let length = seconds
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= MAX_STREAM_SECONDS)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            format!("seconds must be a number of seconds above 0 and at most {MAX_STREAM_SECONDS}, not {seconds:?}")
+        })?;
+    let interval = match interval_ms {
+        None => DEFAULT_TICK_INTERVAL,
+        Some(ms) => ms
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+            .ok_or_else(|| {
+                format!("interval_ms must be a whole number of milliseconds above 0, not {ms:?}")
+            })?,
+    };
+    Ok(StreamSpec::Ticks { length, interval })
+}
+
+/// The body of a `/stream?seconds=…`: `tick N\n` at `start + N × interval` while that is within
+/// `length` (1 µs of slack against rounding), then the end at `start + length`.
+struct Ticks {
+    start: Instant,
+    interval: Duration,
+    /// How many lines in all.
+    count: u64,
+    next: u64,
+    end: Instant,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl Ticks {
+    fn new(length: Duration, interval: Duration) -> Self {
+        let start = Instant::now();
+        let slack = Duration::from_micros(1);
+        let count = (length.saturating_add(slack).as_nanos() / interval.as_nanos().max(1))
+            .saturating_add(1);
+        Ticks {
+            start,
+            interval,
+            count: u64::try_from(count).unwrap_or(u64::MAX),
+            next: 0,
+            // `length` is at most a day: no overflow; if it did, the stream would end at once.
+            end: start.checked_add(length).unwrap_or(start),
+            sleep: Box::pin(tokio::time::sleep_until(start)),
+        }
+    }
+
+    fn due(&self, n: u64) -> Instant {
+        let offset = u32::try_from(n)
+            .ok()
+            .and_then(|n| self.interval.checked_mul(n))
+            .unwrap_or(Duration::MAX);
+        self.start
+            .checked_add(offset)
+            .unwrap_or(self.end)
+            .min(self.end)
+    }
+}
+
+impl Body for Ticks {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        if this.next > this.count {
+            return Poll::Ready(None);
+        }
+        let at = if this.next < this.count {
+            this.due(this.next)
+        } else {
+            this.end
+        };
+        if at > Instant::now() {
+            if this.sleep.deadline() != at {
+                this.sleep.as_mut().reset(at);
+            }
+            if this.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        let n = this.next;
+        this.next += 1;
+        if n < this.count {
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!("tick {n}\n"))))))
+        } else {
+            Poll::Ready(None)
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next > self.count
+    }
+}
+
+/// The body of an idle `/stream`: never a byte, never an end.
+struct Idle;
+
+impl Body for Idle {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Poll::Pending
+    }
+}
+
+fn text(status: StatusCode, text: impl Into<Bytes>) -> Response<RespBody> {
+    let body = Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+fn stream(query: Option<&str>) -> Response<RespBody> {
+    let body = match parse_stream_query(query) {
+        Err(msg) => return text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
+        Ok(StreamSpec::Idle) => Idle.boxed_unsync(),
+        Ok(StreamSpec::Ticks { length, interval }) => Ticks::new(length, interval).boxed_unsync(),
+    };
+    let mut r = Response::new(body);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+/// The hop-by-hop headers a proxy does not pass on (RFC 9110 7.6.1), and those `Connection`
+/// names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// The error and its sources, `: `-joined.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// The sidecar: forwards `req` to `upstream` and streams the response back.
+async fn forward(
+    client: &Client<HttpConnector, Incoming>,
+    upstream: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<RespBody> {
+    let (mut parts, body) = req.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = match format!("http://{upstream}{path}").parse::<Uri>() {
+        Ok(uri) => uri,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("bad request target: {e}\n"),
+            )
+        }
+    };
+    parts.version = Version::HTTP_11;
+    strip_hop_by_hop(&mut parts.headers);
+    match client.request(Request::from_parts(parts, body)).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            let body = body
+                .map_err(|e| -> BodyError { Box::new(e) })
+                .boxed_unsync();
+            Response::from_parts(parts, body)
+        }
+        Err(e) => text(
+            StatusCode::BAD_GATEWAY,
+            format!("upstream {upstream} failed: {}\n", error_chain(&e)),
+        ),
+    }
+}
+
+async fn handle(req: Request<Incoming>, app: &App) -> Response<RespBody> {
+    let config = &app.config;
+    let path = req.uri().path();
+    if path == config.ready_path {
+        let not_ready = app.draining.load(Ordering::SeqCst)
+            || (config.fail_ready_after_sigterm && app.sigterm.load(Ordering::SeqCst));
+        return if not_ready {
+            text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        } else {
+            text(StatusCode::OK, "ready\n")
+        };
+    }
+    if let (Some(client), Some(upstream)) = (&app.client, config.upstream) {
+        if !config.latency.is_zero() {
+            tokio::time::sleep(config.latency).await;
+        }
+        return forward(client, upstream, req).await;
+    }
+    if path == STREAM_PATH {
+        return stream(req.uri().query());
+    }
+    if !config.latency.is_zero() {
+        tokio::time::sleep(config.latency).await;
+    }
+    text(StatusCode::OK, "ok\n")
+}
+
 /// Serves HTTP/1.1 and h2c (prior knowledge) on `listener`; each message on `sigterm` is one
-/// SIGTERM. Returns when the behaviour says the process should exit.
+/// SIGTERM. Returns when the behaviour says the process should exit; connections still open are
+/// then cut (their tasks are aborted). Never fails: accept errors are retried after 5 ms.
 pub async fn serve(
     listener: TcpListener,
     config: DemoConfig,
     mut sigterm: mpsc::UnboundedReceiver<()>,
 ) -> DemoExit {
-    let config = Arc::new(config);
-    let state = Arc::new(State {
+    let client = config.upstream.map(|_| {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Client::builder(TokioExecutor::new()).build(connector)
+    });
+    let app = Arc::new(App {
+        config,
         draining: AtomicBool::new(false),
         sigterm: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
+        client,
+        started: Instant::now(),
     });
     let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);
-    let started = tokio::time::Instant::now();
     let mut conns = tokio::task::JoinSet::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Ok(addr) = listener.local_addr() {
-        log(&format!(
-            "listening on {addr} (on SIGTERM: {})",
-            config.on_sigterm
+        let role = match app.config.upstream {
+            Some(upstream) => format!(", forwarding to {upstream}"),
+            None => String::new(),
+        };
+        app.log(&format!(
+            "listening on {addr} (on SIGTERM: {}{role})",
+            app.config.on_sigterm
         ));
     }
     loop {
@@ -205,41 +578,45 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 let cs = Arc::new(ConnState::default());
-                let (state, config, cs2) = (Arc::clone(&state), Arc::clone(&config), Arc::clone(&cs));
+                let (app2, cs2) = (Arc::clone(&app), Arc::clone(&cs));
                 let svc = service_fn(move |req: Request<Incoming>| {
-                    let (state, config, cs) = (Arc::clone(&state), Arc::clone(&config), Arc::clone(&cs2));
+                    let (app, cs) = (Arc::clone(&app2), Arc::clone(&cs2));
                     async move {
                         if req.version() == Version::HTTP_2 {
                             cs.h2.store(true, Ordering::Relaxed);
                         }
-                        cs.in_flight.fetch_add(1, Ordering::SeqCst);
-                        let r = handle(req, state, config).await;
-                        cs.last_active_ms.store(started.elapsed().as_millis() as u64, Ordering::SeqCst);
-                        cs.in_flight.fetch_sub(1, Ordering::SeqCst);
-                        r
+                        let http11 = req.version() == Version::HTTP_11;
+                        let in_flight = InFlight::new(Arc::clone(&app), cs);
+                        let (mut parts, inner) = handle(req, &app).await.into_parts();
+                        if app.draining.load(Ordering::SeqCst) && http11 {
+                            parts.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+                        }
+                        let body = Counted { inner, _in_flight: in_flight };
+                        Ok::<_, Infallible>(Response::from_parts(parts, body))
                     }
                 });
                 let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
                 let mut drain = drain_rx.clone();
+                let app = Arc::clone(&app);
                 conns.spawn(async move {
                     tokio::pin!(conn);
                     tokio::select! {
                         _ = conn.as_mut() => return,
                         _ = drain.wait_for(|d| *d) => {}
                     }
-                    // Draining: HTTP/2 gets GOAWAY now; HTTP/1.1 closes after its next response
-                    // (Connection: close) or once idle for DRAIN_IDLE_CLOSE.
+                    // Draining: HTTP/2 gets GOAWAY now (its streams in flight go on); HTTP/1.1
+                    // closes after its next response (Connection: close) or once idle for
+                    // DRAIN_IDLE_CLOSE.
                     if !cs.h2.load(Ordering::Relaxed) {
-                        let drain_started = started.elapsed().as_millis() as u64;
+                        let drain_started = app.elapsed_ms();
                         loop {
                             tokio::select! {
                                 _ = conn.as_mut() => return,
                                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                             }
-                            let now = started.elapsed().as_millis() as u64;
                             let idle_since = cs.last_active_ms.load(Ordering::SeqCst).max(drain_started);
                             if cs.in_flight.load(Ordering::SeqCst) == 0
-                                && now.saturating_sub(idle_since) >= DRAIN_IDLE_CLOSE.as_millis() as u64
+                                && app.elapsed_ms().saturating_sub(idle_since) >= DRAIN_IDLE_CLOSE.as_millis() as u64
                             {
                                 break;
                             }
@@ -255,45 +632,114 @@ pub async fn serve(
                     // No more signals can come; keep serving in ignore mode would never end.
                     return DemoExit::SignalsClosed;
                 }
-                state.sigterm.store(true, Ordering::SeqCst);
-                let n = state.in_flight.load(Ordering::SeqCst);
-                match config.on_sigterm {
+                app.sigterm.store(true, Ordering::SeqCst);
+                let n = app.in_flight.load(Ordering::SeqCst);
+                match app.config.on_sigterm {
                     OnSigterm::Exit => {
-                        log(&format!("received SIGTERM, exiting at once ({n} in-flight requests cut)"));
+                        app.log(&format!("received SIGTERM, exiting at once ({n} in-flight requests cut)"));
                         return DemoExit::ExitedOnSigterm;
                     }
-                    OnSigterm::Ignore => log(&format!("received SIGTERM, ignoring it ({n} in-flight requests)")),
+                    OnSigterm::Ignore => app.log(&format!("received SIGTERM, ignoring it ({n} in-flight requests)")),
                     OnSigterm::Drain => {
-                        log(&format!("received SIGTERM, draining {n} in-flight requests"));
+                        app.log(&format!("received SIGTERM, draining {n} in-flight requests"));
                         break;
                     }
                 }
             }
         }
     }
-    state.draining.store(true, Ordering::SeqCst);
+    // The listener is closed before readiness fails, so a 503 means new connections are refused.
     drop(listener);
+    app.draining.store(true, Ordering::SeqCst);
     let _ = drain_tx.send(true);
-    log(&format!(
-        "listener closed, {} connections open",
+    let deadline_text = match app.config.drain {
+        Some(d) => format!("drain deadline in {} s", d.as_secs_f64()),
+        None => "no drain deadline".to_string(),
+    };
+    app.log(&format!(
+        "listener closed, {} connections open, {deadline_text}",
         conns.len()
     ));
-    let drain_secs = config.drain.as_secs_f64();
-    let deadline = tokio::time::sleep(config.drain);
+    let drain = app.config.drain;
+    let deadline = async move {
+        match drain {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(deadline);
     loop {
         tokio::select! {
             joined = conns.join_next() => {
                 if joined.is_none() {
-                    log("drained, exiting");
+                    app.log("drained, exiting");
                     return DemoExit::Drained;
                 }
             }
             _ = &mut deadline => {
-                let n = state.in_flight.load(Ordering::SeqCst);
-                log(&format!("drain time of {drain_secs} s is over, exiting with {n} in-flight requests"));
+                let n = app.in_flight.load(Ordering::SeqCst);
+                let secs = drain.map_or(0.0, |d| d.as_secs_f64());
+                app.log(&format!("drain time of {secs} s is over, exiting with {n} in-flight requests cut"));
                 return DemoExit::DrainTimedOut;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_queries() {
+        let ticks = |s: f64, i: u64| StreamSpec::Ticks {
+            length: Duration::from_secs_f64(s),
+            interval: Duration::from_millis(i),
+        };
+        assert_eq!(parse_stream_query(None), Ok(StreamSpec::Idle));
+        assert_eq!(parse_stream_query(Some("")), Ok(StreamSpec::Idle));
+        assert_eq!(parse_stream_query(Some("seconds=1.5")), Ok(ticks(1.5, 200)));
+        assert_eq!(
+            parse_stream_query(Some("interval_ms=100&seconds=2")),
+            Ok(ticks(2.0, 100))
+        );
+        for bad in [
+            "seconds=0",
+            "seconds=-1",
+            "seconds=abc",
+            "seconds=inf",
+            "seconds=NaN",
+            "seconds=1e9",
+            "seconds",
+            "seconds=1&interval_ms=0",
+            "seconds=1&interval_ms=1.5",
+            "seconds=1&seconds=2",
+            "interval_ms=100",
+            "secs=1",
+        ] {
+            assert!(parse_stream_query(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn tick_count_includes_the_line_at_the_end() {
+        let t = Ticks::new(Duration::from_secs(1), Duration::from_millis(100));
+        assert_eq!(t.count, 11);
+        let t = Ticks::new(Duration::from_secs_f64(0.3), Duration::from_millis(100));
+        assert_eq!(t.count, 4);
+        let t = Ticks::new(Duration::from_millis(50), Duration::from_millis(100));
+        assert_eq!(t.count, 1);
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_not_passed_on() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("close, x-hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("x-podgrace-request", HeaderValue::from_static("7"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h["x-podgrace-request"], "7");
     }
 }

@@ -33,7 +33,8 @@ enum Command {
     Drill(cmd::drill::Args),
     /// Check the rules engine against upstream-derived test vectors.
     Conformance(cmd::conformance::Args),
-    /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs).
+    /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs);
+    /// with --upstream, a sidecar proxy in front of it.
     DemoApp(cmd::demo_app::Args),
 }
 

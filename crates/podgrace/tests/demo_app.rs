@@ -97,3 +97,155 @@ fn a_bad_flag_is_bad_usage() {
     let out = demo_app(&["--ready-path", "ready"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn unlimited_drain_waits_for_an_idle_stream_until_the_client_goes_away() {
+    let (mut child, addr, lines) =
+        start(&["--on-sigterm", "drain", "--drain-seconds", "unlimited"]);
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        .expect("write");
+    // The head comes at once, then nothing.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).expect("read the head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    sigterm(&child);
+    let drain_line = lines
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a line on SIGTERM");
+    assert_eq!(
+        drain_line,
+        "demo-app: received SIGTERM, draining 1 in-flight requests"
+    );
+    // No deadline: still running with the stream open (the kubelet would SIGKILL it).
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    let err = s.read(&mut buf).expect_err("no data and no end");
+    assert!(
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{err}"
+    );
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "still running"
+    );
+    // The client goes away: the app has drained and exits 0.
+    drop(s);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "exits once drained");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let log: Vec<String> = lines.iter().collect();
+    assert!(
+        log.iter()
+            .any(|l| l == "demo-app: listener closed, 1 connections open, no drain deadline"),
+        "{log:?}"
+    );
+    assert!(
+        log.iter().any(|l| l == "demo-app: drained, exiting"),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn bad_drain_seconds_and_upstream_are_bad_usage() {
+    for (args, want) in [
+        (
+            &["--drain-seconds", "-1"][..],
+            "expected a number of seconds at least 0 (such as 30 or 2.5) or unlimited, not \"-1\"",
+        ),
+        (
+            &["--drain-seconds", "abc"][..],
+            "expected a number of seconds at least 0 (such as 30 or 2.5) or unlimited, not \"abc\"",
+        ),
+        (
+            &["--upstream", "notanaddr"][..],
+            "expected IP:PORT (such as 127.0.0.1:8081), not \"notanaddr\"",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:18080",
+                "--upstream",
+                "127.0.0.1:18080",
+            ][..],
+            "it would forward to itself",
+        ),
+    ] {
+        let out = demo_app(args).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_sidecar_forwards_to_the_app_and_says_so() {
+    let (mut app, app_addr, _app_lines) = start(&[]);
+    let upstream = app_addr.to_string();
+    let mut child = demo_app(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &upstream,
+        "--on-sigterm",
+        "drain",
+        "--drain-seconds",
+        "2.5",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("first line");
+    let want = format!(" (on SIGTERM: drain, forwarding to {upstream})\n");
+    assert!(
+        first.starts_with("demo-app (sidecar): listening on 127.0.0.1:"),
+        "{first}"
+    );
+    assert!(first.ends_with(&want), "{first}");
+    let addr: SocketAddr = first
+        .trim_start_matches("demo-app (sidecar): listening on ")
+        .trim_end_matches(&want)
+        .parse()
+        .expect("address");
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(
+        b"GET /stream?seconds=0.3&interval_ms=100 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .expect("write");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    for n in 0..4 {
+        assert!(resp.contains(&format!("tick {n}\n")), "{resp}");
+    }
+    assert!(resp.ends_with("0\r\n\r\n"), "ended cleanly: {resp}");
+    sigterm(&child);
+    assert!(child.wait().expect("wait").success());
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("stderr");
+    assert!(
+        rest.contains("demo-app (sidecar): drained, exiting\n"),
+        "{rest}"
+    );
+    sigterm(&app);
+    assert!(app.wait().expect("wait").success());
+}

@@ -2,7 +2,9 @@
 //!
 //! It installs its own SIGTERM handler (`tokio::signal::unix`), so it behaves the same as PID 1 of
 //! a PID namespace, where a signal without a handler would be ignored. SIGINT (Ctrl-C) exits at
-//! once whatever `--on-sigterm` says.
+//! once whatever `--on-sigterm` says. Endpoints: the readiness path, `/stream` (a server stream,
+//! see [`podgrace_drill::demoapp`]) and any other path (`200 ok`); with `--upstream` it is a
+//! sidecar proxy forwarding to the app in its pod instead.
 
 use crate::{BadInput, Outcome};
 use anyhow::Context;
@@ -16,14 +18,17 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:8080")]
     listen: SocketAddr,
     /// What to do on SIGTERM: exit (at once, closing the listener), drain (stop accepting, finish
-    /// in-flight requests, close keep-alive connections, exit when idle or after
-    /// --drain-seconds), ignore (keep serving).
+    /// in-flight requests and streams, close keep-alive connections, exit when no connection is
+    /// left or at the --drain-seconds deadline), ignore (keep serving).
     #[arg(long, default_value = "exit")]
     on_sigterm: OnSigterm,
-    /// The longest drain, in seconds.
-    #[arg(long, default_value_t = 30)]
-    drain_seconds: u64,
-    /// How long each request takes, in milliseconds.
+    /// The drain deadline, in seconds after the SIGTERM (fractions allowed), or `unlimited`: no
+    /// deadline, wait until every connection is gone (gRPC's GracefulStop() without a timeout).
+    #[arg(long, default_value = "30", value_name = "SECONDS|unlimited",
+          value_parser = parse_drain_seconds, allow_negative_numbers = true)]
+    drain_seconds: DrainSeconds,
+    /// How long each request takes, in milliseconds (the sidecar: before it forwards it). The
+    /// readiness path and /stream do not wait it.
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
     /// The readiness endpoint: 200 while serving, 503 once draining.
@@ -32,6 +37,34 @@ pub struct Args {
     /// Fail readiness (503) from the first SIGTERM on, whatever --on-sigterm says.
     #[arg(long)]
     fail_ready_after_sigterm: bool,
+    /// Sidecar role (like istio-proxy): forward every request but the readiness path to this
+    /// IP:PORT over HTTP/1.1 and stream the responses back (502 when the upstream fails).
+    #[arg(long, value_name = "IP:PORT", value_parser = parse_upstream)]
+    upstream: Option<SocketAddr>,
+}
+
+/// A `--drain-seconds` value: `None` is `unlimited`.
+#[derive(Debug, Clone, Copy)]
+struct DrainSeconds(Option<Duration>);
+
+/// `unlimited`, or a number of seconds at least 0 (fractions allowed).
+fn parse_drain_seconds(s: &str) -> Result<DrainSeconds, String> {
+    if s == "unlimited" {
+        return Ok(DrainSeconds(None));
+    }
+    s.parse::<f64>()
+        .ok()
+        .filter(|secs| *secs >= 0.0)
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .map(|d| DrainSeconds(Some(d)))
+        .ok_or_else(|| {
+            format!("expected a number of seconds at least 0 (such as 30 or 2.5) or unlimited, not {s:?}")
+        })
+}
+
+fn parse_upstream(s: &str) -> Result<SocketAddr, String> {
+    s.parse()
+        .map_err(|_| format!("expected IP:PORT (such as 127.0.0.1:8081), not {s:?}"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -44,11 +77,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let config = DemoConfig {
         on_sigterm: args.on_sigterm,
-        drain: Duration::from_secs(args.drain_seconds),
+        drain: args.drain_seconds.0,
         latency: Duration::from_millis(args.latency_ms),
         ready_path: args.ready_path,
         fail_ready_after_sigterm: args.fail_ready_after_sigterm,
+        upstream: args.upstream,
     };
+    if args.upstream == Some(args.listen) {
+        return Err(BadInput(format!(
+            "--upstream {} is the address the app listens on: it would forward to itself",
+            args.listen
+        ))
+        .into());
+    }
+    let name = config.log_name();
     let listener = std::net::TcpListener::bind(args.listen)
         .map_err(|e| BadInput(format!("cannot listen on {}: {e}", args.listen)))?;
     listener
@@ -73,9 +115,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         });
         tokio::select! {
             exit = demoapp::serve(listener, config, rx) => {
-                eprintln!("demo-app: exiting ({exit:?})");
+                eprintln!("{name}: exiting ({exit:?})");
             }
-            _ = tokio::signal::ctrl_c() => eprintln!("demo-app: received SIGINT, exiting"),
+            _ = tokio::signal::ctrl_c() => eprintln!("{name}: received SIGINT, exiting"),
         }
         anyhow::Ok(())
     })?;
