@@ -213,6 +213,27 @@ pub fn html_report(
         max = report.latency_ms.max,
     );
     h.push_str(&timeline_svg(records, events));
+    if let Some(st) = &report.streams {
+        let _ = write!(
+            h,
+            "\n<h2>Streams</h2>\n<p>{} opened: {} completed, {} failed (refused {}, reset {}, HTTP 5xx {}), {} still open at the end, {} idle streams cut.</p>\n",
+            st.opened,
+            st.completed,
+            st.failed,
+            st.failures_by_kind.refused,
+            st.failures_by_kind.reset,
+            st.failures_by_kind.http5xx,
+            st.unfinished,
+            st.idle_cut
+        );
+    }
+    if !report.advice.is_empty() {
+        h.push_str("\n<h2>Advice</h2>\n<ul class=\"advice\">\n");
+        for a in &report.advice {
+            let _ = writeln!(h, "<li>{}</li>", escape(a));
+        }
+        h.push_str("</ul>\n");
+    }
     h.push_str("\n</body></html>\n");
     h
 }

@@ -4,13 +4,17 @@
 //!   endpoint lag L, kube-proxy's terminating fallback, round robin).
 //! * [`proxy`]: the local service proxy (HTTP/1.1, h2c, TCP) that models kube-proxy.
 //! * [`load`]: open-loop load at a fixed rate, latency from the intended send time.
-//! * [`streams`]: long-lived h2c server-streaming requests (data and idle) held open in a drill.
 //! * [`demoapp`]: the demo HTTP server whose SIGTERM behaviour is chosen by flags.
+//! * [`streams`]: long-lived server-streaming requests held open through a drill (data streams
+//!   and idle ones), as gRPC clients and Envoy hold them.
 //! * [`report`]: failures by kind and phase, latency percentiles, attribution to pods.
+//! * [`advice`]: what to change, with numbers: the endpoint race, containers that gave up with
+//!   work in flight, pods that reached SIGKILL while idle.
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
 //! * [`scenario`]: a whole drill: replicas run by the local kubelet, the proxy, the load, a
 //!   rollout, delete or eviction, and the attributed report.
 
+pub mod advice;
 pub mod demoapp;
 pub mod endpoints;
 pub mod html;

@@ -1,9 +1,12 @@
 //! The drill's numbers: failures by kind, latency percentiles, and the attribution of each failed
 //! request to a pod (by the endpoint the proxy sent it to) and to a termination phase of that pod.
-//! The shapes are those of the `drill` JSON contract (`design.md`).
+//! The shapes are those of the `drill` JSON contract (`design.md`), plus `streams` (when the drill
+//! held long-lived streams) and `advice`.
 
+use crate::advice::Findings;
 use crate::load::{LoadResult, RequestOutcome, RequestRecord};
 use crate::proxy::ProxyRecord;
+use crate::streams::{StreamOutcome, StreamRecord};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -144,20 +147,7 @@ pub fn attribute(
             let p = by_request.get(&r.index);
             let at = p.map_or(r.done, |p| p.end);
             let pod = p.and_then(|p| p.pod.clone());
-            let termination = match &pod {
-                Some(name) => pods.iter().find(|t| &t.pod == name),
-                None => pods
-                    .iter()
-                    .filter(|t| t.started <= at)
-                    .max_by_key(|t| t.started),
-            };
-            Attribution {
-                request: r.index,
-                outcome: r.outcome,
-                pod,
-                at,
-                phase: termination.map_or(Phase::BeforeStopSignal, |t| t.phase_at(at)),
-            }
+            attributed(r.index, r.outcome, pod, at, pods)
         })
         .collect()
 }
@@ -200,11 +190,123 @@ pub struct DrillReport {
     pub latency_ms: LatencyMs,
     /// The `run` report of each pod (built by the node layer).
     pub pods: Vec<serde_json::Value>,
+    /// The long-lived streams, when the drill held any (`--streams`, `--idle-streams`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamSummary>,
+    /// What to change, with numbers (the same lines the text summary prints).
+    pub advice: Vec<String>,
+    /// The findings behind the advice, as data.
+    pub findings: Findings,
     pub verdict: Verdict,
 }
 
+/// `streams`: the long-lived streams of a drill. A data stream that did not end cleanly is a
+/// failure; an idle stream (no data, never ends by itself) that was cut is counted in `idleCut`
+/// but is not a failure: no work was lost on it (case R27).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamSummary {
+    /// Streams opened (data and idle).
+    pub opened: u64,
+    /// Data streams that ended cleanly.
+    pub completed: u64,
+    /// Data streams that failed.
+    pub failed: u64,
+    /// Streams still open when the drill ended (not failures).
+    pub unfinished: u64,
+    /// Idle streams cut by the server (reset).
+    pub idle_cut: u64,
+    /// Failed data streams by kind (`timeout` is always 0: streams have no timeout).
+    pub failures_by_kind: FailuresByKind,
+    /// Failed data streams by the phase of their pod when they failed.
+    pub failures_by_phase: FailuresByPhase,
+}
+
+impl StreamSummary {
+    /// Counts `records`; `attributions` are those of the failed data streams.
+    pub fn build(records: &[StreamRecord], attributions: &[Attribution]) -> Self {
+        let mut s = StreamSummary {
+            opened: records.len() as u64,
+            failures_by_phase: FailuresByPhase::count(attributions),
+            ..Default::default()
+        };
+        for r in records {
+            match (r.outcome, r.idle) {
+                (StreamOutcome::Unfinished, _) => s.unfinished += 1,
+                (StreamOutcome::Completed, _) => s.completed += 1,
+                (_, true) => s.idle_cut += 1,
+                (StreamOutcome::Refused, false) => s.failures_by_kind.refused += 1,
+                (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
+                (StreamOutcome::Http5xx, false) => s.failures_by_kind.http5xx += 1,
+            }
+        }
+        s.failed = s.failures_by_kind.total();
+        s
+    }
+}
+
+/// `true` for a data stream that did not end cleanly (an idle stream never fails; one still open
+/// at the end has not failed).
+pub fn stream_failed(r: &StreamRecord) -> bool {
+    !r.idle
+        && !matches!(
+            r.outcome,
+            StreamOutcome::Completed | StreamOutcome::Unfinished
+        )
+}
+
+/// Attributes every failed data stream to its pod (the stream proxy's record with the same
+/// index) and to that pod's phase when the client saw the stream fail.
+pub fn attribute_streams(
+    streams: &[StreamRecord],
+    proxy: &[ProxyRecord],
+    pods: &[PodTermination],
+) -> Vec<Attribution> {
+    let by_stream: HashMap<u64, &ProxyRecord> = proxy
+        .iter()
+        .filter_map(|p| p.request.map(|r| (r, p)))
+        .collect();
+    streams
+        .iter()
+        .filter(|r| stream_failed(r))
+        .map(|r| {
+            let pod = by_stream.get(&r.index).and_then(|p| p.pod.clone());
+            let outcome = match r.outcome {
+                StreamOutcome::Refused => RequestOutcome::Refused,
+                StreamOutcome::Http5xx => RequestOutcome::Http5xx,
+                _ => RequestOutcome::Reset,
+            };
+            attributed(r.index, outcome, pod, r.done, pods)
+        })
+        .collect()
+}
+
+fn attributed(
+    request: u64,
+    outcome: RequestOutcome,
+    pod: Option<String>,
+    at: Duration,
+    pods: &[PodTermination],
+) -> Attribution {
+    let termination = match &pod {
+        Some(name) => pods.iter().find(|t| &t.pod == name),
+        None => pods
+            .iter()
+            .filter(|t| t.started <= at)
+            .max_by_key(|t| t.started),
+    };
+    Attribution {
+        request,
+        outcome,
+        pod,
+        at,
+        phase: termination.map_or(Phase::BeforeStopSignal, |t| t.phase_at(at)),
+    }
+}
+
 impl DrillReport {
-    /// Builds the report of one drill run.
+    /// Builds the report of one drill run; `streams` and `advice` are set by the caller.
+    /// The verdict is pass when no request and no data stream failed.
     pub fn build(
         scenario: &str,
         rps: f64,
@@ -212,10 +314,12 @@ impl DrillReport {
         load: &LoadResult,
         attributions: &[Attribution],
         pods: Vec<serde_json::Value>,
+        streams: Option<StreamSummary>,
     ) -> Self {
         let kinds = FailuresByKind::count(&load.records);
         let failed = kinds.total();
         let requests = load.records.len() as u64;
+        let streams_failed = streams.map_or(0, |s| s.failed);
         DrillReport {
             scenario: scenario.to_string(),
             rps,
@@ -227,7 +331,10 @@ impl DrillReport {
             failures_by_phase: FailuresByPhase::count(attributions),
             latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
             pods,
-            verdict: if failed == 0 {
+            streams,
+            advice: Vec::new(),
+            findings: Findings::default(),
+            verdict: if failed == 0 && streams_failed == 0 {
                 Verdict::Pass
             } else {
                 Verdict::Fail

@@ -12,7 +12,7 @@
 //! once it is ready one old pod is deleted (terminating pods do not count as available, so the
 //! next new pod follows at once); repeated for every replica.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,11 +31,15 @@ use podgrace_node::sandbox::NetworkConfig;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::advice::{self, ContainerStop, Inputs};
 use crate::endpoints::{Endpoint, EndpointsHandle};
 use crate::html::ChartEvent;
-use crate::load::{self, LoadConfig, LoadResult};
+use crate::load::{self, LoadConfig, LoadResult, Protocol};
 use crate::proxy::{Balancing, Mode, Proxy, ProxyConfig, ProxyRecord};
-use crate::report::{attribute, Attribution, DrillReport, Phase, PodTermination};
+use crate::report::{
+    attribute, attribute_streams, Attribution, DrillReport, PodTermination, StreamSummary,
+};
+use crate::streams::{StreamConfig, StreamRecord, Streams};
 
 /// What happens to the pods while the load runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +69,16 @@ impl Scenario {
 pub struct DrillConfig {
     pub scenario: Scenario,
     pub replicas: usize,
-    /// Requests per second.
+    /// Requests per second; 0 sends no requests (a drill of streams only).
     pub rps: f64,
+    /// The protocol of the requests (HTTP/1.1 or h2c); the proxy speaks the same.
+    pub protocol: Protocol,
+    /// Long-lived data streams held open through the drill (each re-opened when it ends).
+    pub data_streams: usize,
+    /// How long each data stream lasts, seconds.
+    pub stream_seconds: f64,
+    /// Idle streams (no data, never ending by themselves) held open through the drill.
+    pub idle_streams: usize,
     /// How long the load runs.
     pub duration: Duration,
     /// The endpoint lag L.
@@ -96,6 +108,8 @@ pub struct DrillOutcome {
     pub report: DrillReport,
     /// Every request, for the chart.
     pub requests: Vec<load::RequestRecord>,
+    /// Every stream (empty without streams).
+    pub streams: Vec<StreamRecord>,
     /// Termination events of the pods, for the chart.
     pub events: Vec<ChartEvent>,
     pub attributions: Vec<Attribution>,
@@ -123,6 +137,8 @@ pub enum DrillError {
     Proxy(#[from] crate::proxy::ProxyError),
     #[error("the load: {0}")]
     Load(#[from] crate::load::LoadError),
+    #[error("the streams: {0}")]
+    Streams(#[from] crate::streams::StreamError),
 }
 
 /// How long a new pod may take to become ready.
@@ -192,25 +208,58 @@ pub async fn run_drill(
     endpoints.publish_now(table.set());
     let feeder = tokio::spawn(feed_endpoints(change_rx, table, endpoints.clone()));
 
-    let mut pc = ProxyConfig::new(Mode::Http1);
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut pc = ProxyConfig::new(match config.protocol {
+        Protocol::Http1 => Mode::Http1,
+        Protocol::H2c => Mode::H2c,
+    });
     pc.balancing = config.balancing;
     pc.epoch = epoch;
-    let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), pc, endpoints.view()).await?;
-    let mut lc = LoadConfig::new(proxy.local_addr(), config.duration);
-    lc.rps = config.rps;
-    lc.path = config.path.clone();
-    lc.method = config.method.clone();
-    lc.timeout = config.timeout;
-    lc.connections = config.connections;
-    lc.epoch = epoch;
+    let proxy = Proxy::start(loopback, pc, endpoints.view()).await?;
+    // Streams get a listener of their own (h2c, pinned per connection as kube-proxy pins), so
+    // that their indices and records do not mix with the requests'.
+    let streams = if config.data_streams + config.idle_streams > 0 {
+        let mut spc = ProxyConfig::new(Mode::H2c);
+        spc.epoch = epoch;
+        let sproxy = Proxy::start(loopback, spc, endpoints.view()).await?;
+        let mut sc = StreamConfig::new(sproxy.local_addr());
+        sc.data_streams = config.data_streams;
+        sc.stream_seconds = config.stream_seconds;
+        sc.idle_streams = config.idle_streams;
+        sc.epoch = epoch;
+        let streams = Streams::start(sc)?;
+        let _ = log.send(format!(
+            "streams: {} data streams of {:.1} s and {} idle streams held open",
+            config.data_streams, config.stream_seconds, config.idle_streams
+        ));
+        Some((sproxy, streams))
+    } else {
+        None
+    };
     let load_started = epoch.elapsed();
-    let load_task = tokio::spawn(load::run(lc));
-    let _ = log.send(format!(
-        "load: {} requests/s for {:.1} s through the proxy (endpoint lag {:.1} s)",
-        config.rps,
-        config.duration.as_secs_f64(),
-        config.endpoint_lag.as_secs_f64()
-    ));
+    let load_task = if config.rps > 0.0 {
+        let mut lc = LoadConfig::new(proxy.local_addr(), config.duration);
+        lc.rps = config.rps;
+        lc.protocol = config.protocol;
+        lc.path = config.path.clone();
+        lc.method = config.method.clone();
+        lc.timeout = config.timeout;
+        lc.connections = config.connections;
+        lc.epoch = epoch;
+        let _ = log.send(format!(
+            "load: {} requests/s for {:.1} s through the proxy (endpoint lag {:.1} s)",
+            config.rps,
+            config.duration.as_secs_f64(),
+            config.endpoint_lag.as_secs_f64()
+        ));
+        tokio::spawn(load::run(lc))
+    } else {
+        let duration = config.duration;
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            load::summarize(Vec::new())
+        })
+    };
 
     tokio::time::sleep(config.disrupt_after).await;
     let mut disrupted: Vec<usize> = Vec::new();
@@ -252,34 +301,52 @@ pub async fn run_drill(
     })??;
     let proxy_records: Vec<ProxyRecord> = proxy.records();
     proxy.shutdown().await;
-    let _ = log.send("load done; removing the remaining pods".into());
-    // The rest go quickly: their terminations are not part of the drill.
-    for (i, r) in replicas.iter().enumerate() {
-        if !disrupted.contains(&i) {
-            r.handle.send(PodCommand::Delete(KubectlDeleteFlags {
-                grace_period: 1,
-                ..Default::default()
-            }));
+    // The disrupted pods end their termination with the streams still held, as clients hold
+    // them (an idle stream may keep a pod's graceful stop waiting until SIGKILL).
+    let mut waiting: Vec<(usize, Replica)> = replicas.into_iter().enumerate().collect();
+    let mut reports: Vec<(usize, String, PodReport)> = Vec::new();
+    if !disrupted.is_empty() {
+        let _ = log.send("load done; waiting for the disrupted pods to end".into());
+    }
+    let (gone, rest): (Vec<_>, Vec<_>) =
+        waiting.drain(..).partition(|(i, _)| disrupted.contains(i));
+    for (i, r) in gone {
+        reports.push((i, r.name.clone(), wait_pod(r).await?));
+    }
+    let (stream_records, stream_proxy_records) = match streams {
+        Some((sproxy, streams)) => {
+            let records = streams.stop().await;
+            let p = sproxy.records();
+            sproxy.shutdown().await;
+            (records, p)
         }
+        None => (Vec::new(), Vec::new()),
+    };
+    let _ = log.send("removing the remaining pods".into());
+    // The rest go quickly: their terminations are not part of the drill.
+    for (_, r) in &rest {
+        r.handle.send(PodCommand::Delete(KubectlDeleteFlags {
+            grace_period: 1,
+            ..Default::default()
+        }));
     }
-    let mut reports: Vec<(String, PodReport)> = Vec::new();
-    for r in replicas {
-        let report = r.handle.wait().await.map_err(|e| DrillError::Pod {
-            pod: r.name.clone(),
-            reason: e.to_string(),
-        })?;
-        reports.push((r.name, report));
+    for (i, r) in rest {
+        reports.push((i, r.name.clone(), wait_pod(r).await?));
     }
+    reports.sort_by_key(|(i, _, _)| *i);
+    let reports: Vec<(String, PodReport)> = reports.into_iter().map(|(_, n, r)| (n, r)).collect();
     feeder.abort();
 
     let std_epoch: std::time::Instant = epoch.into_std();
     let mut terminations = Vec::new();
+    let mut container_stops = Vec::new();
     let mut chart = Vec::new();
     for (i, (name, rep)) in reports.iter().enumerate() {
         if !disrupted.contains(&i) {
             continue;
         }
         let t = pod_termination(name, rep, &runtime, std_epoch);
+        container_stops.extend(container_stops_of(name, rep, &runtime, std_epoch));
         chart.push(ChartEvent {
             at: t.started,
             label: format!("{name}: terminating"),
@@ -318,23 +385,57 @@ pub async fn run_drill(
         }
     }
     let attributions = attribute(&load.records, &proxy_records, &terminations);
-    let report = DrillReport::build(
+    let stream_attributions =
+        attribute_streams(&stream_records, &stream_proxy_records, &terminations);
+    let stream_summary = (config.data_streams + config.idle_streams > 0)
+        .then(|| StreamSummary::build(&stream_records, &stream_attributions));
+    let mut report = DrillReport::build(
         config.scenario.name(),
         config.rps,
         config.endpoint_lag,
         &load,
         &attributions,
         pods,
+        stream_summary,
     );
-    let load_end = load_started + config.duration;
-    let mut advice = advice(&attributions, &terminations, config, template);
-    advice.extend(coverage(&terminations, load_end));
+    let pods_of = |records: &[ProxyRecord]| -> HashMap<u64, String> {
+        records
+            .iter()
+            .filter_map(|p| Some((p.request?, p.pod.clone()?)))
+            .collect()
+    };
+    let (request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    let inputs = Inputs {
+        requests: &attributions,
+        streams: &stream_attributions,
+        request_records: &load.records,
+        request_pods: &request_pods,
+        stream_records: &stream_records,
+        stream_pods: &stream_pods,
+        terminations: &terminations,
+        containers: &container_stops,
+        endpoint_lag: config.endpoint_lag,
+        load_end: load_started + config.duration,
+        template,
+    };
+    let diagnosis = advice::diagnose(&inputs);
+    report.advice = diagnosis.advice.clone();
+    report.findings = diagnosis.findings;
+    let advice = diagnosis.advice;
     Ok(DrillOutcome {
         report,
         requests: load.records,
+        streams: stream_records,
         events: chart,
         attributions,
         advice,
+    })
+}
+
+async fn wait_pod(r: Replica) -> Result<PodReport, DrillError> {
+    r.handle.wait().await.map_err(|e| DrillError::Pod {
+        pod: r.name.clone(),
+        reason: e.to_string(),
     })
 }
 
@@ -475,92 +576,41 @@ fn pod_termination(
     }
 }
 
-/// Warnings about what the drill did not see: a disrupted pod whose stop signal or SIGKILL came
-/// after the load had ended (its shutdown was not under load), and pods SIGKILLed at their
-/// deadline (their app did not act on the stop signal).
-fn coverage(terminations: &[PodTermination], load_end: Duration) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in terminations {
-        match t.stop_signal {
-            Some(s) if s > load_end => out.push(format!(
-                "the load ended at {:.1} s, before pod {} got its stop signal at {:.1} s: its shutdown was not under load; raise --duration to at least {:.0} s",
-                load_end.as_secs_f64(),
-                t.pod,
-                s.as_secs_f64(),
-                (s.as_secs_f64() + 3.0).ceil()
-            )),
-            None => out.push(format!(
-                "pod {} got no stop signal while the drill watched it: raise --duration",
-                t.pod
-            )),
-            _ => {}
-        }
-        if let (Some(s), Some(k)) = (t.stop_signal, t.killed) {
-            out.push(format!(
-                "pod {} was SIGKILLed {:.1} s after its stop signal, at its deadline: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
-                t.pod,
-                k.saturating_sub(s).as_secs_f64()
-            ));
-        }
-    }
-    out
-}
-
-/// What to change, with the numbers that show it.
-fn advice(
-    attributions: &[Attribution],
-    terminations: &[PodTermination],
-    config: &DrillConfig,
-    template: &PodPlan,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    let lag = config.endpoint_lag.as_secs_f64();
-    let pre_stop = template
+/// The stop of every container of a disrupted pod (its last termination), from the runtime's
+/// measured signals and exit.
+fn container_stops_of(
+    name: &str,
+    report: &PodReport,
+    runtime: &ProcessRuntime,
+    epoch: std::time::Instant,
+) -> Vec<ContainerStop> {
+    let rel = |t: std::time::Instant| t.saturating_duration_since(epoch);
+    report
         .containers
         .iter()
-        .filter_map(|c| c.pre_stop.as_ref().and_then(|h| h.known_duration_ms()))
-        .max()
-        .unwrap_or(0) as f64
-        / 1000.0;
-    for t in terminations {
-        let mine: Vec<&Attribution> = attributions
-            .iter()
-            .filter(|a| a.pod.as_deref() == Some(t.pod.as_str()))
-            .collect();
-        let after_signal = mine
-            .iter()
-            .filter(|a| a.phase == Phase::AfterStopSignal)
-            .count();
-        let after_kill = mine.iter().filter(|a| a.phase == Phase::AfterKill).count();
-        let before = mine
-            .iter()
-            .filter(|a| a.phase == Phase::BeforeStopSignal)
-            .count();
-        if after_signal > 0 {
-            let need = (lag.ceil() as i64).max(1);
-            out.push(format!(
-                "add a preStop sleep of at least {need} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {after_signal} requests reached pod {} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained",
-                t.pod
-            ));
-        }
-        if after_kill > 0 {
-            out.push(format!(
-                "{after_kill} requests to pod {} failed after SIGKILL: raise terminationGracePeriodSeconds ({} s now) above preStop + drain, or make the app finish sooner after its stop signal",
-                t.pod, template.termination_grace_period_seconds
-            ));
-        }
-        if before > 0 {
-            out.push(format!(
-                "{before} requests to pod {} failed before its stop signal: the app stopped serving during the preStop (check that the hook does not stop it, and that it stays ready)",
-                t.pod
-            ));
-        }
-    }
-    let unrouted = attributions.iter().filter(|a| a.pod.is_none()).count();
-    if unrouted > 0 {
-        out.push(format!(
-            "{unrouted} requests found no endpoint: keep more replicas ready during the disruption (maxUnavailable 0, a readiness probe that passes)"
-        ));
-    }
-    out
+        .filter_map(|c| {
+            let t = c.terminations.iter().rev().find(|t| !t.superseded)?;
+            let mut stop = ContainerStop {
+                pod: name.to_string(),
+                container: c.name.clone(),
+                stop_signal: None,
+                killed: None,
+                exited: None,
+                budget_seconds: t.kill.stop_timeout_seconds,
+            };
+            for e in runtime.stop_events(&t.container_id) {
+                if e.at < t.kill.started {
+                    continue;
+                }
+                let slot = match e.kind {
+                    StopEventKind::StopSignalSent { .. } => &mut stop.stop_signal,
+                    StopEventKind::KillSent => &mut stop.killed,
+                    StopEventKind::Exited { .. } => &mut stop.exited,
+                    _ => continue,
+                };
+                slot.get_or_insert(rel(e.at));
+            }
+            Some(stop)
+        })
+        .collect()
 }

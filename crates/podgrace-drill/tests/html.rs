@@ -103,9 +103,17 @@ fn the_page_is_self_contained() {
         &load,
         &attribute(&recs, &[], &[]),
         vec![],
+        None,
     );
     assert_eq!(report.failed, 100);
+    let mut report = report;
+    report.advice = vec!["add a preStop sleep of at least 1 s (<lag>)".into()];
     let page = html_report("drill & report", &report, &recs, &events());
+    assert!(page.contains("<li>add a preStop sleep of at least 1 s (&lt;lag&gt;)</li>"));
+    assert!(
+        !page.contains("<h2>Streams</h2>"),
+        "no streams in this drill"
+    );
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert!(page.contains("<svg"));
     assert!(page.contains("drill &amp; report"));
@@ -119,7 +127,15 @@ fn the_page_is_self_contained() {
 fn the_page_is_written_where_asked() {
     let recs = records();
     let load = summarize(recs.clone()).expect("summary");
-    let report = DrillReport::build("delete", 200.0, Duration::from_secs(1), &load, &[], vec![]);
+    let report = DrillReport::build(
+        "delete",
+        200.0,
+        Duration::from_secs(1),
+        &load,
+        &[],
+        vec![],
+        None,
+    );
     let page = html_report("drill", &report, &recs, &events());
     let path = std::env::temp_dir().join(format!("podgrace-report-{}.html", std::process::id()));
     podgrace_drill::html::write_report(&path, &page).expect("write");

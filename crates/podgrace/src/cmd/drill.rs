@@ -14,6 +14,7 @@ use podgrace_core::plan::PodPlan;
 use podgrace_core::KubeVersion;
 use podgrace_drill::endpoints::LagPreset;
 use podgrace_drill::html::{html_report, write_report};
+use podgrace_drill::load::Protocol;
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
@@ -31,9 +32,27 @@ pub struct Args {
     /// Replicas [default: the Deployment's, else 2].
     #[arg(long)]
     replicas: Option<usize>,
-    /// Requests per second.
+    /// Requests per second (0: no requests, only the streams of --streams/--idle-streams).
     #[arg(long, default_value_t = 200.0)]
     rps: f64,
+    /// The requests' protocol: http1 (HTTP/1.1 keep-alive) or h2c (cleartext HTTP/2, prior
+    /// knowledge); the proxy speaks the same.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Http1)]
+    protocol: ProtocolArg,
+    /// Keep-alive connections of the load (each carries one request at a time).
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Long-lived data streams held open through the drill, like gRPC server-streaming RPCs
+    /// (h2c, `GET /stream?seconds=S` to the demo app; each re-opened when it ends).
+    #[arg(long, default_value_t = 0)]
+    streams: usize,
+    /// How long each data stream lasts, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    stream_seconds: f64,
+    /// Idle streams held open through the drill (h2c, `GET /stream`: no data, never ending by
+    /// themselves), like an idle bidi stream an Envoy keeps to an ext_proc server.
+    #[arg(long, default_value_t = 0)]
+    idle_streams: usize,
     /// How long the load runs (`8s`, `1m`).
     #[arg(long, default_value = "8s", value_parser = super::parse_duration)]
     duration: Duration,
@@ -87,6 +106,17 @@ enum Format {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProtocolArg {
+    Http1,
+    H2c,
+}
+
+/// Streams per drill: each holds a connection of its own.
+const MAX_STREAMS: usize = 1000;
+/// Connections of the request load.
+const MAX_CONNECTIONS: usize = 10_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProxyKind {
     KubeProxy,
     Ingress,
@@ -111,8 +141,31 @@ fn parse_lag(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    if !(args.rps > 0.0 && args.rps <= 1_000_000.0) {
-        return Err(BadInput("--rps must be above 0 and at most 1000000".into()).into());
+    let with_streams = args.streams + args.idle_streams > 0;
+    if args.streams > MAX_STREAMS || args.idle_streams > MAX_STREAMS {
+        return Err(BadInput(format!(
+            "--streams and --idle-streams must be at most {MAX_STREAMS}"
+        ))
+        .into());
+    }
+    if !(args.stream_seconds.is_finite() && args.stream_seconds > 0.0) {
+        return Err(BadInput("--stream-seconds must be a number of seconds above 0".into()).into());
+    }
+    if !(0.0..=1_000_000.0).contains(&args.rps) || (args.rps == 0.0 && !with_streams) {
+        return Err(BadInput(
+            "--rps must be above 0 and at most 1000000 (0 only with --streams or --idle-streams)"
+                .into(),
+        )
+        .into());
+    }
+    if !(1..=MAX_CONNECTIONS).contains(&args.connections) {
+        return Err(BadInput(format!("--connections must be 1 to {MAX_CONNECTIONS}")).into());
+    }
+    if args.protocol == ProtocolArg::H2c && args.proxy == ProxyKind::Ingress {
+        return Err(BadInput(
+            "--proxy ingress balances HTTP/1.1 requests; with --protocol h2c the proxy pins each connection (use --proxy kube-proxy)".into(),
+        )
+        .into());
     }
     if args.duration.is_zero() {
         return Err(BadInput("--duration must be above 0".into()).into());
@@ -145,6 +198,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         scenario: args.scenario,
         replicas,
         rps: args.rps,
+        protocol: match args.protocol {
+            ProtocolArg::Http1 => Protocol::Http1,
+            ProtocolArg::H2c => Protocol::H2c,
+        },
+        data_streams: args.streams,
+        stream_seconds: args.stream_seconds,
+        idle_streams: args.idle_streams,
         duration: args.duration,
         endpoint_lag: args.endpoint_lag,
         balancing: match args.proxy {
@@ -154,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         path: args.path.clone(),
         method: method.clone(),
         timeout: args.timeout,
-        connections: 16,
+        connections: args.connections,
         port,
         disrupt_after: args.disrupt_after,
         version: args.kubernetes_version,
@@ -452,11 +512,19 @@ fn summary(o: &DrillOutcome) -> String {
         "  latency from the intended send time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
     );
+    if let Some(st) = &r.streams {
+        let k = &st.failures_by_kind;
+        let _ = writeln!(
+            s,
+            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}), still open at the end {}, idle streams cut {}",
+            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.unfinished, st.idle_cut
+        );
+    }
     let _ = writeln!(
         s,
         "  verdict: {}",
         match r.verdict {
-            Verdict::Pass => "PASS (no request failed)",
+            Verdict::Pass => "PASS (no request or stream failed)",
             Verdict::Fail => "FAIL",
         }
     );

@@ -1,0 +1,603 @@
+//! What a drill tells its user to change, with the numbers that show it, and what it warns
+//! about (shutdowns the load did not see, SIGKILLs at the deadline).
+//!
+//! Each line names the setting and the measured numbers behind it:
+//! * failures after the stop signal while the proxy still routed to the pod: a preStop sleep of
+//!   at least the endpoint lag (the endpoint race, field cases R01–R25);
+//! * failures at a container's own exit, well before its deadline: the container **gave up**,
+//!   cutting requests or streams in flight: a drain that ends too soon (an istio-style sidecar's
+//!   5 s `terminationDrainDuration` under 20 s requests, R22; a gRPC server force-stopped 1 s
+//!   after SIGTERM with 120 s of grace, R26);
+//! * a pod SIGKILLed at its deadline that served nothing in its last grace period: it **reached
+//!   SIGKILL while idle**, typically because an idle stream kept a graceful stop without a
+//!   deadline waiting (gRPC `GracefulStop()`, R27);
+//! * failures after SIGKILL, failures before the stop signal, requests that found no endpoint.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use podgrace_core::plan::PodPlan;
+
+use crate::load::RequestRecord;
+use crate::report::{Attribution, Phase, PodTermination};
+use crate::streams::StreamRecord;
+
+/// One container's stop, in times since the drill's epoch (measured by the runtime).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStop {
+    pub pod: String,
+    pub container: String,
+    /// When its stop signal was sent.
+    pub stop_signal: Option<Duration>,
+    /// When it was SIGKILLed.
+    pub killed: Option<Duration>,
+    /// When it exited.
+    pub exited: Option<Duration>,
+    /// The StopContainer timeout: seconds from the stop signal to SIGKILL.
+    pub budget_seconds: i64,
+}
+
+impl ContainerStop {
+    /// When SIGKILL was due: the stop signal plus the budget.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.stop_signal
+            .map(|s| s + Duration::from_secs(self.budget_seconds.max(0) as u64))
+    }
+
+    /// The container exited by itself at least [`GAVE_UP_AFTER`] after its stop signal and at
+    /// least [`GAVE_UP_BEFORE`] before its deadline: its own shutdown ended, not the kubelet.
+    fn gave_up_at(&self) -> Option<Duration> {
+        let (s, e, d) = (self.stop_signal?, self.exited?, self.deadline()?);
+        (self.killed.is_none() && e >= s + GAVE_UP_AFTER && e + GAVE_UP_BEFORE <= d).then_some(e)
+    }
+}
+
+/// A container that exits sooner than this after its stop signal is an app that exits on the
+/// signal (the endpoint race), not one whose drain ended: 0.5 s.
+pub const GAVE_UP_AFTER: Duration = Duration::from_millis(500);
+/// A container that exits later than this before its deadline is taken as SIGKILL-bound, not as
+/// one that gave up: 1 s.
+pub const GAVE_UP_BEFORE: Duration = Duration::from_secs(1);
+/// A failure this close to a container's exit (0.5 s before to 0.25 s after, measured where the
+/// failure was seen) was cut by that exit.
+const CUT_BEFORE: Duration = Duration::from_millis(500);
+const CUT_AFTER: Duration = Duration::from_millis(250);
+
+/// Everything the advice looks at.
+pub struct Inputs<'a> {
+    /// The failed requests, attributed.
+    pub requests: &'a [Attribution],
+    /// The failed data streams, attributed.
+    pub streams: &'a [Attribution],
+    /// Every request and the pod the proxy sent it to (by request index).
+    pub request_records: &'a [RequestRecord],
+    pub request_pods: &'a HashMap<u64, String>,
+    /// Every stream and the pod its connection was pinned to (by stream index).
+    pub stream_records: &'a [StreamRecord],
+    pub stream_pods: &'a HashMap<u64, String>,
+    /// The disrupted pods.
+    pub terminations: &'a [PodTermination],
+    /// Their containers' stops.
+    pub containers: &'a [ContainerStop],
+    pub endpoint_lag: Duration,
+    /// Since the epoch: when the load's schedule ended.
+    pub load_end: Duration,
+    pub template: &'a PodPlan,
+}
+
+/// `findings` of the drill JSON: what the advice found, as data.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    /// Containers that exited well before their deadline with work in flight.
+    pub gave_up: Vec<GaveUpFinding>,
+    /// Pods SIGKILLed at their deadline with nothing in flight.
+    pub reached_sigkill_while_idle: Vec<IdleKill>,
+}
+
+/// A container that gave up: it exited `afterStopSignalSeconds` after its stop signal, of a
+/// budget of `budgetSeconds`, and its exit cut requests or streams in flight.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GaveUpFinding {
+    pub pod: String,
+    pub container: String,
+    /// Seconds from its stop signal to its exit.
+    pub after_stop_signal_seconds: f64,
+    /// The StopContainer timeout, seconds.
+    pub budget_seconds: i64,
+    /// Failed requests cut by the exit.
+    pub requests_cut: u64,
+    /// Failed data streams cut by the exit.
+    pub streams_cut: u64,
+    /// The longest a cut request or stream had been running, seconds.
+    pub longest_running_seconds: f64,
+}
+
+/// A pod that reached SIGKILL while idle.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleKill {
+    pub pod: String,
+    /// Seconds from its stop signal to SIGKILL.
+    pub waited_seconds: f64,
+    /// Idle streams still open on it at SIGKILL.
+    pub idle_streams: u64,
+}
+
+/// The advice lines (what to change, then warnings) and the findings behind them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diagnosis {
+    pub advice: Vec<String>,
+    pub findings: Findings,
+}
+
+/// Everything a drill has to say about its pods' terminations.
+pub fn diagnose(inp: &Inputs) -> Diagnosis {
+    let mut d = Diagnosis::default();
+    d.advice = advice(inp, &mut d.findings);
+    let warnings = coverage(inp, &mut d.findings);
+    d.advice.extend(warnings);
+    d
+}
+
+/// The advice lines of a drill, most specific first for each pod.
+fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
+    let mut out = Vec::new();
+    let lag = inp.endpoint_lag.as_secs_f64();
+    let pre_stop = inp
+        .template
+        .containers
+        .iter()
+        .chain(inp.template.init_containers.iter())
+        .filter_map(|c| c.pre_stop.as_ref().and_then(|h| h.known_duration_ms()))
+        .max()
+        .unwrap_or(0) as f64
+        / 1000.0;
+    let tgps = inp.template.termination_grace_period_seconds;
+    for t in inp.terminations {
+        let gave_up = gave_up(inp, &t.pod);
+        let claimed: usize = gave_up.iter().map(|g| g.requests).sum();
+        for g in &gave_up {
+            out.push(g.line(tgps, pre_stop));
+            findings.gave_up.push(g.finding());
+        }
+        let mine = |phase: Phase| {
+            inp.requests
+                .iter()
+                .filter(|a| a.pod.as_deref() == Some(t.pod.as_str()) && a.phase == phase)
+                .count()
+        };
+        let after_signal = mine(Phase::AfterStopSignal).saturating_sub(claimed);
+        if after_signal > 0 {
+            let need = (lag.ceil() as i64).max(1);
+            out.push(format!(
+                "add a preStop sleep of at least {need} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {after_signal} requests reached pod {} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained",
+                t.pod
+            ));
+        }
+        let after_kill = mine(Phase::AfterKill);
+        if after_kill > 0 {
+            out.push(format!(
+                "{after_kill} requests to pod {} failed after SIGKILL: raise terminationGracePeriodSeconds ({tgps} s now) above preStop + drain, or make the app finish sooner after its stop signal",
+                t.pod
+            ));
+        }
+        let before = mine(Phase::BeforeStopSignal);
+        if before > 0 {
+            out.push(format!(
+                "{before} requests to pod {} failed before its stop signal: the app stopped serving during the preStop (check that the hook does not stop it, and that it stays ready)",
+                t.pod
+            ));
+        }
+    }
+    let unrouted = inp.requests.iter().filter(|a| a.pod.is_none()).count();
+    if unrouted > 0 {
+        out.push(format!(
+            "{unrouted} requests found no endpoint: keep more replicas ready during the disruption (maxUnavailable 0, a readiness probe that passes)"
+        ));
+    }
+    out
+}
+
+/// A container that gave up with work in flight.
+struct GaveUp<'a> {
+    stop: &'a ContainerStop,
+    at: Duration,
+    requests: usize,
+    streams: usize,
+    /// The longest a cut request or stream had been running, seconds.
+    longest: f64,
+}
+
+impl GaveUp<'_> {
+    fn after_stop_signal(&self) -> f64 {
+        self.at
+            .saturating_sub(self.stop.stop_signal.unwrap_or_default())
+            .as_secs_f64()
+    }
+
+    fn finding(&self) -> GaveUpFinding {
+        GaveUpFinding {
+            pod: self.stop.pod.clone(),
+            container: self.stop.container.clone(),
+            after_stop_signal_seconds: self.after_stop_signal(),
+            budget_seconds: self.stop.budget_seconds,
+            requests_cut: self.requests as u64,
+            streams_cut: self.streams as u64,
+            longest_running_seconds: self.longest,
+        }
+    }
+
+    fn line(&self, tgps: i64, pre_stop: f64) -> String {
+        let s = self.stop;
+        let after = self.after_stop_signal();
+        let left = s
+            .deadline()
+            .unwrap_or_default()
+            .saturating_sub(self.at)
+            .as_secs_f64();
+        let mut cut = Vec::new();
+        if self.requests > 0 {
+            cut.push(format!("{} requests", self.requests));
+        }
+        if self.streams > 0 {
+            cut.push(format!("{} streams", self.streams));
+        }
+        let room = (tgps as f64 - pre_stop - 2.0).max(1.0);
+        format!(
+            "container {} of pod {} gave up at {after:.1} s of its {} s budget: it exited {after:.1} s after its stop signal, {left:.1} s before SIGKILL was due, and cut {} in flight (the longest had run {:.1} s); let its drain or graceful stop last as long as the longest request or stream, up to terminationGracePeriodSeconds − preStop − a margin (about {room:.0} s here), and tell clients to reconnect (HTTP/2 GOAWAY, Connection: close)",
+            s.container,
+            s.pod,
+            s.budget_seconds,
+            cut.join(" and "),
+            self.longest
+        )
+    }
+}
+
+/// The containers of `pod` that gave up, each with the failures its exit cut.
+fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
+    let candidates: Vec<(&ContainerStop, Duration)> = inp
+        .containers
+        .iter()
+        .filter(|c| c.pod == pod)
+        .filter_map(|c| c.gave_up_at().map(|at| (c, at)))
+        .collect();
+    let mut found: Vec<GaveUp> = Vec::new();
+    // The container whose exit is the earliest within the window cut the failure.
+    let cutter = |at: Duration| {
+        candidates
+            .iter()
+            .filter(|(_, e)| *e <= at + CUT_AFTER && at <= *e + CUT_BEFORE)
+            .min_by_key(|(_, e)| *e)
+            .copied()
+    };
+    let mut claim = |at: Duration, started: Duration, stream: bool| {
+        let Some((c, e)) = cutter(at) else { return };
+        let running = at.saturating_sub(started).as_secs_f64();
+        let g = match found.iter_mut().position(|g| std::ptr::eq(g.stop, c)) {
+            Some(i) => &mut found[i],
+            None => {
+                found.push(GaveUp {
+                    stop: c,
+                    at: e,
+                    requests: 0,
+                    streams: 0,
+                    longest: 0.0,
+                });
+                let last = found.len() - 1;
+                &mut found[last]
+            }
+        };
+        if stream {
+            g.streams += 1;
+        } else {
+            g.requests += 1;
+        }
+        g.longest = g.longest.max(running);
+    };
+    let sent: HashMap<u64, Duration> = inp
+        .request_records
+        .iter()
+        .map(|r| (r.index, r.sent))
+        .collect();
+    for a in inp.requests {
+        if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
+            claim(a.at, sent.get(&a.request).copied().unwrap_or(a.at), false);
+        }
+    }
+    let opened: HashMap<u64, Duration> = inp
+        .stream_records
+        .iter()
+        .map(|r| (r.index, r.opened))
+        .collect();
+    for a in inp.streams {
+        if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
+            claim(a.at, opened.get(&a.request).copied().unwrap_or(a.at), true);
+        }
+    }
+    found
+}
+
+/// Warnings about what the drill did not see or what ended badly without failing a request: a
+/// disrupted pod whose stop signal came after the load ended (its shutdown was not under load),
+/// a pod that reached SIGKILL while idle (an idle stream holding a graceful stop open, R27), and
+/// pods SIGKILLed at their deadline while busy (the app did not act on the stop signal).
+fn coverage(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
+    let mut out = Vec::new();
+    let load_end = inp.load_end;
+    for t in inp.terminations {
+        match t.stop_signal {
+            Some(s) if s > load_end => out.push(format!(
+                "the load ended at {:.1} s, before pod {} got its stop signal at {:.1} s: its shutdown was not under load; raise --duration to at least {:.0} s",
+                load_end.as_secs_f64(),
+                t.pod,
+                s.as_secs_f64(),
+                (s.as_secs_f64() + 3.0).ceil()
+            )),
+            None => out.push(format!(
+                "pod {} got no stop signal while the drill watched it: raise --duration",
+                t.pod
+            )),
+            _ => {}
+        }
+        let (Some(s), Some(k)) = (t.stop_signal, t.killed) else {
+            continue;
+        };
+        let waited = k.saturating_sub(s).as_secs_f64();
+        if busy(inp, &t.pod, s, k) {
+            out.push(format!(
+                "pod {} was SIGKILLed {waited:.1} s after its stop signal, at its deadline: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+                t.pod
+            ));
+            continue;
+        }
+        let idle_streams = inp
+            .stream_records
+            .iter()
+            .filter(|r| {
+                r.idle
+                    && inp.stream_pods.get(&r.index).map(String::as_str) == Some(t.pod.as_str())
+                    && r.opened <= k
+                    && r.done + CUT_BEFORE >= k
+            })
+            .count();
+        findings.reached_sigkill_while_idle.push(IdleKill {
+            pod: t.pod.clone(),
+            waited_seconds: waited,
+            idle_streams: idle_streams as u64,
+        });
+        if idle_streams > 0 {
+            out.push(format!(
+                "pod {} reached SIGKILL while idle: in the {waited:.1} s from its stop signal to SIGKILL it served no request and no stream carried data, yet {idle_streams} idle streams were still open on it; a graceful stop that waits for every stream to end (gRPC GracefulStop() without a deadline) never returns: give it a deadline below terminationGracePeriodSeconds, or end idle streams on SIGTERM (GOAWAY, then close)",
+                t.pod
+            ));
+        } else {
+            out.push(format!(
+                "pod {} reached SIGKILL while idle: in the {waited:.1} s from its stop signal to SIGKILL it served no request and held no stream, yet it did not exit: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+                t.pod
+            ));
+        }
+    }
+    out
+}
+
+/// Whether `pod` had a request in flight or a data stream carrying data between `from` and `to`.
+fn busy(inp: &Inputs, pod: &str, from: Duration, to: Duration) -> bool {
+    let on_pod =
+        |pods: &HashMap<u64, String>, i: u64| pods.get(&i).map(String::as_str) == Some(pod);
+    inp.request_records
+        .iter()
+        .any(|r| on_pod(inp.request_pods, r.index) && r.sent <= to && r.done >= from)
+        || inp.stream_records.iter().any(|r| {
+            on_pod(inp.stream_pods, r.index) && r.last_data.is_some_and(|d| d >= from && d <= to)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::RequestOutcome;
+    use crate::streams::StreamOutcome;
+
+    fn s(secs: f64) -> Duration {
+        Duration::from_secs_f64(secs)
+    }
+
+    fn plan(tgps: i64) -> PodPlan {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  terminationGracePeriodSeconds: {tgps}\n  containers:\n  - {{name: app, image: x}}\n"
+        );
+        let m = podgrace_core::manifest::load(&yaml, "t.yaml").expect("valid");
+        let plan = m.pods().next().cloned().expect("one pod");
+        plan
+    }
+
+    fn stream(
+        index: u64,
+        idle: bool,
+        opened: f64,
+        done: f64,
+        outcome: StreamOutcome,
+    ) -> StreamRecord {
+        StreamRecord {
+            index,
+            slot: index as usize,
+            idle,
+            opened: s(opened),
+            last_data: (!idle).then(|| s(done - 0.1)),
+            done: s(done),
+            chunks: if idle { 0 } else { 10 },
+            status: Some(200),
+            outcome,
+        }
+    }
+
+    fn failed_stream(index: u64, at: f64) -> Attribution {
+        Attribution {
+            request: index,
+            outcome: RequestOutcome::Reset,
+            pod: Some("web-1".into()),
+            at: s(at),
+            phase: Phase::AfterStopSignal,
+        }
+    }
+
+    /// Case R26: the app exits 1 s after SIGTERM with 120 s of grace; its four open streams are
+    /// cut at that instant.
+    #[test]
+    fn an_app_that_gives_up_after_one_second_of_a_120_second_budget() {
+        let template = plan(120);
+        let streams: Vec<StreamRecord> = (0..4)
+            .map(|i| stream(i, false, 0.5, 3.0, StreamOutcome::Reset))
+            .collect();
+        let failed: Vec<Attribution> = (0..4).map(|i| failed_stream(i, 3.0)).collect();
+        let pods: HashMap<u64, String> = (0..4).map(|i| (i, "web-1".to_string())).collect();
+        let terminations = [PodTermination {
+            pod: "web-1".into(),
+            started: s(2.0),
+            stop_signal: Some(s(2.0)),
+            killed: None,
+        }];
+        let containers = [ContainerStop {
+            pod: "web-1".into(),
+            container: "app".into(),
+            stop_signal: Some(s(2.0)),
+            killed: None,
+            exited: Some(s(3.0)),
+            budget_seconds: 120,
+        }];
+        let inp = Inputs {
+            requests: &[],
+            streams: &failed,
+            request_records: &[],
+            request_pods: &HashMap::new(),
+            stream_records: &streams,
+            stream_pods: &pods,
+            terminations: &terminations,
+            containers: &containers,
+            endpoint_lag: s(1.0),
+            load_end: s(10.0),
+            template: &template,
+        };
+        let d = diagnose(&inp);
+        let a = &d.advice;
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert!(
+            a[0].starts_with("container app of pod web-1 gave up at 1.0 s of its 120 s budget: it exited 1.0 s after its stop signal, 119.0 s before SIGKILL was due, and cut 4 streams in flight (the longest had run 2.5 s)"),
+            "{}",
+            a[0]
+        );
+        assert!(a[0].contains("about 118 s here"), "{}", a[0]);
+        assert_eq!(
+            d.findings.gave_up,
+            [GaveUpFinding {
+                pod: "web-1".into(),
+                container: "app".into(),
+                after_stop_signal_seconds: 1.0,
+                budget_seconds: 120,
+                requests_cut: 0,
+                streams_cut: 4,
+                longest_running_seconds: 2.5,
+            }]
+        );
+        assert!(d.findings.reached_sigkill_while_idle.is_empty());
+    }
+
+    /// Case R27: SIGKILL at the deadline with only an idle stream open.
+    #[test]
+    fn a_pod_killed_with_only_an_idle_stream_open_reached_sigkill_while_idle() {
+        let template = plan(30);
+        let streams = [
+            stream(0, true, 0.2, 32.0, StreamOutcome::Reset),
+            stream(1, true, 0.2, 40.0, StreamOutcome::Unfinished),
+        ];
+        let pods: HashMap<u64, String> =
+            [(0, "web-1".to_string()), (1, "web-2".to_string())].into();
+        let terminations = [PodTermination {
+            pod: "web-1".into(),
+            started: s(2.0),
+            stop_signal: Some(s(2.0)),
+            killed: Some(s(32.0)),
+        }];
+        let inp = Inputs {
+            requests: &[],
+            streams: &[],
+            request_records: &[],
+            request_pods: &HashMap::new(),
+            stream_records: &streams,
+            stream_pods: &pods,
+            terminations: &terminations,
+            containers: &[],
+            endpoint_lag: s(1.0),
+            load_end: s(5.0),
+            template: &template,
+        };
+        let d = diagnose(&inp);
+        let c = &d.advice;
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(
+            d.findings.reached_sigkill_while_idle,
+            [IdleKill {
+                pod: "web-1".into(),
+                waited_seconds: 30.0,
+                idle_streams: 1,
+            }]
+        );
+        assert!(
+            c[0].starts_with("pod web-1 reached SIGKILL while idle: in the 30.0 s from its stop signal to SIGKILL it served no request and no stream carried data, yet 1 idle streams were still open on it"),
+            "{}",
+            c[0]
+        );
+        // A request in flight on the pod during that window makes it busy, not idle.
+        let req = [RequestRecord {
+            index: 7,
+            intended: s(10.0),
+            sent: s(10.0),
+            done: s(32.0),
+            outcome: RequestOutcome::Reset,
+            status: None,
+        }];
+        let req_pods: HashMap<u64, String> = [(7, "web-1".to_string())].into();
+        let busy_inp = Inputs {
+            request_records: &req,
+            request_pods: &req_pods,
+            ..inp
+        };
+        let d = diagnose(&busy_inp);
+        assert!(d.findings.reached_sigkill_while_idle.is_empty());
+        let c = &d.advice;
+        assert!(
+            c[0].starts_with(
+                "pod web-1 was SIGKILLed 30.0 s after its stop signal, at its deadline"
+            ),
+            "{c:?}"
+        );
+    }
+
+    /// An app that exits on its stop signal is the endpoint race, not a container giving up.
+    #[test]
+    fn an_exit_at_the_stop_signal_is_not_giving_up() {
+        let c = ContainerStop {
+            pod: "p".into(),
+            container: "app".into(),
+            stop_signal: Some(s(2.0)),
+            killed: None,
+            exited: Some(s(2.01)),
+            budget_seconds: 30,
+        };
+        assert_eq!(c.gave_up_at(), None);
+        let near_deadline = ContainerStop {
+            exited: Some(s(31.5)),
+            ..c.clone()
+        };
+        assert_eq!(near_deadline.gave_up_at(), None);
+        let drained_5s = ContainerStop {
+            exited: Some(s(7.0)),
+            ..c
+        };
+        assert_eq!(drained_5s.gave_up_at(), Some(s(7.0)));
+        assert_eq!(drained_5s.deadline(), Some(s(32.0)));
+    }
+}
