@@ -22,10 +22,15 @@ fn main() -> ExitCode {
         eprintln!("usage: bench_load TARGET RPS SECONDS CONNECTIONS");
         return ExitCode::from(2);
     };
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    else {
+    let rt = match std::env::var("BENCH_RT").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    };
+    let Ok(rt) = rt else {
         return ExitCode::from(1);
     };
     rt.block_on(async move {
