@@ -126,6 +126,14 @@ pub struct Attribution {
     pub phase: Phase,
 }
 
+/// The proxy records by the request (or stream) index they carry.
+pub fn by_index(proxy: &[ProxyRecord]) -> HashMap<u64, &ProxyRecord> {
+    proxy
+        .iter()
+        .filter_map(|p| p.request.map(|r| (r, p)))
+        .collect()
+}
+
 /// Attributes every failed request of `load` to a pod and a phase.
 ///
 /// The pod is the endpoint of the proxy record with the same request index (the load sends it in
@@ -137,10 +145,7 @@ pub fn attribute(
     proxy: &[ProxyRecord],
     pods: &[PodTermination],
 ) -> Vec<Attribution> {
-    let by_request: HashMap<u64, &ProxyRecord> = proxy
-        .iter()
-        .filter_map(|p| p.request.map(|r| (r, p)))
-        .collect();
+    let by_request = by_index(proxy);
     load.iter()
         .filter(|r| r.outcome.is_failure())
         .map(|r| {
@@ -262,10 +267,7 @@ pub fn attribute_streams(
     proxy: &[ProxyRecord],
     pods: &[PodTermination],
 ) -> Vec<Attribution> {
-    let by_stream: HashMap<u64, &ProxyRecord> = proxy
-        .iter()
-        .filter_map(|p| p.request.map(|r| (r, p)))
-        .collect();
+    let by_stream = by_index(proxy);
     streams
         .iter()
         .filter(|r| stream_failed(r))

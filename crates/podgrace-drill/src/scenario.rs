@@ -37,7 +37,7 @@ use crate::html::ChartEvent;
 use crate::load::{self, LoadConfig, LoadResult, Protocol};
 use crate::proxy::{Balancing, Mode, Proxy, ProxyConfig, ProxyRecord};
 use crate::report::{
-    attribute, attribute_streams, Attribution, DrillReport, PodTermination, StreamSummary,
+    attribute, attribute_streams, by_index, Attribution, DrillReport, PodTermination, StreamSummary,
 };
 use crate::streams::{StreamConfig, StreamRecord, Streams};
 
@@ -399,9 +399,9 @@ pub async fn run_drill(
         stream_summary,
     );
     let pods_of = |records: &[ProxyRecord]| -> HashMap<u64, String> {
-        records
-            .iter()
-            .filter_map(|p| Some((p.request?, p.pod.clone()?)))
+        by_index(records)
+            .into_iter()
+            .filter_map(|(i, p)| Some((i, p.pod.clone()?)))
             .collect()
     };
     let (request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));

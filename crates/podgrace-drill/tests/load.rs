@@ -6,9 +6,7 @@ mod common;
 
 use common::H2cServer;
 use podgrace_drill::demoapp::{self, DemoConfig};
-use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
 use podgrace_drill::load::{self, LoadConfig, LoadError, Protocol, RequestOutcome};
-use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
 use podgrace_drill::report::FailuresByKind;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -196,15 +194,7 @@ async fn an_h2c_connection_that_gets_goaway_is_replaced_for_the_next_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_load_through_the_proxy_carries_the_request_indices() {
     let server = H2cServer::start().await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", server.addr)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::H2c),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (_endpoints, p) = common::h2c_proxy_to(server.addr).await;
     let r = load::run(h2c_load(p.local_addr(), 200.0, 4))
         .await
         .expect("load");

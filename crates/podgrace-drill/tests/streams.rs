@@ -5,8 +5,6 @@
 mod common;
 
 use common::H2cServer;
-use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
-use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
 use podgrace_drill::streams::{StreamConfig, StreamError, StreamOutcome, StreamRecord, Streams};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -170,15 +168,7 @@ async fn a_5xx_is_recorded_and_retried_on_the_same_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_records_carry_the_stream_indices() {
     let server = H2cServer::start().await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", server.addr)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::H2c),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (_endpoints, p) = common::h2c_proxy_to(server.addr).await;
     let mut cfg = StreamConfig::new(p.local_addr());
     cfg.data_streams = 2;
     cfg.stream_seconds = 0.3;

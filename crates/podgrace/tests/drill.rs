@@ -6,24 +6,8 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn privileged(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        eprintln!("SKIP {test}: the drill needs root for pod network namespaces");
-    }
-    root
-}
 
 /// The demo app as a Deployment: exits at once on SIGTERM (unfixed), or drains after a preStop
 /// sleep (fixed).
@@ -41,20 +25,6 @@ fn demo(pre_stop: Option<u32>) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: app\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {mode}]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}"
     )
-}
-
-fn drill(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, Value) {
-    let file = tmp_file(tag, "web.yaml", yaml);
-    let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
-    args.extend_from_slice(extra);
-    let out = podgrace(&args);
-    let code = out.status.code();
-    assert!(
-        code == Some(0) || code == Some(1),
-        "drill failed to run: {}",
-        stderr(&out)
-    );
-    (code, json(&out))
 }
 
 #[test]

@@ -12,21 +12,6 @@ use serde_json::Value;
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn privileged(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        eprintln!("SKIP {test}: the drill needs root for pod network namespaces");
-    }
-    root
-}
-
 /// A two-replica Deployment `web` with the given TGPS and containers (YAML list items, indented
 /// for `containers:`).
 fn deployment(tgps: u32, containers: &str) -> String {
@@ -53,20 +38,6 @@ fn container(name: &str, listen: &str, flags: &str, port: Option<u16>) -> String
         "      - name: {name}\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"{listen}\", {}]\n{served}",
         flags.join(", ")
     )
-}
-
-fn drill(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, Value) {
-    let file = tmp_file(tag, "web.yaml", yaml);
-    let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
-    args.extend_from_slice(extra);
-    let out = podgrace(&args);
-    let code = out.status.code();
-    assert!(
-        code == Some(0) || code == Some(1),
-        "drill failed to run: {}",
-        stderr(&out)
-    );
-    (code, json(&out))
 }
 
 fn f(v: &Value) -> f64 {

@@ -16,25 +16,6 @@ use serde_json::Value;
 
 const TOLERANCE: f64 = 0.15;
 
-fn privileged(test: &str) -> bool {
-    let root = rustix_is_root();
-    if !root {
-        eprintln!("SKIP {test}: needs root for PID and network namespaces");
-    }
-    root
-}
-
-fn rustix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Runs `podgrace run` on `yaml` with `extra` arguments and returns the JSON report.
 fn run(tag: &str, yaml: &str, extra: &[&str]) -> Value {
     let file = tmp_file(tag, &format!("{tag}.yaml"), yaml);

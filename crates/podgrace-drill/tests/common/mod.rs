@@ -174,3 +174,25 @@ async fn serve(stream: tokio::net::TcpStream, goaway_after: Option<usize>) {
         }
     }
 }
+
+/// An h2c proxy (`Mode::H2c`, no endpoint lag) whose one ready endpoint, pod `a`, is `addr`; keep
+/// the handle alive as long as the proxy is used.
+pub async fn h2c_proxy_to(
+    addr: SocketAddr,
+) -> (
+    podgrace_drill::endpoints::EndpointsHandle,
+    podgrace_drill::proxy::Proxy,
+) {
+    use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
+    use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![Endpoint::ready("a", addr)]);
+    let p = Proxy::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        ProxyConfig::new(Mode::H2c),
+        h.view(),
+    )
+    .await
+    .expect("proxy");
+    (h, p)
+}

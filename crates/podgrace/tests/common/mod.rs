@@ -110,3 +110,36 @@ pub fn corpus_files(shared: &Path) -> Vec<(PathBuf, String)> {
     files.sort();
     files
 }
+
+/// `true` when running as root, which `run` and `drill` need for PID and network namespaces;
+/// otherwise prints why `test` skips.
+pub fn privileged(test: &str) -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIP {test}: needs root for PID and network namespaces");
+    }
+    root
+}
+
+/// Runs `podgrace drill FILE -o json EXTRA...` on `yaml` and returns its exit code and JSON; it
+/// must have run (exit 0 or 1).
+pub fn drill(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let file = tmp_file(tag, "web.yaml", yaml);
+    let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = podgrace(&args);
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "drill failed to run: {}",
+        stderr(&out)
+    );
+    (code, json(&out))
+}
