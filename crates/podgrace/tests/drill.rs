@@ -171,8 +171,51 @@ fn bad_drill_values_are_refused_before_anything_starts() {
         vec!["drill", "--duration", "3s", "--disrupt-after", "5s"],
         vec!["drill", "--method", "BAD METHOD"],
         vec!["drill", "--path", "nopath"],
+        vec!["drill", "--rps", "-1"],
+        vec!["drill", "--rps", "NaN"],
+        vec!["drill", "--connections", "0"],
+        vec!["drill", "--stream-seconds", "0", "--streams", "1"],
+        vec!["drill", "--stream-seconds", "inf", "--streams", "1"],
+        vec!["drill", "--streams", "100000"],
+        vec!["drill", "--protocol", "h2c", "--proxy", "ingress"],
+        vec!["drill", "--protocol", "h3"],
     ] {
         let out = podgrace(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
+    // A pod with nothing that says where it serves.
+    let file = tmp_file(
+        "noport",
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: x}\n",
+    );
+    let out = podgrace(&["drill", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("no containerPort and no readiness probe port to send load to; give --port"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Without a containerPort the load goes to the readiness probe's port, where the app serves.
+#[test]
+fn the_port_comes_from_the_readiness_probe_when_none_is_declared() {
+    if !privileged("probe-port") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = env!("CARGO_BIN_EXE_podgrace");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:9090\", --on-sigterm, drain]\n    readinessProbe:\n      httpGet: {{path: /ready, port: 9090}}\n      periodSeconds: 1\n    lifecycle:\n      preStop:\n        sleep: {{seconds: 2}}\n"
+    );
+    let (code, r) = drill(
+        "probe-port",
+        &yaml,
+        &["--scenario", "delete", "--rps", "50", "--duration", "3s"],
+    );
+    assert_eq!(r["requests"], 150, "{r}");
+    assert_eq!(r["failed"], 0, "{r}");
+    assert_eq!(code, Some(0));
 }

@@ -72,7 +72,8 @@ pub struct Args {
     /// Per-request timeout (`2s`).
     #[arg(long, default_value = "2s", value_parser = super::parse_duration)]
     timeout: Duration,
-    /// The port the pods serve on [default: the first containerPort].
+    /// The port the pods serve on [default: the first containerPort, else the readiness probe's
+    /// port].
     #[arg(long)]
     port: Option<u16>,
     /// When the disruption starts after the load (`1s`).
@@ -356,17 +357,12 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     };
     let port = match args.port {
         Some(p) => p,
-        None => plan
-            .containers
-            .iter()
-            .flat_map(|c| c.ports.iter())
-            .find_map(|p| u16::try_from(p.container_port).ok())
-            .ok_or_else(|| {
-                BadInput(format!(
-                    "{}: no containerPort to send load to; give --port",
-                    doc.name
-                ))
-            })?,
+        None => service_port(&plan).ok_or_else(|| {
+            BadInput(format!(
+                "{}: no containerPort and no readiness probe port to send load to; give --port",
+                doc.name
+            ))
+        })?,
     };
     let replicas = plan
         .replicas
@@ -374,6 +370,34 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
         .unwrap_or(2)
         .max(1);
     Ok((plan, replicas, port))
+}
+
+/// The port a Service would target: the first declared containerPort, else the numeric port of
+/// the first readiness probe (httpGet, tcpSocket or grpc), which is where the app serves.
+fn service_port(plan: &PodPlan) -> Option<u16> {
+    use podgrace_core::plan::{PortRef, ProbeAction};
+    let declared = plan
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter())
+        .find_map(|p| u16::try_from(p.container_port).ok());
+    declared.or_else(|| {
+        plan.containers.iter().find_map(|c| {
+            let port = match &c.readiness_probe.as_ref()?.action {
+                ProbeAction::HttpGet(h) => match &h.port {
+                    PortRef::Number(n) => *n,
+                    PortRef::Name(_) => return None,
+                },
+                ProbeAction::TcpSocket {
+                    port: PortRef::Number(n),
+                    ..
+                } => *n,
+                ProbeAction::Grpc { port, .. } => *port,
+                _ => return None,
+            };
+            u16::try_from(port).ok().filter(|p| *p > 0)
+        })
+    })
 }
 
 /// Runs one drill with a progress bar (text) or log lines on stderr (JSON).
