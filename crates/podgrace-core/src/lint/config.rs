@@ -216,6 +216,7 @@ mod tests {
             s.starts_with("c.yaml:2:1: endpointLag: unknown field"),
             "{s}"
         );
+        assert_eq!(s.lines().count(), 1, "one error for one unknown key: {s}");
         let e = LintConfig::parse("kubelet:\n  evictionMaxPodGrace: 1\n", "c.yaml").unwrap_err();
         assert!(e.to_string().starts_with("c.yaml:2:3: "), "{e}");
         let e = LintConfig::parse("disable: [no-such-rule]\n", "c.yaml").unwrap_err();

@@ -323,6 +323,9 @@ impl Loader<'_> {
         match result {
             Ok(v) if errors.len() == before => Some(v),
             Ok(_) => None,
+            // A `deny_unknown_fields` type also fails on a key already reported (with its path
+            // and a hint) as an unknown field: one error for it is enough.
+            Err(e) if errors.len() > before && e.message.starts_with("unknown field `") => None,
             Err(e) => {
                 errors.push(self.de_error(doc, e));
                 None
