@@ -13,12 +13,12 @@
 //!   deadline waiting (gRPC `GracefulStop()`, R27);
 //! * failures after SIGKILL, failures before the stop signal, requests that found no endpoint.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use podgrace_core::plan::PodPlan;
 
-use crate::load::RequestRecord;
+use crate::load::{RequestOutcome, RequestRecord};
 use crate::report::{Attribution, Phase, PodTermination};
 use crate::streams::StreamRecord;
 
@@ -156,48 +156,90 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
         / 1000.0;
     let tgps = inp.template.termination_grace_period_seconds;
     for t in inp.terminations {
-        let gave_up = gave_up(inp, &t.pod);
-        let claimed: usize = gave_up.iter().map(|g| g.requests).sum();
+        let (gave_up, claimed) = gave_up(inp, &t.pod);
         for g in &gave_up {
             out.push(g.line(tgps, pre_stop));
             findings.gave_up.push(g.finding());
         }
-        let mine = |phase: Phase| {
+        let on_pod = |a: &&Attribution| a.pod.as_deref() == Some(t.pod.as_str());
+        let requests = |phase: Phase| {
             inp.requests
                 .iter()
-                .filter(|a| a.pod.as_deref() == Some(t.pod.as_str()) && a.phase == phase)
+                .filter(on_pod)
+                .filter(|a| a.phase == phase && !claimed.contains(&(false, a.request)))
                 .count()
         };
-        let after_signal = mine(Phase::AfterStopSignal).saturating_sub(claimed);
-        if after_signal > 0 {
+        let streams = |phase: Phase, cut: bool| {
+            inp.streams
+                .iter()
+                .filter(on_pod)
+                .filter(|a| a.phase == phase && !claimed.contains(&(true, a.request)))
+                .filter(|a| (a.outcome == RequestOutcome::Reset) == cut)
+                .count()
+        };
+        let both = |phase: Phase| {
+            work(
+                requests(phase),
+                streams(phase, true) + streams(phase, false),
+            )
+        };
+        // New requests and streams that reached the pod after its stop signal: the race.
+        let raced = work(
+            requests(Phase::AfterStopSignal),
+            streams(Phase::AfterStopSignal, false),
+        );
+        if !raced.is_empty() {
             let need = (lag.ceil() as i64).max(1);
             out.push(format!(
-                "add a preStop sleep of at least {need} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {after_signal} requests reached pod {} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained",
+                "add a preStop sleep of at least {need} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {raced} reached pod {} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained",
                 t.pod
             ));
         }
-        let after_kill = mine(Phase::AfterKill);
-        if after_kill > 0 {
+        let cut = streams(Phase::AfterStopSignal, true);
+        if cut > 0 {
             out.push(format!(
-                "{after_kill} requests to pod {} failed after SIGKILL: raise terminationGracePeriodSeconds ({tgps} s now) above preStop + drain, or make the app finish sooner after its stop signal",
+                "{} to pod {} were cut after its stop signal: the app stopped with them open; on SIGTERM let it finish open streams and tell clients to move on (HTTP/2 GOAWAY), with a deadline below terminationGracePeriodSeconds ({tgps} s) − preStop",
+                counted(cut, "stream", "streams"),
                 t.pod
             ));
         }
-        let before = mine(Phase::BeforeStopSignal);
-        if before > 0 {
+        let after_kill = both(Phase::AfterKill);
+        if !after_kill.is_empty() {
             out.push(format!(
-                "{before} requests to pod {} failed before its stop signal: the app stopped serving during the preStop (check that the hook does not stop it, and that it stays ready)",
+                "{after_kill} to pod {} failed after SIGKILL: raise terminationGracePeriodSeconds ({tgps} s now) above preStop + drain, or make the app finish sooner after its stop signal",
+                t.pod
+            ));
+        }
+        let before = both(Phase::BeforeStopSignal);
+        if !before.is_empty() {
+            out.push(format!(
+                "{before} to pod {} failed before its stop signal: the app stopped serving during the preStop (check that the hook does not stop it, and that it stays ready)",
                 t.pod
             ));
         }
     }
-    let unrouted = inp.requests.iter().filter(|a| a.pod.is_none()).count();
-    if unrouted > 0 {
+    let unrouted = work(
+        inp.requests.iter().filter(|a| a.pod.is_none()).count(),
+        inp.streams.iter().filter(|a| a.pod.is_none()).count(),
+    );
+    if !unrouted.is_empty() {
         out.push(format!(
-            "{unrouted} requests found no endpoint: keep more replicas ready during the disruption (maxUnavailable 0, a readiness probe that passes)"
+            "{unrouted} found no endpoint: keep more replicas ready during the disruption (maxUnavailable 0, a readiness probe that passes)"
         ));
     }
     out
+}
+
+/// `3 requests`, `1 stream`, `3 requests and 1 stream`; empty for none.
+fn work(requests: usize, streams: usize) -> String {
+    let mut parts = Vec::new();
+    if requests > 0 {
+        parts.push(counted(requests, "request", "requests"));
+    }
+    if streams > 0 {
+        parts.push(counted(streams, "stream", "streams"));
+    }
+    parts.join(" and ")
 }
 
 /// A container that gave up with work in flight.
@@ -237,27 +279,21 @@ impl GaveUp<'_> {
             .unwrap_or_default()
             .saturating_sub(self.at)
             .as_secs_f64();
-        let mut cut = Vec::new();
-        if self.requests > 0 {
-            cut.push(format!("{} requests", self.requests));
-        }
-        if self.streams > 0 {
-            cut.push(format!("{} streams", self.streams));
-        }
         let room = (tgps as f64 - pre_stop - 2.0).max(1.0);
         format!(
             "container {} of pod {} gave up at {after:.1} s of its {} s budget: it exited {after:.1} s after its stop signal, {left:.1} s before SIGKILL was due, and cut {} in flight (the longest had run {:.1} s); let its drain or graceful stop last as long as the longest request or stream, up to terminationGracePeriodSeconds − preStop − a margin (about {room:.0} s here), and tell clients to reconnect (HTTP/2 GOAWAY, Connection: close)",
             s.container,
             s.pod,
             s.budget_seconds,
-            cut.join(" and "),
+            work(self.requests, self.streams),
             self.longest
         )
     }
 }
 
-/// The containers of `pod` that gave up, each with the failures its exit cut.
-fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
+/// The containers of `pod` that gave up, each with the failures its exit cut, and those failures
+/// (`(is a stream, index)`).
+fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> (Vec<GaveUp<'a>>, HashSet<(bool, u64)>) {
     let candidates: Vec<(&ContainerStop, Duration)> = inp
         .containers
         .iter()
@@ -265,6 +301,7 @@ fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
         .filter_map(|c| c.gave_up_at().map(|at| (c, at)))
         .collect();
     let mut found: Vec<GaveUp> = Vec::new();
+    let mut claimed = HashSet::new();
     // The container whose exit is the earliest within the window cut the failure.
     let cutter = |at: Duration| {
         candidates
@@ -273,8 +310,9 @@ fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
             .min_by_key(|(_, e)| *e)
             .copied()
     };
-    let mut claim = |at: Duration, started: Duration, stream: bool| {
+    let mut claim = |index: u64, at: Duration, started: Duration, stream: bool| {
         let Some((c, e)) = cutter(at) else { return };
+        claimed.insert((stream, index));
         let running = at.saturating_sub(started).as_secs_f64();
         let g = match found.iter_mut().position(|g| std::ptr::eq(g.stop, c)) {
             Some(i) => &mut found[i],
@@ -304,7 +342,12 @@ fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
         .collect();
     for a in inp.requests {
         if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
-            claim(a.at, sent.get(&a.request).copied().unwrap_or(a.at), false);
+            claim(
+                a.request,
+                a.at,
+                sent.get(&a.request).copied().unwrap_or(a.at),
+                false,
+            );
         }
     }
     let opened: HashMap<u64, Duration> = inp
@@ -314,10 +357,15 @@ fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> Vec<GaveUp<'a>> {
         .collect();
     for a in inp.streams {
         if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
-            claim(a.at, opened.get(&a.request).copied().unwrap_or(a.at), true);
+            claim(
+                a.request,
+                a.at,
+                opened.get(&a.request).copied().unwrap_or(a.at),
+                true,
+            );
         }
     }
-    found
+    (found, claimed)
 }
 
 /// Warnings about what the drill did not see or what ended badly without failing a request: a
@@ -346,7 +394,7 @@ fn coverage(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
             continue;
         };
         let waited = k.saturating_sub(s).as_secs_f64();
-        if busy(inp, &t.pod, s, k) {
+        if busy(inp, &t.pod, k.saturating_sub(IDLE_BEFORE_KILL).max(s), k) {
             out.push(format!(
                 "pod {} was SIGKILLed {waited:.1} s after its stop signal, at its deadline: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
                 t.pod
@@ -370,17 +418,31 @@ fn coverage(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
         });
         if idle_streams > 0 {
             out.push(format!(
-                "pod {} reached SIGKILL while idle: in the {waited:.1} s from its stop signal to SIGKILL it served no request and no stream carried data, yet {idle_streams} idle streams were still open on it; a graceful stop that waits for every stream to end (gRPC GracefulStop() without a deadline) never returns: give it a deadline below terminationGracePeriodSeconds, or end idle streams on SIGTERM (GOAWAY, then close)",
-                t.pod
+                "pod {} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream carrying data, yet {} still open on it; a graceful stop that waits for every stream to end (gRPC GracefulStop() without a deadline) never returns: give it a deadline below terminationGracePeriodSeconds, or end idle streams on SIGTERM (GOAWAY, then close)",
+                t.pod,
+                counted(idle_streams, "idle stream was", "idle streams were")
             ));
         } else {
             out.push(format!(
-                "pod {} reached SIGKILL while idle: in the {waited:.1} s from its stop signal to SIGKILL it served no request and held no stream, yet it did not exit: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+                "pod {} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream open, yet it had not exited: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
                 t.pod
             ));
         }
     }
     out
+}
+
+/// A pod SIGKILLed with no request in flight and no stream data in this last stretch before the
+/// SIGKILL (or since its stop signal, if that is shorter) reached SIGKILL while idle: 1 s.
+pub const IDLE_BEFORE_KILL: Duration = Duration::from_secs(1);
+
+/// `n` and the singular or plural words: `1 request`, `2 requests`.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 /// Whether `pod` had a request in flight or a data stream carrying data between `from` and `to`.
@@ -398,7 +460,6 @@ fn busy(inp: &Inputs, pod: &str, from: Duration, to: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::RequestOutcome;
     use crate::streams::StreamOutcome;
 
     fn s(secs: f64) -> Duration {
@@ -546,11 +607,39 @@ mod tests {
             }]
         );
         assert!(
-            c[0].starts_with("pod web-1 reached SIGKILL while idle: in the 30.0 s from its stop signal to SIGKILL it served no request and no stream carried data, yet 1 idle streams were still open on it"),
+            c[0].starts_with("pod web-1 reached SIGKILL while idle: SIGKILLed 30.0 s after its stop signal with no request in flight and no stream carrying data, yet 1 idle stream was still open on it"),
             "{}",
             c[0]
         );
-        // A request in flight on the pod during that window makes it busy, not idle.
+        // A request that failed at once in the endpoint race long before the SIGKILL leaves it
+        // idle at the SIGKILL.
+        let raced = [RequestRecord {
+            index: 3,
+            intended: s(2.1),
+            sent: s(2.1),
+            done: s(2.102),
+            outcome: RequestOutcome::Http5xx,
+            status: Some(502),
+        }];
+        let raced_pods: HashMap<u64, String> = [(3, "web-1".to_string())].into();
+        let raced_inp = Inputs {
+            request_records: &raced,
+            request_pods: &raced_pods,
+            ..inp
+        };
+        assert_eq!(
+            diagnose(&raced_inp)
+                .findings
+                .reached_sigkill_while_idle
+                .len(),
+            1
+        );
+        let inp = Inputs {
+            request_records: &[],
+            request_pods: &HashMap::new(),
+            ..raced_inp
+        };
+        // A request in flight on the pod up to the SIGKILL makes it busy, not idle.
         let req = [RequestRecord {
             index: 7,
             intended: s(10.0),
@@ -573,6 +662,64 @@ mod tests {
                 "pod web-1 was SIGKILLed 30.0 s after its stop signal, at its deadline"
             ),
             "{c:?}"
+        );
+    }
+
+    /// An app that exits at its stop signal with streams open: they are cut (not a container
+    /// giving up: it did not try), and a stream opened to it during the lag is the race.
+    #[test]
+    fn streams_cut_at_the_stop_signal_and_streams_that_raced() {
+        let template = plan(30);
+        let streams = [
+            stream(0, false, 0.5, 2.01, StreamOutcome::Reset),
+            stream(1, false, 0.5, 2.01, StreamOutcome::Reset),
+            stream(2, false, 2.2, 2.2, StreamOutcome::Http5xx),
+        ];
+        let mut failed: Vec<Attribution> = (0..2).map(|i| failed_stream(i, 2.01)).collect();
+        failed.push(Attribution {
+            outcome: RequestOutcome::Http5xx,
+            ..failed_stream(2, 2.2)
+        });
+        let pods: HashMap<u64, String> = (0..3).map(|i| (i, "web-1".to_string())).collect();
+        let terminations = [PodTermination {
+            pod: "web-1".into(),
+            started: s(2.0),
+            stop_signal: Some(s(2.0)),
+            killed: None,
+        }];
+        let containers = [ContainerStop {
+            pod: "web-1".into(),
+            container: "app".into(),
+            stop_signal: Some(s(2.0)),
+            killed: None,
+            exited: Some(s(2.01)),
+            budget_seconds: 30,
+        }];
+        let inp = Inputs {
+            requests: &[],
+            streams: &failed,
+            request_records: &[],
+            request_pods: &HashMap::new(),
+            stream_records: &streams,
+            stream_pods: &pods,
+            terminations: &terminations,
+            containers: &containers,
+            endpoint_lag: s(1.0),
+            load_end: s(10.0),
+            template: &template,
+        };
+        let d = diagnose(&inp);
+        assert!(d.findings.gave_up.is_empty());
+        assert_eq!(d.advice.len(), 2, "{:?}", d.advice);
+        assert!(
+            d.advice[0].contains("): 1 stream reached pod web-1 after its stop signal"),
+            "{}",
+            d.advice[0]
+        );
+        assert!(
+            d.advice[1].starts_with("2 streams to pod web-1 were cut after its stop signal"),
+            "{}",
+            d.advice[1]
         );
     }
 

@@ -124,7 +124,8 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
     let secs = (n as u128 * BUCKET.as_millis()).div_ceil(1000);
     let step = (secs / 10).max(1);
     let mut sec = 0;
-    while sec <= secs {
+    // Labels stay within the plot (the last bucket ends at n × 100 ms).
+    while sec <= secs && sec * 10 <= n as u128 {
         let x = left + (sec * 10) as f64 * bar_w;
         let _ = write!(
             s,
@@ -185,7 +186,7 @@ pub fn html_report(
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}th{{text-align:left}}.pass{{color:#2ca02c}}.fail{{color:#d62728}}</style>
 </head><body>
 <h1>{t}</h1>
-<p>Scenario <b>{scenario}</b>, {rps} requests/s, endpoint lag {lag} s. Verdict: <b class="{verdict}">{verdict}</b> ({failed} of {requests} requests failed).</p>
+<p>Scenario <b>{scenario}</b>, {rps} requests/s, endpoint lag {lag} s. Verdict: <b class="{verdict}">{verdict}</b> ({failed} of {requests} requests{streams} failed).</p>
 <table>
 <tr><th>refused</th><td>{refused}</td><th>before stop signal</th><td>{before}</td><th>p50</th><td>{p50:.2} ms</td></tr>
 <tr><th>reset</th><td>{reset}</td><th>after stop signal</th><td>{after}</td><th>p99</th><td>{p99:.2} ms</td></tr>
@@ -201,6 +202,10 @@ pub fn html_report(
         lag = report.endpoint_lag_seconds,
         failed = report.failed,
         requests = report.requests,
+        streams = report
+            .streams
+            .map(|st| format!(" and {} of {} streams", st.failed, st.opened))
+            .unwrap_or_default(),
         refused = report.failures_by_kind.refused,
         reset = report.failures_by_kind.reset,
         timeout = report.failures_by_kind.timeout,

@@ -167,7 +167,12 @@ pub enum LoadError {
     BadPath(String),
     #[error("cannot make the latency histogram: {0}")]
     Histogram(String),
+    #[error("{0} requests is more than one run keeps records of (at most {MAX_REQUESTS}); lower the rate or the duration")]
+    TooManyRequests(u64),
 }
+
+/// The most requests one run schedules: 10,000,000 (its records take about 640 MB).
+pub const MAX_REQUESTS: u64 = 10_000_000;
 
 /// A connection's request sender.
 enum Sender {
@@ -522,7 +527,7 @@ pub fn scheduled_requests(rps: f64, duration: Duration) -> u64 {
 /// (at most the request timeout after the last is due) and returns every record.
 ///
 /// Errors: a rate that is not positive and finite, zero connections, a path that is not a valid
-/// request target.
+/// request target, more than [`MAX_REQUESTS`] requests.
 pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     if !(config.rps.is_finite() && config.rps > 0.0) {
         return Err(LoadError::BadRate(config.rps));
@@ -536,6 +541,9 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     let uri = request_uri(config.protocol, config.target, &config.path)
         .map_err(|_| LoadError::BadPath(config.path.clone()))?;
     let total = scheduled_requests(config.rps, config.duration);
+    if total > MAX_REQUESTS {
+        return Err(LoadError::TooManyRequests(total));
+    }
     let cfg = Arc::new(config);
     let schedule = Arc::new(Schedule::new(Instant::now(), cfg.rps, total));
     let mut workers = tokio::task::JoinSet::new();

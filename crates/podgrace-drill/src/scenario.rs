@@ -419,6 +419,18 @@ pub async fn run_drill(
         template,
     };
     let diagnosis = advice::diagnose(&inputs);
+    for g in &diagnosis.findings.gave_up {
+        if let Some(at) = container_stops
+            .iter()
+            .find(|c| c.pod == g.pod && c.container == g.container)
+            .and_then(|c| c.exited)
+        {
+            chart.push(ChartEvent {
+                at,
+                label: format!("{}/{}: gave up", g.pod, g.container),
+            });
+        }
+    }
     report.advice = diagnosis.advice.clone();
     report.findings = diagnosis.findings;
     let advice = diagnosis.advice;

@@ -32,6 +32,9 @@ pub enum SandboxError {
     },
     #[error("no free pod address left in {base}/24")]
     AllocateAddress { base: Ipv4Addr },
+    /// [`teardown_own`] has run: this process is exiting and makes no new sandbox.
+    #[error("podgrace is exiting: no new pod network is made")]
+    Closed,
 }
 
 /// The address range pods get their IPs from: `base` is the /24 network address.
@@ -122,10 +125,18 @@ pub fn cleanup_stale() -> Vec<String> {
 /// Removes the network namespaces and veth pairs of this process's own pods, for a process that
 /// is about to exit without tearing its sandboxes down one by one (an interrupted drill). Returns
 /// the namespaces removed. Processes still inside them die with podgrace (their death signal).
+///
+/// No sandbox is made after it: one being made meanwhile is finished first (so that it is
+/// removed too), and later [`Sandbox::create`] calls fail with [`SandboxError::Closed`].
 pub fn teardown_own() -> Vec<String> {
+    let _guard = allocation_lock().lock().unwrap_or_else(|p| p.into_inner());
+    CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
     let me = std::process::id();
     remove_namespaces(|owner| owner == me)
 }
+
+/// Set by [`teardown_own`].
+static CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Removes every podgrace namespace whose owner pid matches `remove`, with its host veth.
 fn remove_namespaces(remove: impl Fn(u32) -> bool) -> Vec<String> {
@@ -177,6 +188,11 @@ impl Sandbox {
                 net: None,
             });
         }
+        // Everything below is made under the lock, so that teardown_own sees all of it.
+        let _guard = allocation_lock().lock().unwrap_or_else(|p| p.into_inner());
+        if CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(SandboxError::Closed);
+        }
         static STALE: OnceLock<()> = OnceLock::new();
         STALE.get_or_init(|| {
             for n in cleanup_stale() {
@@ -205,7 +221,6 @@ impl Sandbox {
         }
         static FENCE: RangeFence = RangeFence::new();
         FENCE.install(config);
-        let _guard = allocation_lock().lock().unwrap_or_else(|p| p.into_inner());
         // Claim an index atomically: creating the host veth fails if another process holds it.
         let mut claimed = None;
         for n in 2u8..=254 {
@@ -287,8 +302,11 @@ impl Sandbox {
     /// Deletes the namespace and the veth pair (idempotent, errors logged).
     pub fn teardown(&mut self) {
         if let Some(net) = self.net.take() {
-            if let Err(e) = ip(&["netns", "del", &net.netns]) {
-                tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
+            // Already gone when an interrupted podgrace removed its namespaces at once.
+            if net.path.exists() {
+                if let Err(e) = ip(&["netns", "del", &net.netns]) {
+                    tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
+                }
             }
             // Normally gone with the namespace (its peer lived there).
             let _ = ip(&["link", "del", &net.host_if]);

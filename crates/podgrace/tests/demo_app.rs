@@ -186,6 +186,15 @@ fn bad_drain_seconds_and_upstream_are_bad_usage() {
             ][..],
             "it would forward to itself",
         ),
+        (
+            // The default --listen 0.0.0.0:8080 answers on loopback too.
+            &["--upstream", "127.0.0.1:8080"][..],
+            "--upstream 127.0.0.1:8080 is where the app itself listens (--listen 0.0.0.0:8080): it would forward to itself",
+        ),
+        (
+            &["--upstream", "127.0.0.1:0"][..],
+            "expected a reachable IP:PORT (not port 0, not 0.0.0.0)",
+        ),
     ] {
         let out = demo_app(args).output().expect("run");
         let err = String::from_utf8_lossy(&out.stderr);

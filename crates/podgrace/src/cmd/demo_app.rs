@@ -63,8 +63,23 @@ fn parse_drain_seconds(s: &str) -> Result<DrainSeconds, String> {
 }
 
 fn parse_upstream(s: &str) -> Result<SocketAddr, String> {
-    s.parse()
-        .map_err(|_| format!("expected IP:PORT (such as 127.0.0.1:8081), not {s:?}"))
+    let addr: SocketAddr = s
+        .parse()
+        .map_err(|_| format!("expected IP:PORT (such as 127.0.0.1:8081), not {s:?}"))?;
+    if addr.port() == 0 || addr.ip().is_unspecified() {
+        return Err(format!(
+            "expected a reachable IP:PORT (not port 0, not 0.0.0.0), not {s:?}"
+        ));
+    }
+    Ok(addr)
+}
+
+/// Whether a sidecar listening on `listen` would forward to itself at `upstream`: same port, and
+/// the same address, or a local one that an unspecified (`0.0.0.0`) listener also answers.
+fn forwards_to_itself(listen: SocketAddr, upstream: SocketAddr) -> bool {
+    listen.port() == upstream.port()
+        && (listen.ip() == upstream.ip()
+            || (listen.ip().is_unspecified() && upstream.ip().is_loopback()))
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -83,9 +98,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         fail_ready_after_sigterm: args.fail_ready_after_sigterm,
         upstream: args.upstream,
     };
-    if args.upstream == Some(args.listen) {
+    if args
+        .upstream
+        .is_some_and(|up| forwards_to_itself(args.listen, up))
+    {
         return Err(BadInput(format!(
-            "--upstream {} is the address the app listens on: it would forward to itself",
+            "--upstream {} is where the app itself listens (--listen {}): it would forward to itself",
+            args.upstream.map(|u| u.to_string()).unwrap_or_default(),
             args.listen
         ))
         .into());

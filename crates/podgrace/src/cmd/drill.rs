@@ -12,9 +12,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::KubeVersion;
+use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
 use podgrace_drill::endpoints::LagPreset;
 use podgrace_drill::html::{html_report, write_report};
-use podgrace_drill::load::Protocol;
+use podgrace_drill::load::{scheduled_requests, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
@@ -112,6 +113,9 @@ enum ProtocolArg {
     H2c,
 }
 
+/// The longest drill: 24 hours.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 /// Streams per drill: each holds a connection of its own.
 const MAX_STREAMS: usize = 1000;
 /// Connections of the request load.
@@ -149,8 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    if !(args.stream_seconds.is_finite() && args.stream_seconds > 0.0) {
-        return Err(BadInput("--stream-seconds must be a number of seconds above 0".into()).into());
+    if !(args.stream_seconds > 0.0 && args.stream_seconds <= MAX_STREAM_SECONDS) {
+        return Err(BadInput(format!(
+            "--stream-seconds must be above 0 and at most {MAX_STREAM_SECONDS} (the demo app's longest stream)"
+        ))
+        .into());
     }
     if !(0.0..=1_000_000.0).contains(&args.rps) || (args.rps == 0.0 && !with_streams) {
         return Err(BadInput(
@@ -168,8 +175,23 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         )
         .into());
     }
-    if args.duration.is_zero() {
-        return Err(BadInput("--duration must be above 0".into()).into());
+    if args.duration.is_zero() || args.duration > MAX_DURATION {
+        return Err(BadInput("--duration must be above 0 and at most 24h".into()).into());
+    }
+    let scheduled = scheduled_requests(args.rps, args.duration);
+    if scheduled > MAX_REQUESTS {
+        return Err(BadInput(format!(
+            "--rps × --duration schedules {scheduled} requests; a drill keeps records of at most {MAX_REQUESTS}"
+        ))
+        .into());
+    }
+    if args.rps > 0.0 && scheduled == 0 {
+        return Err(BadInput(format!(
+            "--rps {} for --duration {:.1} s schedules no request at all",
+            args.rps,
+            args.duration.as_secs_f64()
+        ))
+        .into());
     }
     if args.disrupt_after >= args.duration {
         return Err(BadInput(format!(
@@ -189,6 +211,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     if args.port == Some(0) {
         return Err(BadInput("--port must be 1 to 65535".into()).into());
+    }
+    if let Some(path) = &args.report {
+        // Found now, not after the whole drill has run.
+        if args.file.is_some() {
+            check_writable(path)?;
+        } else {
+            check_writable(&suffixed(path, "-without-prestop"))?;
+            check_writable(&suffixed(path, "-with-prestop"))?;
+        }
     }
     let method = hyper::Method::from_bytes(args.method.as_bytes())
         .map_err(|_| BadInput(format!("--method: not an HTTP method: {:?}", args.method)))?;
@@ -232,12 +263,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             let (plan, replicas, port) = load_template(file, &args)?;
             let cfg = config(port, args.replicas.unwrap_or(replicas));
             let outcome = runtime.block_on(drill_once(&plan, &cfg, &args, "drill"))?;
-            if let Some(path) = &args.report {
-                write_html(path, &format!("podgrace drill: {}", plan.name), &outcome)?;
-            }
             match args.output {
                 Format::Json => print_json(&outcome.report)?,
                 Format::Text => print!("{}", summary(&outcome)),
+            }
+            if let Some(path) = &args.report {
+                write_html(path, &format!("podgrace drill: {}", plan.name), &outcome)?;
             }
             Ok(if outcome.report.verdict == Verdict::Pass {
                 Outcome::Success
@@ -264,18 +295,6 @@ fn demo(
     let cfg = config(8080, args.replicas.unwrap_or(2));
     let a = runtime.block_on(drill_once(&unfixed, &cfg, args, "1/2 without preStop"))?;
     let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
-    if let Some(path) = &args.report {
-        write_html(
-            &suffixed(path, "-without-prestop"),
-            "podgrace drill demo: without preStop",
-            &a,
-        )?;
-        write_html(
-            &suffixed(path, "-with-prestop"),
-            &format!("podgrace drill demo: with a {pre_stop} s preStop sleep"),
-            &b,
-        )?;
-    }
     match args.output {
         Format::Json => {
             let mut out = std::io::stdout().lock();
@@ -293,6 +312,18 @@ fn demo(
             );
             print!("{}", side_by_side(&a.report, &b.report, pre_stop, lag));
         }
+    }
+    if let Some(path) = &args.report {
+        write_html(
+            &suffixed(path, "-without-prestop"),
+            "podgrace drill demo: without preStop",
+            &a,
+        )?;
+        write_html(
+            &suffixed(path, "-with-prestop"),
+            &format!("podgrace drill demo: with a {pre_stop} s preStop sleep"),
+            &b,
+        )?;
     }
     // The demo shows the race and its fix: it succeeds when the fixed run loses nothing.
     Ok(if b.report.verdict == Verdict::Pass {
@@ -497,6 +528,20 @@ fn write_html(path: &Path, title: &str, o: &DrillOutcome) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Fails with exit 2 when `path` cannot be written; leaves no file behind that was not there.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| BadInput(format!("cannot write the report {}: {e}", path.display())))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let stem = path
         .file_stem()
@@ -570,7 +615,7 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
         "without preStop",
         with
     );
-    let rows: [(&str, String, String); 6] = [
+    let mut rows: Vec<(&str, String, String)> = vec![
         ("requests", a.requests.to_string(), b.requests.to_string()),
         ("failed", a.failed.to_string(), b.failed.to_string()),
         (
@@ -606,6 +651,15 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
             format!("{:?}", b.verdict).to_uppercase(),
         ),
     ];
+    if a.streams.is_some() || b.streams.is_some() {
+        let failed = |r: &DrillReport| {
+            r.streams
+                .map(|s| format!("{} of {}", s.failed, s.opened))
+                .unwrap_or_default()
+        };
+        // Before the verdict.
+        rows.insert(5, ("streams failed", failed(a), failed(b)));
+    }
     for (name, x, y) in rows {
         let _ = writeln!(s, "  {name:28} {x:>18} {y:>24}");
     }
