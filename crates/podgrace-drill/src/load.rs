@@ -15,8 +15,19 @@
 //! connection and sends its requests on it one at a time (one stream at a time, so the pool still
 //! bounds concurrency), as a gRPC channel per worker would. A connection that gets a GOAWAY or
 //! closes is replaced for the next request. hyper runs the HTTP/2 connection itself in a task of
-//! its own; the worker drives the request dispatch. A request refused by a GOAWAY (sent on a
-//! connection the server had already given up) is not retried: it counts as `reset`.
+//! its own; the worker drives the request dispatch.
+//!
+//! An h2c request refused by a GOAWAY is retried once on a new connection, as gRPC and Go's
+//! HTTP/2 client do: a server that starts a graceful shutdown sends GOAWAY(last_stream_id), and a
+//! stream the client opened with a higher id was not processed, so it may safely go elsewhere
+//! (e.g. a request sent a fraction of a millisecond before the GOAWAY arrived). The case is
+//! detected precisely ([`refused_by_goaway`]): hyper says the request was canceled (never sent,
+//! the connection was closing), or the error's source is the server's GOAWAY with reason
+//! `NO_ERROR`. The worker then drops the connection and sends the same request (same index) on a
+//! new one, at most once more; the refused attempt leaves no record, the request's `sent` time
+//! and latency still count from the first attempt and its intended time, and one timeout covers
+//! both attempts. If the retry fails too, that outcome is recorded. HTTP/1.1 requests are never
+//! retried.
 //!
 //! Failure kinds ([`RequestOutcome`]): `refused` (the connect was refused, or failed otherwise),
 //! `reset` (the connection broke or closed before a full response), `timeout` (no full response
@@ -335,6 +346,26 @@ async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
     }
 }
 
+/// `true` when `e`, the error of an h2c request, says that the server did not process the
+/// request, so that it may be sent again on another connection: hyper canceled it (it was never
+/// sent: the connection was closing), or an [`h2::Error`] in its source chain is a GOAWAY the
+/// server sent with reason `NO_ERROR` (a graceful shutdown whose last stream id is below the
+/// request's, or one that had arrived before the request was sent). Any other error (a reset
+/// stream, a broken connection, a GOAWAY with an error code) is `false`.
+pub(crate) fn refused_by_goaway(e: &hyper::Error) -> bool {
+    if e.is_canceled() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h2) = s.downcast_ref::<h2::Error>() {
+            return h2.is_go_away() && h2.is_remote() && h2.reason() == Some(h2::Reason::NO_ERROR);
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Sends `req` when the connection is ready and returns the response head.
 async fn send(
     tx: &mut Sender,
@@ -394,6 +425,25 @@ struct Worker {
     host: String,
 }
 
+/// Why an attempt at a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// It failed with this outcome.
+    Outcome(RequestOutcome),
+    /// The server refused it with a GOAWAY before processing it (h2c only): it may be retried.
+    NotProcessed,
+}
+
+impl Failure {
+    /// The outcome to record: a request refused again on its retry counts as `reset`.
+    fn outcome(self) -> RequestOutcome {
+        match self {
+            Failure::Outcome(o) => o,
+            Failure::NotProcessed => RequestOutcome::Reset,
+        }
+    }
+}
+
 fn classify_io(e: &std::io::Error) -> RequestOutcome {
     use std::io::ErrorKind::*;
     match e.kind() {
@@ -450,8 +500,20 @@ impl Worker {
         self.records
     }
 
-    /// One exchange on the pooled connection (connecting first if needed).
+    /// One request: an exchange on the pooled connection, and, for h2c, once more on a new
+    /// connection if the server refused the first with a GOAWAY ([`refused_by_goaway`]).
     async fn exchange(&mut self, index: u64) -> Result<u16, RequestOutcome> {
+        match self.attempt(index).await {
+            Err(Failure::NotProcessed) => {
+                self.conn = None;
+                self.attempt(index).await.map_err(Failure::outcome)
+            }
+            r => r.map_err(Failure::outcome),
+        }
+    }
+
+    /// One exchange on the pooled connection (connecting first if needed).
+    async fn attempt(&mut self, index: u64) -> Result<u16, Failure> {
         if self.conn.as_mut().is_some_and(|c| !c.usable()) {
             self.conn = None;
         }
@@ -460,7 +522,7 @@ impl Worker {
             None => {
                 let c = Conn::connect(self.cfg.target, self.cfg.protocol)
                     .await
-                    .map_err(ConnectError::outcome)?;
+                    .map_err(|e| Failure::Outcome(e.outcome()))?;
                 self.conn.insert(c)
             }
         };
@@ -473,16 +535,21 @@ impl Worker {
         let req = req
             .header(REQUEST_ID_HEADER, index)
             .body(Empty::<Bytes>::new())
-            .map_err(|_| RequestOutcome::Refused)?;
+            .map_err(|_| Failure::Outcome(RequestOutcome::Refused))?;
+        let h2c = self.cfg.protocol == Protocol::H2c;
         let result = drive(&mut c.driver, async {
-            let resp = send(&mut c.tx, req)
-                .await
-                .map_err(|_| RequestOutcome::Reset)?;
+            let resp = send(&mut c.tx, req).await.map_err(|e| {
+                if h2c && refused_by_goaway(&e) {
+                    Failure::NotProcessed
+                } else {
+                    Failure::Outcome(RequestOutcome::Reset)
+                }
+            })?;
             let status = resp.status().as_u16();
             resp.into_body()
                 .collect()
                 .await
-                .map_err(|_| RequestOutcome::Reset)?;
+                .map_err(|_| Failure::Outcome(RequestOutcome::Reset))?;
             Ok(status)
         })
         .await;

@@ -215,11 +215,13 @@ pub struct StreamSummary {
     pub opened: u64,
     /// Data streams that ended cleanly.
     pub completed: u64,
-    /// Data streams that failed.
+    /// Data streams that failed (rejected ones included: a status neither 2xx nor 5xx, which
+    /// has no kind in `failures_by_kind`).
     pub failed: u64,
     /// Streams still open when the drill ended (not failures).
     pub unfinished: u64,
-    /// Idle streams cut by the server (reset).
+    /// Idle streams cut by the server (reset; a rejected idle stream was never open and is not
+    /// counted here).
     pub idle_cut: u64,
     /// Failed data streams by kind (`timeout` is always 0: streams have no timeout).
     pub failures_by_kind: FailuresByKind,
@@ -235,17 +237,20 @@ impl StreamSummary {
             failures_by_phase: FailuresByPhase::count(attributions),
             ..Default::default()
         };
+        let mut rejected = 0;
         for r in records {
             match (r.outcome, r.idle) {
                 (StreamOutcome::Unfinished, _) => s.unfinished += 1,
                 (StreamOutcome::Completed, _) => s.completed += 1,
+                (StreamOutcome::Rejected, true) => {}
+                (StreamOutcome::Rejected, false) => rejected += 1,
                 (_, true) => s.idle_cut += 1,
                 (StreamOutcome::Refused, false) => s.failures_by_kind.refused += 1,
                 (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
                 (StreamOutcome::Http5xx, false) => s.failures_by_kind.http5xx += 1,
             }
         }
-        s.failed = s.failures_by_kind.total();
+        s.failed = s.failures_by_kind.total() + rejected;
         s
     }
 }
@@ -276,6 +281,8 @@ pub fn attribute_streams(
             let outcome = match r.outcome {
                 StreamOutcome::Refused => RequestOutcome::Refused,
                 StreamOutcome::Http5xx => RequestOutcome::Http5xx,
+                // A rejected stream (neither 2xx nor 5xx) has no request kind of its own: the
+                // client ended it, so it counts with the resets here.
                 _ => RequestOutcome::Reset,
             };
             attributed(r.index, outcome, pod, r.done, pods)

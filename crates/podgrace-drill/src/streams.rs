@@ -13,14 +13,26 @@
 //! [`REQUEST_ID_HEADER`](crate::load::REQUEST_ID_HEADER), so that the proxy's records can be
 //! joined with these. When a stream ends, the slot opens the next one at once: on the same
 //! connection if it is still usable, else on a new one (after a GOAWAY or a close, as a gRPC
-//! channel reconnects). After a failure the slot waits 100 ms first, so that a dead endpoint does
-//! not make it spin. There are no timeouts: idle streams are meant to stay open.
+//! channel reconnects). After a failure (a rejected stream included) the slot waits
+//! [`RETRY_DELAY`] (100 ms) first, so that a dead endpoint, or a server that rejects every
+//! stream, does not make it spin. There are no timeouts: idle streams are meant to stay open.
 //!
-//! How a stream ended ([`StreamOutcome`]): `completed` (the body ended cleanly), `refused` (the
-//! connection could not be made), `reset` (the stream or its connection broke before the end of
-//! the body, or the HTTP/2 handshake failed), `http5xx` (a 5xx status: recorded, and the stream is
-//! ended by the client), `unfinished` (still open, or still connecting, when [`Streams::stop`]
-//! cancelled it).
+//! A stream refused by a GOAWAY is opened again on a new connection, as gRPC and Go's HTTP/2
+//! client do: a server that starts a graceful shutdown sends GOAWAY(last_stream_id), and a stream
+//! the client opened with a higher id was not processed and may safely go elsewhere (e.g. a stream
+//! re-opened on a connection a fraction of a millisecond before its GOAWAY arrived). The case is
+//! detected precisely (hyper canceled the request before sending it, or the error's source is the
+//! server's GOAWAY with reason `NO_ERROR`, see [`load`](crate::load)); the slot then drops the
+//! connection and sends the same stream (same index) on a new one, at most once more. The refused
+//! attempt leaves no record; the stream's `opened` time stays that of the first attempt. If the
+//! second attempt fails too, that outcome is recorded.
+//!
+//! How a stream ended ([`StreamOutcome`]): `completed` (a 2xx status, and the body ended
+//! cleanly), `refused` (the connection could not be made), `reset` (the stream or its connection
+//! broke before the end of the body, or the HTTP/2 handshake failed), `http5xx` (a 5xx status:
+//! recorded, and the stream is ended by the client), `rejected` (any other status, e.g. 400 or
+//! 404: the server does not serve this stream; recorded, and the stream is ended by the client),
+//! `unfinished` (still open, or still connecting, when [`Streams::stop`] cancelled it).
 
 use crate::load::{self, Conn, ConnectError, Protocol, REQUEST_ID_HEADER};
 use bytes::Bytes;
@@ -72,7 +84,7 @@ impl StreamConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StreamOutcome {
-    /// The response body ended cleanly (end of stream), with a status below 500.
+    /// The response body ended cleanly (end of stream), with a 2xx status.
     Completed,
     /// The connection could not be made (refused or otherwise failed).
     Refused,
@@ -81,16 +93,24 @@ pub enum StreamOutcome {
     Reset,
     /// A 5xx response (the client then ends the stream).
     Http5xx,
+    /// A response with a status that is neither 2xx nor 5xx (a 4xx such as 400 for a bad query or
+    /// 404 for an app without the path, or a 1xx/3xx): the server does not serve this stream (the
+    /// client then ends it).
+    Rejected,
     /// Still open (or still connecting) when [`Streams::stop`] cancelled it.
     Unfinished,
 }
 
 impl StreamOutcome {
-    /// `true` for `refused`, `reset` and `http5xx`; `completed` and `unfinished` are not failures.
+    /// `true` for `refused`, `reset`, `http5xx` and `rejected`; `completed` and `unfinished` are
+    /// not failures.
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            StreamOutcome::Refused | StreamOutcome::Reset | StreamOutcome::Http5xx
+            StreamOutcome::Refused
+                | StreamOutcome::Reset
+                | StreamOutcome::Http5xx
+                | StreamOutcome::Rejected
         )
     }
 }
@@ -107,7 +127,7 @@ pub struct StreamRecord {
     /// `true` for an idle stream (no `seconds`).
     pub idle: bool,
     /// When the stream was opened: its request sent, or, when the slot needed a new connection,
-    /// the connect started.
+    /// the connect started (for a stream sent again after a GOAWAY refused it: its first attempt).
     pub opened: Duration,
     /// When the last body chunk (HTTP/2 DATA frame) arrived; `None` if none did.
     pub last_data: Option<Duration>,
@@ -272,37 +292,52 @@ impl Slot {
         self.records
     }
 
-    /// One stream, on the slot's connection if it is still usable, else on a new one. Fills in
-    /// the opening time, status, chunks and last data time of `rec` as they happen (so that a
-    /// cancelled stream keeps them), and returns how the stream ended.
+    /// One stream, on the slot's connection if it is still usable, else on a new one; once more on
+    /// a new connection if a GOAWAY refused it ([`load::refused_by_goaway`]). Fills in the status,
+    /// chunks and last data time of `rec` as they happen (so that a cancelled stream keeps them),
+    /// and returns how the stream ended.
     async fn stream(&mut self, rec: &mut StreamRecord) -> StreamOutcome {
-        if !self.conn.as_mut().is_some_and(Conn::usable) {
-            self.conn = None;
-            match Conn::connect(self.shared.target, Protocol::H2c).await {
-                Ok(c) => self.conn = Some(c),
-                Err(ConnectError::Connect(_)) => return StreamOutcome::Refused,
-                Err(ConnectError::Handshake) => return StreamOutcome::Reset,
+        let mut retried = false;
+        let resp = loop {
+            if !self.conn.as_mut().is_some_and(Conn::usable) {
+                self.conn = None;
+                match Conn::connect(self.shared.target, Protocol::H2c).await {
+                    Ok(c) => self.conn = Some(c),
+                    Err(ConnectError::Connect(_)) => return StreamOutcome::Refused,
+                    Err(ConnectError::Handshake) => return StreamOutcome::Reset,
+                }
             }
-        }
+            let Some(c) = self.conn.as_mut() else {
+                return StreamOutcome::Refused;
+            };
+            let Ok(req) = Request::get(self.uri.clone())
+                .header(REQUEST_ID_HEADER, rec.index)
+                .body(Empty::<Bytes>::new())
+            else {
+                return StreamOutcome::Refused;
+            };
+            match c.request(req).await {
+                Ok(resp) => break resp,
+                Err(e) if !retried && load::refused_by_goaway(&e) => {
+                    // Not processed by the server: send it again on a new connection.
+                    self.conn = None;
+                    retried = true;
+                }
+                Err(_) => return StreamOutcome::Reset,
+            }
+        };
         let epoch = self.shared.epoch;
         let Some(c) = self.conn.as_mut() else {
-            return StreamOutcome::Refused;
+            return StreamOutcome::Reset;
         };
-        let Ok(req) = Request::get(self.uri.clone())
-            .header(REQUEST_ID_HEADER, rec.index)
-            .body(Empty::<Bytes>::new())
-        else {
-            return StreamOutcome::Refused;
-        };
-        let resp = match c.request(req).await {
-            Ok(resp) => resp,
-            Err(_) => return StreamOutcome::Reset,
-        };
-        let status = resp.status().as_u16();
-        rec.status = Some(status);
-        if status >= 500 {
-            // Dropping the body resets the stream (RST_STREAM CANCEL).
+        let status = resp.status();
+        rec.status = Some(status.as_u16());
+        // Dropping the body of a stream the client ends resets it (RST_STREAM CANCEL).
+        if status.is_server_error() {
             return StreamOutcome::Http5xx;
+        }
+        if !status.is_success() {
+            return StreamOutcome::Rejected;
         }
         let mut body = resp.into_body();
         loop {

@@ -192,6 +192,37 @@ async fn an_h2c_connection_that_gets_goaway_is_replaced_for_the_next_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_request_refused_by_a_goaway_is_sent_again_on_a_new_connection() {
+    // Each connection serves 5 requests; 20 ms after the 5th response the server sends GOAWAY
+    // with the 5th stream's id. At 200 requests/s on 2 connections each worker sends its next
+    // request (10 ms later) on the connection meanwhile: the GOAWAY refuses it (the server never
+    // read it), and it goes again on a new connection. 40 GOAWAYs, no failure, one record per
+    // request.
+    let server = H2cServer::start_refusing(5).await;
+    let r = load::run(h2c_load(server.addr, 200.0, 2))
+        .await
+        .expect("load");
+    assert_all_ok(&r.records, 200);
+    assert!(
+        (40..=44).contains(&server.connections()),
+        "{} connections for 200 requests at 5 per connection",
+        server.connections()
+    );
+    // The refused requests (the one after every 5th but the last) waited for their GOAWAY, 10 ms
+    // after they were due: their latency, from the intended time, covers it; the others take
+    // about 1 ms.
+    let waited = r
+        .records
+        .iter()
+        .filter(|x| x.latency() >= Duration::from_millis(10))
+        .count();
+    assert!(
+        (30..=41).contains(&waited),
+        "{waited} requests waited 10 ms or more"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_load_through_the_proxy_carries_the_request_indices() {
     let server = H2cServer::start().await;
     let (_endpoints, p) = common::h2c_proxy_to(server.addr).await;

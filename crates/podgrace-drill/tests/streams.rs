@@ -166,6 +166,90 @@ async fn a_5xx_is_recorded_and_retried_on_the_same_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_refused_by_a_goaway_is_sent_again_on_a_new_connection() {
+    // Each connection serves one stream; 20 ms after it ended the server sends GOAWAY with that
+    // stream's id. Each slot has re-opened its next stream on the connection meanwhile: the
+    // GOAWAY refuses it, and it goes again on a new connection, with no record of the refusal.
+    let server = H2cServer::start_refusing(1).await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.data_streams = 2;
+    cfg.stream_seconds = 0.2;
+    let (records, _) = hold(cfg, Duration::from_millis(1_300)).await;
+
+    assert!(
+        records.iter().all(|r| !r.outcome.is_failure()),
+        "{records:#?}"
+    );
+    let completed = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Completed)
+        .count();
+    let unfinished = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Unfinished)
+        .count();
+    // No phantom records: one per stream, numbered without gaps.
+    assert_eq!(records.len(), completed + unfinished);
+    assert_eq!(unfinished, 2, "{records:#?}");
+    let indices: Vec<u64> = records.iter().map(|r| r.index).collect();
+    assert_eq!(indices, (0..records.len() as u64).collect::<Vec<_>>());
+    // About 1.3 s / (0.2 s + 20 ms) streams per slot.
+    assert!((8..=12).contains(&completed), "{records:#?}");
+    for slot in 0..2 {
+        let mine = of_slot(&records, slot);
+        for (k, r) in mine.iter().enumerate() {
+            if r.outcome != StreamOutcome::Completed {
+                continue;
+            }
+            assert_eq!((r.status, r.chunks), (Some(200), 2), "{r:?}");
+            let long = ms(r.done - r.opened);
+            if k == 0 {
+                assert!((195.0..215.0).contains(&long), "{long} ms: {r:?}");
+            } else {
+                // Refused first: it waited for the GOAWAY (20 ms), then ran its 200 ms.
+                assert!((218.0..300.0).contains(&long), "{long} ms: {r:?}");
+            }
+        }
+    }
+    // One connection per stream served, plus the ones the open streams were on.
+    assert!(
+        server.connections() >= completed,
+        "{} connections for {completed} streams",
+        server.connections()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_stream_is_a_failure_and_retried_every_100_ms() {
+    let server = H2cServer::start().await;
+    let mut cfg = StreamConfig::new(server.addr);
+    cfg.data_streams = 1;
+    cfg.stream_seconds = 1.0;
+    cfg.path = "/stream-rejected".into();
+    let (records, _) = hold(cfg, Duration::from_millis(1_050)).await;
+    let rejected: Vec<&StreamRecord> = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Rejected)
+        .collect();
+    // One every 100 ms (plus the exchange itself), not a tight loop.
+    assert!((9..=11).contains(&rejected.len()), "{records:#?}");
+    assert_eq!(records.len(), rejected.len(), "{records:#?}");
+    for r in &rejected {
+        assert!(r.outcome.is_failure());
+        assert_eq!(
+            (r.status, r.chunks, r.last_data),
+            (Some(400), 0, None),
+            "{r:?}"
+        );
+    }
+    for pair in rejected.windows(2) {
+        let gap = ms(pair[1].opened - pair[0].opened);
+        assert!((100.0..150.0).contains(&gap), "{gap} ms between attempts");
+    }
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_records_carry_the_stream_indices() {
     let server = H2cServer::start().await;
     let (_endpoints, p) = common::h2c_proxy_to(server.addr).await;

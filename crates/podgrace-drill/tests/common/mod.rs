@@ -3,7 +3,11 @@
 //!   of the stream;
 //! * `GET /stream`: 200 (headers), then nothing, ever (an idle stream);
 //! * `GET /unavailable`: 503, empty body;
+//! * `GET /stream-rejected` (with or without a query): 400, empty body;
 //! * anything else: 200, empty body.
+//!
+//! [`H2cServer::start_refusing`] serves the same answers on the h2 crate's server directly, to
+//! send a GOAWAY whose last stream id is below a stream the client has already opened.
 
 #![allow(dead_code)] // each test crate uses a part of it
 
@@ -16,7 +20,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -70,24 +74,31 @@ impl Body for Ticks {
     }
 }
 
-fn answer(req: &Request<Incoming>) -> Response<Ticks> {
-    let seconds = req.uri().query().and_then(|q| {
+/// The status of the answer to `uri` and its body: `Some(n)` chunks, one every
+/// [`CHUNK_EVERY`], then the end; `None`: no chunk and no end.
+fn plan(uri: &hyper::Uri) -> (StatusCode, Option<u64>) {
+    let seconds = uri.query().and_then(|q| {
         q.split('&')
             .find_map(|kv| kv.strip_prefix("seconds="))
             .and_then(|v| v.parse::<f64>().ok())
     });
-    let (status, body) = match req.uri().path() {
+    match uri.path() {
         "/stream" => match seconds {
             Some(s) => (
                 StatusCode::OK,
-                Ticks::new(Some((s / CHUNK_EVERY.as_secs_f64()).round() as u64)),
+                Some((s / CHUNK_EVERY.as_secs_f64()).round() as u64),
             ),
-            None => (StatusCode::OK, Ticks::new(None)),
+            None => (StatusCode::OK, None),
         },
-        "/unavailable" => (StatusCode::SERVICE_UNAVAILABLE, Ticks::new(Some(0))),
-        _ => (StatusCode::OK, Ticks::new(Some(0))),
-    };
-    let mut r = Response::new(body);
+        "/unavailable" => (StatusCode::SERVICE_UNAVAILABLE, Some(0)),
+        "/stream-rejected" => (StatusCode::BAD_REQUEST, Some(0)),
+        _ => (StatusCode::OK, Some(0)),
+    }
+}
+
+fn answer(req: &Request<Incoming>) -> Response<Ticks> {
+    let (status, left) = plan(req.uri());
+    let mut r = Response::new(Ticks::new(left));
     *r.status_mut() = status;
     r
 }
@@ -132,6 +143,37 @@ impl H2cServer {
         Self::start_with(None).await
     }
 
+    /// Serves on a free loopback port with the h2 crate's server. On each connection, once the
+    /// `after`-th request has arrived the server reads nothing more; [`GOAWAY_DELAY`] after that
+    /// request's response ended it sends GOAWAY(last_stream_id = that request's stream,
+    /// `NO_ERROR`) and closes the connection. A request the client opened on the connection in the
+    /// meantime (it is free to: the GOAWAY has not come yet) has a higher stream id: the server did
+    /// not process it, and the GOAWAY refuses it.
+    pub async fn start_refusing(after: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&connections);
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        count.fetch_add(1, Ordering::SeqCst);
+                        conns.spawn(serve_refusing(stream, after));
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        H2cServer {
+            addr,
+            connections,
+            task,
+        }
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
@@ -172,6 +214,128 @@ async fn serve(stream: tokio::net::TcpStream, goaway_after: Option<usize>) {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+}
+
+/// How long [`H2cServer::start_refusing`] waits after the last response on a connection before
+/// its GOAWAY: long enough for the client to open the next stream on the connection.
+pub const GOAWAY_DELAY: Duration = Duration::from_millis(20);
+
+/// A socket whose reads can be held: once `held` is set, reads stay pending (and are never woken).
+struct Holdable {
+    inner: tokio::net::TcpStream,
+    held: Arc<AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for Holdable {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.held.load(Ordering::SeqCst) {
+            return Poll::Pending;
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Holdable {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+async fn serve_refusing(stream: tokio::net::TcpStream, after: usize) {
+    // No Nagle delay for the GOAWAY, a small write right after the last response.
+    let _ = stream.set_nodelay(true);
+    let held = Arc::new(AtomicBool::new(false));
+    let io = Holdable {
+        inner: stream,
+        held: Arc::clone(&held),
+    };
+    let Ok(mut conn) = h2::server::handshake(io).await else {
+        return;
+    };
+    let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut served = 0;
+    let goaway = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(goaway);
+    let mut armed = false;
+    loop {
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Some(Ok((req, respond))) => {
+                    served += 1;
+                    let last = served == after;
+                    if last {
+                        // Nothing the client sends from now on is read: no stream after this one
+                        // is processed.
+                        held.store(true, Ordering::SeqCst);
+                    }
+                    tokio::spawn(respond_h2(req, respond, last.then(|| ended_tx.clone())));
+                }
+                _ => return,
+            },
+            Some(()) = ended_rx.recv() => {
+                goaway.as_mut().reset(Instant::now() + GOAWAY_DELAY);
+                armed = true;
+            }
+            () = goaway.as_mut(), if armed => {
+                armed = false;
+                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+            }
+        }
+    }
+}
+
+/// Answers one request on the h2 crate's server as [`answer`] does; then tells `ended`, if any.
+async fn respond_h2(
+    req: Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    ended: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+) {
+    let (status, left) = plan(req.uri());
+    let mut head = Response::new(());
+    *head.status_mut() = status;
+    match left {
+        Some(0) => {
+            let _ = respond.send_response(head, true);
+        }
+        Some(n) => {
+            let Ok(mut body) = respond.send_response(head, false) else {
+                return;
+            };
+            for k in 1..=n {
+                tokio::time::sleep(CHUNK_EVERY).await;
+                if body
+                    .send_data(Bytes::from_static(b"tick\n"), k == n)
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        None => {
+            let _body = respond.send_response(head, false);
+            std::future::pending::<()>().await;
+        }
+    }
+    if let Some(tx) = ended {
+        let _ = tx.send(());
     }
 }
 
