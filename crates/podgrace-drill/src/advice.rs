@@ -20,7 +20,7 @@ use podgrace_core::plan::PodPlan;
 
 use crate::load::{RequestOutcome, RequestRecord};
 use crate::report::{Attribution, Phase, PodTermination};
-use crate::streams::StreamRecord;
+use crate::streams::{StreamOutcome, StreamRecord};
 
 /// One container's stop, in times since the drill's epoch (measured by the runtime).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,9 +198,11 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
         let cut = streams(Phase::AfterStopSignal, true);
         if cut > 0 {
             out.push(format!(
-                "{} to pod {} were cut after its stop signal: the app stopped with them open; on SIGTERM let it finish open streams and tell clients to move on (HTTP/2 GOAWAY), with a deadline below terminationGracePeriodSeconds ({tgps} s) − preStop",
+                "{} to pod {} {} cut after its stop signal: the app stopped with {} open; on SIGTERM let it finish open streams and tell clients to move on (HTTP/2 GOAWAY), with a deadline below terminationGracePeriodSeconds ({tgps} s) − preStop",
                 counted(cut, "stream", "streams"),
-                t.pod
+                t.pod,
+                if cut == 1 { "was" } else { "were" },
+                if cut == 1 { "it" } else { "them" },
             ));
         }
         let after_kill = both(Phase::AfterKill);
@@ -217,6 +219,37 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
                 t.pod
             ));
         }
+    }
+    let served = inp
+        .stream_records
+        .iter()
+        .filter(|r| r.chunks > 0 || r.status.is_some_and(|s| (200..300).contains(&s)))
+        .count();
+    if served == 0 && !inp.streams.is_empty() {
+        out.insert(
+            0,
+            format!(
+                "no stream was served at all ({} failed): the pods must answer GET /stream?seconds=S over cleartext HTTP/2 (h2c, prior knowledge), as the demo app does",
+                counted(inp.streams.len(), "stream", "streams")
+            ),
+        );
+    }
+    let rejected = inp
+        .stream_records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::Rejected)
+        .count();
+    if rejected > 0 {
+        let status = inp
+            .stream_records
+            .iter()
+            .find(|r| r.outcome == StreamOutcome::Rejected)
+            .and_then(|r| r.status)
+            .map_or(String::new(), |s| format!(" (HTTP {s})"));
+        out.push(format!(
+            "{} rejected{status}: the pods do not serve GET /stream?seconds=S (the demo app does); --streams and --idle-streams need such an endpoint",
+            counted(rejected, "stream was", "streams were")
+        ));
     }
     let unrouted = work(
         inp.requests.iter().filter(|a| a.pod.is_none()).count(),
@@ -460,7 +493,6 @@ fn busy(inp: &Inputs, pod: &str, from: Duration, to: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::streams::StreamOutcome;
 
     fn s(secs: f64) -> Duration {
         Duration::from_secs_f64(secs)

@@ -221,13 +221,14 @@ pub fn html_report(
     if let Some(st) = &report.streams {
         let _ = write!(
             h,
-            "\n<h2>Streams</h2>\n<p>{} opened: {} completed, {} failed (refused {}, reset {}, HTTP 5xx {}), {} still open at the end, {} idle streams cut.</p>\n",
+            "\n<h2>Streams</h2>\n<p>{} opened: {} completed, {} failed (refused {}, reset {}, HTTP 5xx {}, rejected {}), {} still open at the end, {} idle streams cut.</p>\n",
             st.opened,
             st.completed,
             st.failed,
             st.failures_by_kind.refused,
             st.failures_by_kind.reset,
             st.failures_by_kind.http5xx,
+            st.rejected,
             st.unfinished,
             st.idle_cut
         );

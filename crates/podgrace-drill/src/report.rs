@@ -215,9 +215,11 @@ pub struct StreamSummary {
     pub opened: u64,
     /// Data streams that ended cleanly.
     pub completed: u64,
-    /// Data streams that failed (rejected ones included: a status neither 2xx nor 5xx, which
-    /// has no kind in `failures_by_kind`).
+    /// Streams that failed: data streams by `failures_by_kind`, plus every `rejected` one.
     pub failed: u64,
+    /// Streams (data or idle) answered with a status neither 2xx nor 5xx: the pods do not serve
+    /// them (a 404 from an app without `/stream`). Failures.
+    pub rejected: u64,
     /// Streams still open when the drill ended (not failures).
     pub unfinished: u64,
     /// Idle streams cut by the server (reset; a rejected idle stream was never open and is not
@@ -225,7 +227,7 @@ pub struct StreamSummary {
     pub idle_cut: u64,
     /// Failed data streams by kind (`timeout` is always 0: streams have no timeout).
     pub failures_by_kind: FailuresByKind,
-    /// Failed data streams by the phase of their pod when they failed.
+    /// Failed data streams by the phase of their pod when they failed (rejected ones left out).
     pub failures_by_phase: FailuresByPhase,
 }
 
@@ -237,36 +239,36 @@ impl StreamSummary {
             failures_by_phase: FailuresByPhase::count(attributions),
             ..Default::default()
         };
-        let mut rejected = 0;
         for r in records {
             match (r.outcome, r.idle) {
                 (StreamOutcome::Unfinished, _) => s.unfinished += 1,
                 (StreamOutcome::Completed, _) => s.completed += 1,
-                (StreamOutcome::Rejected, true) => {}
-                (StreamOutcome::Rejected, false) => rejected += 1,
+                (StreamOutcome::Rejected, _) => s.rejected += 1,
                 (_, true) => s.idle_cut += 1,
                 (StreamOutcome::Refused, false) => s.failures_by_kind.refused += 1,
                 (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
                 (StreamOutcome::Http5xx, false) => s.failures_by_kind.http5xx += 1,
             }
         }
-        s.failed = s.failures_by_kind.total() + rejected;
+        s.failed = s.failures_by_kind.total() + s.rejected;
         s
     }
 }
 
-/// `true` for a data stream that did not end cleanly (an idle stream never fails; one still open
-/// at the end has not failed).
+/// `true` for a data stream that did not end cleanly, and for any stream the pods rejected (an
+/// idle stream otherwise never fails: no work was on it; one still open at the end has not
+/// failed).
 pub fn stream_failed(r: &StreamRecord) -> bool {
-    !r.idle
-        && !matches!(
-            r.outcome,
-            StreamOutcome::Completed | StreamOutcome::Unfinished
-        )
+    match r.outcome {
+        StreamOutcome::Completed | StreamOutcome::Unfinished => false,
+        StreamOutcome::Rejected => true,
+        _ => !r.idle,
+    }
 }
 
 /// Attributes every failed data stream to its pod (the stream proxy's record with the same
-/// index) and to that pod's phase when the client saw the stream fail.
+/// index) and to that pod's phase when the client saw the stream fail. Rejected streams are left
+/// out: the pods never served them, whatever their phase.
 pub fn attribute_streams(
     streams: &[StreamRecord],
     proxy: &[ProxyRecord],
@@ -275,14 +277,12 @@ pub fn attribute_streams(
     let by_stream = by_index(proxy);
     streams
         .iter()
-        .filter(|r| stream_failed(r))
+        .filter(|r| stream_failed(r) && r.outcome != StreamOutcome::Rejected)
         .map(|r| {
             let pod = by_stream.get(&r.index).and_then(|p| p.pod.clone());
             let outcome = match r.outcome {
                 StreamOutcome::Refused => RequestOutcome::Refused,
                 StreamOutcome::Http5xx => RequestOutcome::Http5xx,
-                // A rejected stream (neither 2xx nor 5xx) has no request kind of its own: the
-                // client ended it, so it counts with the resets here.
                 _ => RequestOutcome::Reset,
             };
             attributed(r.index, outcome, pod, r.done, pods)

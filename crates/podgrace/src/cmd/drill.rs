@@ -585,8 +585,8 @@ fn summary(o: &DrillOutcome) -> String {
         let k = &st.failures_by_kind;
         let _ = writeln!(
             s,
-            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}), still open at the end {}, idle streams cut {}",
-            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.unfinished, st.idle_cut
+            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
+            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
         );
     }
     let _ = writeln!(
