@@ -350,8 +350,10 @@ async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
 /// request, so that it may be sent again on another connection: hyper canceled it (it was never
 /// sent: the connection was closing), or an [`h2::Error`] in its source chain is a GOAWAY the
 /// server sent with reason `NO_ERROR` (a graceful shutdown whose last stream id is below the
-/// request's, or one that had arrived before the request was sent). Any other error (a reset
-/// stream, a broken connection, a GOAWAY with an error code) is `false`.
+/// request's, or one that had arrived before the request was sent), or a stream reset by the
+/// server with `REFUSED_STREAM` (RFC 9113 §8.7: not processed; the proxy sends it for a stream its
+/// pod refused). Any other error (another reset, a broken connection, a GOAWAY with an error
+/// code) is `false`.
 pub(crate) fn refused_by_goaway(e: &hyper::Error) -> bool {
     if e.is_canceled() {
         return true;
@@ -359,7 +361,12 @@ pub(crate) fn refused_by_goaway(e: &hyper::Error) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(h2) = s.downcast_ref::<h2::Error>() {
-            return h2.is_go_away() && h2.is_remote() && h2.reason() == Some(h2::Reason::NO_ERROR);
+            return h2.is_remote()
+                && match h2.reason() {
+                    Some(h2::Reason::NO_ERROR) => h2.is_go_away(),
+                    Some(h2::Reason::REFUSED_STREAM) => h2.is_reset(),
+                    _ => false,
+                };
         }
         source = s.source();
     }

@@ -342,3 +342,67 @@ async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
         demoapp::DemoExit::Drained
     );
 }
+
+/// A pod that drains with a stream still open sends GOAWAY at once; the proxy passes it on to
+/// the client at once too (as the bytes would pass through kube-proxy), not only when the pod
+/// finally closes: a new stream the client opens on that connection meanwhile would otherwise
+/// reach a pod that no longer takes any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_passes_the_goaway_on_while_a_stream_is_still_open() {
+    let a = backend(DemoConfig {
+        on_sigterm: demoapp::OnSigterm::Drain,
+        ..DemoConfig::default()
+    })
+    .await;
+    let h = EndpointsHandle::new(Duration::ZERO);
+    h.publish_now(vec![Endpoint::ready("a", a.addr)]);
+    let p = Proxy::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        ProxyConfig::new(Mode::H2c),
+        h.view(),
+    )
+    .await
+    .expect("proxy");
+    let s = TcpStream::connect(p.local_addr()).await.expect("connect");
+    let (mut tx, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = Request::get("http://svc/stream?seconds=2")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let resp = tx.send_request(req).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    let body = tokio::spawn(async move { resp.into_body().collect().await.map(|b| b.to_bytes()) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = tokio::time::Instant::now();
+    a.sigterm.send(()).expect("sigterm");
+    // Within half a second the client's connection takes no new stream.
+    let refused = loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let req = Request::get("http://svc/")
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let probe = async {
+            tx.ready().await?;
+            tx.send_request(req).await
+        };
+        match probe.await {
+            Err(_) => break t.elapsed(),
+            Ok(r) => {
+                assert_eq!(
+                    r.status(),
+                    200,
+                    "a new stream reached the draining pod {:?} after SIGTERM",
+                    t.elapsed()
+                );
+                assert!(t.elapsed() < Duration::from_millis(500), "still open");
+            }
+        }
+    };
+    assert!(refused < Duration::from_millis(500), "{refused:?}");
+    // The open stream itself finishes.
+    let body = body.await.expect("join").expect("the stream ends cleanly");
+    assert!(body.starts_with(b"tick 0\n"));
+}

@@ -238,19 +238,43 @@ pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
         let _ = conn.await;
         c.notify_one();
     });
+    // Notified when the pod refused a stream after its GOAWAY.
+    let refused = Arc::new(Notify::new());
+    let refused2 = Arc::clone(&refused);
     let s2 = Arc::clone(&s);
     let svc = service_fn(move |req: Request<Incoming>| {
         let mut tx = sender.clone();
         let s = Arc::clone(&s2);
         let ep = Arc::clone(&ep);
         let rid = request_id(&req);
+        let refused = Arc::clone(&refused2);
         async move {
             let start = s.now();
             let result = match tx.ready().await {
-                Ok(()) => tx.send_request(req).await.ok(),
-                Err(_) => None,
+                Ok(()) => tx.send_request(req).await,
+                Err(e) => Err(e),
             };
-            Ok::<_, Infallible>(respond(&s, id, rid, start, &ep, result, false))
+            let answer: Result<Response<Body>, h2::Error> = match result {
+                Err(e) if crate::load::refused_by_goaway(&e) => {
+                    // The pod had sent GOAWAY and did not take this stream. Through kube-proxy
+                    // the client would have seen that GOAWAY itself and opened the stream
+                    // elsewhere: refuse it as not processed (RST_STREAM REFUSED_STREAM, which
+                    // clients retry) and pass the GOAWAY on.
+                    s.record(RawRecord {
+                        connection: id,
+                        request: rid,
+                        start,
+                        end: s.now(),
+                        ep: Some(Arc::clone(&ep)),
+                        outcome: ProxyOutcome::RefusedStream,
+                        status: None,
+                    });
+                    refused.notify_one();
+                    Err(h2::Error::from(h2::Reason::REFUSED_STREAM))
+                }
+                r => Ok(respond(&s, id, rid, start, &ep, r.ok(), false)),
+            };
+            answer
         }
     });
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
@@ -258,7 +282,7 @@ pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => {}
-        _ = closed.notified() => {
+        _ = async { tokio::select! { _ = closed.notified() => {}, _ = refused.notified() => {} } } => {
             // The pod's GOAWAY or close: pass a GOAWAY on to the client.
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;

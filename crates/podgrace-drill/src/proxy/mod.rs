@@ -14,6 +14,10 @@
 //!   has left the view. When the pod closes that upstream connection (exit, drain with
 //!   `Connection: close`, HTTP/2 GOAWAY), the proxy closes the client connection the same way
 //!   (graceful when idle), as the client would see the pod's FIN through DNAT.
+//! * **A pod's HTTP/2 GOAWAY reaches the client as it would through kube-proxy**: the proxy
+//!   passes it on when the pod closes the connection, and a stream the client opens in between
+//!   (one the pod refuses) is reset with `REFUSED_STREAM` (not processed; clients send it again on
+//!   a new connection) while the GOAWAY is passed on at once ([`ProxyOutcome::RefusedStream`]).
 //! * **Per-request balancing, as an L7 ingress does** ([`Balancing::PerRequest`], HTTP/1.1 mode):
 //!   each request picks a current endpoint and reuses an upstream keep-alive pool per endpoint,
 //!   like ingress-nginx or an ALB in IP mode. With keep-alive clients this is the mode in which the
@@ -114,6 +118,10 @@ pub enum ProxyOutcome {
     ConnectFailed,
     /// The upstream connection broke or closed during the request (502; TCP: reset).
     UpstreamReset,
+    /// h2c: the pod had sent GOAWAY and did not take the stream; the client's stream is reset
+    /// with `REFUSED_STREAM` (not processed, so clients send it again elsewhere) and the GOAWAY
+    /// is passed on, as the client would have seen it through kube-proxy.
+    RefusedStream,
 }
 
 impl ProxyOutcome {
