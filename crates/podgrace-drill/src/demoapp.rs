@@ -272,9 +272,16 @@ enum StreamSpec {
 /// Parses the query of `/stream`; the error is the 400 message.
 fn parse_stream_query(query: Option<&str>) -> Result<StreamSpec, String> {
     let (mut seconds, mut interval_ms) = (None, None);
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .map(|d| d.into_owned())
+            .map_err(|_| format!("{s:?} is not UTF-8 once percent-decoded"))
+    };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let slot = match key {
+        let (key, value) = (decode(key)?, decode(value)?);
+        let slot = match key.as_str() {
             "seconds" => &mut seconds,
             "interval_ms" => &mut interval_ms,
             _ => {
@@ -703,7 +710,15 @@ mod tests {
             parse_stream_query(Some("interval_ms=100&seconds=2")),
             Ok(ticks(2.0, 100))
         );
+        // Percent-encoded, as clients may send it.
+        assert_eq!(
+            parse_stream_query(Some("seconds=%30.3")),
+            Ok(ticks(0.3, 200))
+        );
+        assert_eq!(parse_stream_query(Some("%73econds=1")), Ok(ticks(1.0, 200)));
         for bad in [
+            "seconds=%FF",
+            "seconds=%30.3&%73econds=1",
             "seconds=0",
             "seconds=-1",
             "seconds=abc",

@@ -23,10 +23,11 @@ pub struct Args {
     #[arg(long, default_value = "exit")]
     on_sigterm: OnSigterm,
     /// The drain deadline, in seconds after the SIGTERM (fractions allowed), or `unlimited`: no
-    /// deadline, wait until every connection is gone (gRPC's GracefulStop() without a timeout).
-    #[arg(long, default_value = "30", value_name = "SECONDS|unlimited",
+    /// deadline, wait until every connection is gone (gRPC's GracefulStop() without a timeout)
+    /// [default: 30]. Only with --on-sigterm drain.
+    #[arg(long, value_name = "SECONDS|unlimited",
           value_parser = parse_drain_seconds, allow_negative_numbers = true)]
-    drain_seconds: DrainSeconds,
+    drain_seconds: Option<DrainSeconds>,
     /// How long each request takes, in milliseconds (the sidecar: before it forwards it). The
     /// readiness path and /stream do not wait it.
     #[arg(long, default_value_t = 0)]
@@ -92,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let config = DemoConfig {
         on_sigterm: args.on_sigterm,
-        drain: args.drain_seconds.0,
+        drain: args
+            .drain_seconds
+            .map_or(Some(Duration::from_secs(30)), |d| d.0),
         latency: Duration::from_millis(args.latency_ms),
         ready_path: args.ready_path,
         fail_ready_after_sigterm: args.fail_ready_after_sigterm,
@@ -110,6 +113,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .into());
     }
     let name = config.log_name();
+    if args.drain_seconds.is_some() && args.on_sigterm != OnSigterm::Drain {
+        eprintln!(
+            "{name}: warning: --drain-seconds has no effect with --on-sigterm {}",
+            args.on_sigterm
+        );
+    }
     let listener = std::net::TcpListener::bind(args.listen)
         .map_err(|e| BadInput(format!("cannot listen on {}: {e}", args.listen)))?;
     listener
