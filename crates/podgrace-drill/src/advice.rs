@@ -80,8 +80,12 @@ pub struct Inputs<'a> {
     /// Their containers' stops.
     pub containers: &'a [ContainerStop],
     pub endpoint_lag: Duration,
-    /// Since the epoch: when the load's schedule ended.
+    /// Since the epoch: when the load's schedule started and ended.
+    pub load_start: Duration,
     pub load_end: Duration,
+    /// The port the load went to, and the per-request timeout.
+    pub port: u16,
+    pub timeout: Duration,
     pub template: &'a PodPlan,
 }
 
@@ -119,6 +123,8 @@ pub struct GaveUpFinding {
 #[serde(rename_all = "camelCase")]
 pub struct IdleKill {
     pub pod: String,
+    /// The containers SIGKILLed (with the pod's stop, at its deadline).
+    pub containers: Vec<String>,
     /// Seconds from its stop signal to SIGKILL.
     pub waited_seconds: f64,
     /// Idle streams still open on it at SIGKILL.
@@ -225,12 +231,33 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
         .iter()
         .filter(|r| r.chunks > 0 || r.status.is_some_and(|s| (200..300).contains(&s)))
         .count();
-    if served == 0 && !inp.streams.is_empty() {
+    let streams_failed = inp
+        .stream_records
+        .iter()
+        .filter(|r| crate::report::stream_failed(r))
+        .count();
+    if served == 0 && streams_failed > 0 {
         out.insert(
             0,
             format!(
-                "no stream was served at all ({} failed): the pods must answer GET /stream?seconds=S over cleartext HTTP/2 (h2c, prior knowledge), as the demo app does",
-                counted(inp.streams.len(), "stream", "streams")
+                "no stream was served at all ({} failed): the pods must answer GET /stream?seconds=S over cleartext HTTP/2 (h2c, prior knowledge) on port {}, as the demo app does",
+                counted(streams_failed, "stream", "streams"),
+                inp.port
+            ),
+        );
+    }
+    let succeeded = inp
+        .request_records
+        .iter()
+        .filter(|r| !r.outcome.is_failure())
+        .count();
+    if succeeded == 0 && !inp.request_records.is_empty() {
+        out.insert(
+            0,
+            format!(
+                "no request succeeded at all ({} failed): is the app serving HTTP on port {} (--port; default the first containerPort, else the readiness probe's), and does it start?",
+                counted(inp.request_records.len(), "request", "requests"),
+                inp.port
             ),
         );
     }
@@ -251,8 +278,23 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
             counted(rejected, "stream was", "streams were")
         ));
     }
+    let timeouts = inp
+        .requests
+        .iter()
+        .filter(|a| a.outcome == RequestOutcome::Timeout)
+        .count();
+    if timeouts > 0 {
+        out.push(format!(
+            "{} timed out: no full response within --timeout {:.1} s; if the app is that slow on purpose, raise --timeout above its longest request",
+            counted(timeouts, "request", "requests"),
+            inp.timeout.as_secs_f64()
+        ));
+    }
     let unrouted = work(
-        inp.requests.iter().filter(|a| a.pod.is_none()).count(),
+        inp.requests
+            .iter()
+            .filter(|a| a.pod.is_none() && a.outcome != RequestOutcome::Timeout)
+            .count(),
         inp.streams.iter().filter(|a| a.pod.is_none()).count(),
     );
     if !unrouted.is_empty() {
@@ -415,7 +457,7 @@ fn coverage(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
                 load_end.as_secs_f64(),
                 t.pod,
                 s.as_secs_f64(),
-                (s.as_secs_f64() + 3.0).ceil()
+                (s.saturating_sub(inp.load_start).as_secs_f64() + 3.0).ceil()
             )),
             None => out.push(format!(
                 "pod {} got no stop signal while the drill watched it: raise --duration",
@@ -444,20 +486,32 @@ fn coverage(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
                     && r.done + CUT_BEFORE >= k
             })
             .count();
+        let killed: Vec<String> = inp
+            .containers
+            .iter()
+            .filter(|c| c.pod == t.pod && c.killed.is_some())
+            .map(|c| c.container.clone())
+            .collect();
+        let named = if killed.is_empty() {
+            String::new()
+        } else {
+            format!(" (container {})", killed.join(", "))
+        };
         findings.reached_sigkill_while_idle.push(IdleKill {
             pod: t.pod.clone(),
+            containers: killed.clone(),
             waited_seconds: waited,
             idle_streams: idle_streams as u64,
         });
         if idle_streams > 0 {
             out.push(format!(
-                "pod {} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream carrying data, yet {} still open on it; a graceful stop that waits for every stream to end (gRPC GracefulStop() without a deadline) never returns: give it a deadline below terminationGracePeriodSeconds, or end idle streams on SIGTERM (GOAWAY, then close)",
+                "pod {}{named} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream carrying data, yet {} still open on it; a graceful stop that waits for every stream to end (gRPC GracefulStop() without a deadline) never returns: give it a deadline below terminationGracePeriodSeconds, or end idle streams on SIGTERM (GOAWAY, then close)",
                 t.pod,
                 counted(idle_streams, "idle stream was", "idle streams were")
             ));
         } else {
             out.push(format!(
-                "pod {} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream open, yet it had not exited: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
+                "pod {}{named} reached SIGKILL while idle: SIGKILLed {waited:.1} s after its stop signal with no request in flight and no stream open, yet it had not exited: the app did not act on the stop signal (a PID 1 without a handler ignores it; a shell without exec does not pass it on)",
                 t.pod
             ));
         }
@@ -571,7 +625,10 @@ mod tests {
             terminations: &terminations,
             containers: &containers,
             endpoint_lag: s(1.0),
+            load_start: s(0.5),
             load_end: s(10.0),
+            port: 8080,
+            timeout: s(2.0),
             template: &template,
         };
         let d = diagnose(&inp);
@@ -624,7 +681,10 @@ mod tests {
             terminations: &terminations,
             containers: &[],
             endpoint_lag: s(1.0),
+            load_start: s(0.5),
             load_end: s(5.0),
+            port: 8080,
+            timeout: s(2.0),
             template: &template,
         };
         let d = diagnose(&inp);
@@ -634,6 +694,7 @@ mod tests {
             d.findings.reached_sigkill_while_idle,
             [IdleKill {
                 pod: "web-1".into(),
+                containers: vec![],
                 waited_seconds: 30.0,
                 idle_streams: 1,
             }]
@@ -689,8 +750,13 @@ mod tests {
         let d = diagnose(&busy_inp);
         assert!(d.findings.reached_sigkill_while_idle.is_empty());
         let c = &d.advice;
+        assert_eq!(c.len(), 2, "{c:?}");
         assert!(
-            c[0].starts_with(
+            c[0].starts_with("no request succeeded at all (1 request failed): is the app serving HTTP on port 8080"),
+            "{c:?}"
+        );
+        assert!(
+            c[1].starts_with(
                 "pod web-1 was SIGKILLed 30.0 s after its stop signal, at its deadline"
             ),
             "{c:?}"
@@ -737,7 +803,10 @@ mod tests {
             terminations: &terminations,
             containers: &containers,
             endpoint_lag: s(1.0),
+            load_start: s(0.5),
             load_end: s(10.0),
+            port: 8080,
+            timeout: s(2.0),
             template: &template,
         };
         let d = diagnose(&inp);

@@ -161,6 +161,15 @@ pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_millis(200);
 /// The longest `/stream` length (`seconds`): one day, 86 400 s.
 pub const MAX_STREAM_SECONDS: f64 = 86_400.0;
 
+/// `1 in-flight request`, `3 in-flight requests`.
+fn in_flight(n: usize) -> String {
+    if n == 1 {
+        "1 in-flight request".to_string()
+    } else {
+        format!("{n} in-flight requests")
+    }
+}
+
 /// How long a draining app leaves an idle HTTP/1.1 keep-alive connection open for a last request
 /// (answered with `Connection: close`) before closing it: 1 s.
 ///
@@ -643,12 +652,12 @@ pub async fn serve(
                 let n = app.in_flight.load(Ordering::SeqCst);
                 match app.config.on_sigterm {
                     OnSigterm::Exit => {
-                        app.log(&format!("received SIGTERM, exiting at once ({n} in-flight requests cut)"));
+                        app.log(&format!("received SIGTERM, exiting at once ({} cut)", in_flight(n)));
                         return DemoExit::ExitedOnSigterm;
                     }
-                    OnSigterm::Ignore => app.log(&format!("received SIGTERM, ignoring it ({n} in-flight requests)")),
+                    OnSigterm::Ignore => app.log(&format!("received SIGTERM, ignoring it ({})", in_flight(n))),
                     OnSigterm::Drain => {
-                        app.log(&format!("received SIGTERM, draining {n} in-flight requests"));
+                        app.log(&format!("received SIGTERM, draining {}", in_flight(n)));
                         break;
                     }
                 }
@@ -664,8 +673,11 @@ pub async fn serve(
         None => "no drain deadline".to_string(),
     };
     app.log(&format!(
-        "listener closed, {} connections open, {deadline_text}",
-        conns.len()
+        "listener closed, {} open, {deadline_text}",
+        match conns.len() {
+            1 => "1 connection".to_string(),
+            n => format!("{n} connections"),
+        }
     ));
     let drain = app.config.drain;
     let deadline = async move {
@@ -686,7 +698,7 @@ pub async fn serve(
             _ = &mut deadline => {
                 let n = app.in_flight.load(Ordering::SeqCst);
                 let secs = drain.map_or(0.0, |d| d.as_secs_f64());
-                app.log(&format!("drain time of {secs} s is over, exiting with {n} in-flight requests cut"));
+                app.log(&format!("drain time of {secs} s is over, exiting with {} cut", in_flight(n)));
                 return DemoExit::DrainTimedOut;
             }
         }

@@ -222,10 +222,11 @@ pub struct StreamSummary {
     pub rejected: u64,
     /// Streams still open when the drill ended (not failures).
     pub unfinished: u64,
-    /// Idle streams cut by the server (reset; a rejected idle stream was never open and is not
-    /// counted here).
+    /// Idle streams that were open and then cut (reset); not failures. An idle stream that never
+    /// opened (refused, HTTP 5xx, rejected) is a failure instead.
     pub idle_cut: u64,
-    /// Failed data streams by kind (`timeout` is always 0: streams have no timeout).
+    /// Failed streams by kind (`timeout` is always 0: streams have no timeout; rejected ones are
+    /// counted in `rejected`).
     pub failures_by_kind: FailuresByKind,
     /// Failed data streams by the phase of their pod when they failed (rejected ones left out).
     pub failures_by_phase: FailuresByPhase,
@@ -244,10 +245,10 @@ impl StreamSummary {
                 (StreamOutcome::Unfinished, _) => s.unfinished += 1,
                 (StreamOutcome::Completed, _) => s.completed += 1,
                 (StreamOutcome::Rejected, _) => s.rejected += 1,
-                (_, true) => s.idle_cut += 1,
-                (StreamOutcome::Refused, false) => s.failures_by_kind.refused += 1,
+                (StreamOutcome::Reset, true) => s.idle_cut += 1,
                 (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
-                (StreamOutcome::Http5xx, false) => s.failures_by_kind.http5xx += 1,
+                (StreamOutcome::Refused, _) => s.failures_by_kind.refused += 1,
+                (StreamOutcome::Http5xx, _) => s.failures_by_kind.http5xx += 1,
             }
         }
         s.failed = s.failures_by_kind.total() + s.rejected;
@@ -255,14 +256,14 @@ impl StreamSummary {
     }
 }
 
-/// `true` for a data stream that did not end cleanly, and for any stream the pods rejected (an
-/// idle stream otherwise never fails: no work was on it; one still open at the end has not
-/// failed).
+/// `true` for a data stream that did not end cleanly, and for any stream that never opened
+/// (refused, HTTP 5xx, rejected). An idle stream that was open and then cut is not a failure (no
+/// work was on it); one still open at the end has not failed.
 pub fn stream_failed(r: &StreamRecord) -> bool {
     match r.outcome {
         StreamOutcome::Completed | StreamOutcome::Unfinished => false,
-        StreamOutcome::Rejected => true,
-        _ => !r.idle,
+        StreamOutcome::Reset => !r.idle,
+        StreamOutcome::Rejected | StreamOutcome::Refused | StreamOutcome::Http5xx => true,
     }
 }
 

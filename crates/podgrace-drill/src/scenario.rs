@@ -228,10 +228,26 @@ pub async fn run_drill(
         sc.idle_streams = config.idle_streams;
         sc.epoch = epoch;
         let streams = Streams::start(sc)?;
-        let _ = log.send(format!(
-            "streams: {} data streams of {:.1} s and {} idle streams held open",
-            config.data_streams, config.stream_seconds, config.idle_streams
-        ));
+        let mut held = Vec::new();
+        if config.data_streams > 0 {
+            held.push(format!(
+                "{} of {:.1} s",
+                if config.data_streams == 1 {
+                    "1 data stream".to_string()
+                } else {
+                    format!("{} data streams", config.data_streams)
+                },
+                config.stream_seconds
+            ));
+        }
+        if config.idle_streams > 0 {
+            held.push(if config.idle_streams == 1 {
+                "1 idle stream".to_string()
+            } else {
+                format!("{} idle streams", config.idle_streams)
+            });
+        }
+        let _ = log.send(format!("streams: {} held open", held.join(" and ")));
         Some((sproxy, streams))
     } else {
         None
@@ -415,7 +431,10 @@ pub async fn run_drill(
         terminations: &terminations,
         containers: &container_stops,
         endpoint_lag: config.endpoint_lag,
+        load_start: load_started,
         load_end: load_started + config.duration,
+        port: config.port,
+        timeout: config.timeout,
         template,
     };
     let diagnosis = advice::diagnose(&inputs);
@@ -479,7 +498,11 @@ async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
     .await;
     match ok {
         Ok(Ok(_)) => Ok(()),
-        _ => Err(DrillError::NotReady {
+        Ok(Err(_)) => Err(DrillError::Pod {
+            pod: r.name.clone(),
+            reason: "it stopped before it became ready (`podgrace run FILE` shows why)".into(),
+        }),
+        Err(_) => Err(DrillError::NotReady {
             pod: r.name.clone(),
             seconds: READY_WITHIN.as_secs(),
             port,

@@ -305,7 +305,10 @@ impl Sandbox {
             // Already gone when an interrupted podgrace removed its namespaces at once.
             if net.path.exists() {
                 if let Err(e) = ip(&["netns", "del", &net.netns]) {
-                    tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
+                    // Removed meanwhile by an interrupted podgrace's teardown_own: nothing to do.
+                    if net.path.exists() {
+                        tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
+                    }
                 }
             }
             // Normally gone with the namespace (its peer lived there).

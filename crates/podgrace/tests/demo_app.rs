@@ -65,7 +65,7 @@ fn drain_logs_each_step_finishes_the_request_in_flight_and_exits_0() {
     let log: Vec<String> = lines.iter().collect();
     assert!(
         log.iter()
-            .any(|l| l == "demo-app: received SIGTERM, draining 1 in-flight requests"),
+            .any(|l| l == "demo-app: received SIGTERM, draining 1 in-flight request"),
         "{log:?}"
     );
     assert!(
@@ -121,7 +121,7 @@ fn unlimited_drain_waits_for_an_idle_stream_until_the_client_goes_away() {
         .expect("a line on SIGTERM");
     assert_eq!(
         drain_line,
-        "demo-app: received SIGTERM, draining 1 in-flight requests"
+        "demo-app: received SIGTERM, draining 1 in-flight request"
     );
     // No deadline: still running with the stream open (the kubelet would SIGKILL it).
     s.set_read_timeout(Some(Duration::from_millis(1500)))
@@ -153,7 +153,7 @@ fn unlimited_drain_waits_for_an_idle_stream_until_the_client_goes_away() {
     let log: Vec<String> = lines.iter().collect();
     assert!(
         log.iter()
-            .any(|l| l == "demo-app: listener closed, 1 connections open, no drain deadline"),
+            .any(|l| l == "demo-app: listener closed, 1 connection open, no drain deadline"),
         "{log:?}"
     );
     assert!(

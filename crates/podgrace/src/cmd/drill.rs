@@ -193,6 +193,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
+    if args.endpoint_lag > MAX_DURATION {
+        return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
+    }
+    if args.path.parse::<hyper::Uri>().is_err() {
+        return Err(BadInput(format!(
+            "--path {:?} is not a valid request target (no spaces; percent-encode them)",
+            args.path
+        ))
+        .into());
+    }
     if args.disrupt_after >= args.duration {
         return Err(BadInput(format!(
             "--disrupt-after ({:.1} s) must come before the load ends (--duration {:.1} s)",
@@ -292,7 +302,19 @@ fn demo(
     let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
     let unfixed = demo_plan(&exe, None)?;
     let fixed = demo_plan(&exe, Some(pre_stop))?;
-    let cfg = config(8080, args.replicas.unwrap_or(2));
+    let mut cfg = config(8080, args.replicas.unwrap_or(2));
+    // The fixed run's stop signals come a preStop after each deletion; the load must still run
+    // then, or its PASS would say nothing (a rollout deletes one pod every few seconds).
+    let needed = args.disrupt_after
+        + Duration::from_secs(2 * cfg.replicas as u64 + pre_stop.max(0) as u64 + 1);
+    if cfg.duration < needed {
+        eprintln!(
+            "drill: the load runs {:.0} s (not {:.1} s) so that the fixed run's shutdowns, {pre_stop} s after each deletion, are under load",
+            needed.as_secs_f64(),
+            cfg.duration.as_secs_f64()
+        );
+        cfg.duration = needed;
+    }
     let a = runtime.block_on(drill_once(&unfixed, &cfg, args, "1/2 without preStop"))?;
     let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
     match args.output {
@@ -386,6 +408,11 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
             .into())
         }
     };
+    // What cannot run as a local process is found now, before any pod starts.
+    for c in plan.init_containers.iter().chain(plan.containers.iter()) {
+        podgrace_node::kubelet::spec::container_spec(c, None, false)
+            .map_err(|e| BadInput(format!("{}: pod {}: {e}", doc.name, plan.name)))?;
+    }
     let port = match args.port {
         Some(p) => p,
         None => service_port(&plan).ok_or_else(|| {
@@ -395,11 +422,16 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
             ))
         })?,
     };
-    let replicas = plan
-        .replicas
-        .and_then(|r| usize::try_from(r).ok())
-        .unwrap_or(2)
-        .max(1);
+    let replicas = match plan.replicas {
+        Some(0) if args.replicas.is_none() => {
+            return Err(BadInput(format!(
+                "{}: the Deployment has replicas: 0, nothing to drill; give --replicas",
+                doc.name
+            ))
+            .into())
+        }
+        r => r.and_then(|r| usize::try_from(r).ok()).unwrap_or(2).max(1),
+    };
     Ok((plan, replicas, port))
 }
 
@@ -483,7 +515,13 @@ async fn drill_once(
             // The pods die with podgrace (their death signal); their namespaces are removed
             // here, since no pod task will get to tear its sandbox down.
             let removed = podgrace_node::sandbox::teardown_own();
-            eprintln!("interrupted: the drill's pods are stopped and {} pod network namespaces removed", removed.len());
+            eprintln!(
+                "interrupted: the drill's pods are stopped and {} removed",
+                match removed.len() {
+                    1 => "1 pod network namespace".to_string(),
+                    n => format!("{n} pod network namespaces"),
+                }
+            );
             std::process::exit(130);
         }
     };
@@ -564,6 +602,42 @@ fn summary(o: &DrillOutcome) -> String {
         "\ndrill {}: {} requests/s, endpoint lag {:.1} s",
         r.scenario, r.rps, r.endpoint_lag_seconds
     );
+    if r.rps == 0.0 {
+        let _ = writeln!(s, "  requests: none (--rps 0)");
+    } else {
+        request_lines(&mut s, r);
+    }
+    if let Some(st) = &r.streams {
+        let k = &st.failures_by_kind;
+        let _ = writeln!(
+            s,
+            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
+            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
+        );
+        let p = &st.failures_by_phase;
+        let _ = writeln!(
+            s,
+            "  stream failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
+            p.before_stop_signal, p.after_stop_signal, p.after_kill
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  verdict: {}",
+        match r.verdict {
+            Verdict::Pass => "PASS (no request or stream failed)",
+            Verdict::Fail => "FAIL",
+        }
+    );
+    for a in &o.advice {
+        let _ = writeln!(s, "  advice: {a}");
+    }
+    s
+}
+
+/// The request lines of the text summary.
+fn request_lines(s: &mut String, r: &DrillReport) {
+    use std::fmt::Write as _;
     let k = &r.failures_by_kind;
     let p = &r.failures_by_phase;
     let _ = writeln!(
@@ -581,26 +655,6 @@ fn summary(o: &DrillOutcome) -> String {
         "  latency from the intended send time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
     );
-    if let Some(st) = &r.streams {
-        let k = &st.failures_by_kind;
-        let _ = writeln!(
-            s,
-            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
-            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
-        );
-    }
-    let _ = writeln!(
-        s,
-        "  verdict: {}",
-        match r.verdict {
-            Verdict::Pass => "PASS (no request or stream failed)",
-            Verdict::Fail => "FAIL",
-        }
-    );
-    for a in &o.advice {
-        let _ = writeln!(s, "  advice: {a}");
-    }
-    s
 }
 
 fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) -> String {

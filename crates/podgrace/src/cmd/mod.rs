@@ -22,6 +22,11 @@ pub fn parse_pod_network(s: &str) -> Result<podgrace_node::sandbox::NetworkConfi
     if base.octets()[3] != 0 {
         return Err(format!("{s}: the host part must be 0 (A.B.C.0/24)"));
     }
+    if base.is_loopback() || base.is_multicast() || base.is_broadcast() || base.is_unspecified() {
+        return Err(format!(
+            "{s}: a pod range must be an ordinary unicast range (not loopback, multicast or 0.0.0.0)"
+        ));
+    }
     Ok(podgrace_node::sandbox::NetworkConfig { base })
 }
 
