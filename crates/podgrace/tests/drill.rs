@@ -179,6 +179,10 @@ fn bad_drill_values_are_refused_before_anything_starts() {
         vec!["drill", "--streams", "100000"],
         vec!["drill", "--protocol", "h2c", "--proxy", "ingress"],
         vec!["drill", "--protocol", "h3"],
+        vec!["drill", "--path", "/a b"],
+        vec!["drill", "--endpoint-lag", "99999999d"],
+        vec!["drill", "--pod-network", "127.0.0.0/24"],
+        vec!["drill", "--duration", "1000h"],
     ] {
         let out = podgrace(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -187,16 +191,31 @@ fn bad_drill_values_are_refused_before_anything_starts() {
     let file = tmp_file(
         "noport",
         "web.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: x}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: x, command: [sleep, \"60\"]}\n",
     );
     let out = podgrace(&["drill", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
+    assert!(!stderr(&out).contains("created"), "nothing started");
     assert!(
         stderr(&out)
             .contains("no containerPort and no readiness probe port to send load to; give --port"),
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_container_without_command_is_refused_before_anything_starts() {
+    let file = tmp_file(
+        "nocmd",
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n",
+    );
+    let out = podgrace(&["drill", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("container \"app\" has no command"), "{err}");
+    assert!(!err.contains("created"), "nothing started: {err}");
 }
 
 /// Without a containerPort the load goes to the readiness probe's port, where the app serves.

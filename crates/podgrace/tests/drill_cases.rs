@@ -268,11 +268,12 @@ fn r27_an_idle_stream_keeps_graceful_stop_waiting_until_sigkill() {
     assert_eq!(idle.as_array().map(Vec::len), Some(1), "{r}");
     assert_eq!(idle[0]["pod"], "web-1");
     assert_eq!(idle[0]["idleStreams"], 1);
+    assert_eq!(idle[0]["containers"], serde_json::json!(["app"]));
     assert!((f(&idle[0]["waitedSeconds"]) - 30.0).abs() <= 0.2, "{r}");
     assert!(
         r["advice"]
             .to_string()
-            .contains("pod web-1 reached SIGKILL while idle"),
+            .contains("pod web-1 (container app) reached SIGKILL while idle"),
         "{r}"
     );
     // Work did not fail: the idle stream cut by SIGKILL is counted, not failed.
