@@ -581,6 +581,58 @@ mod tests {
         }
     }
 
+    static NO_PODS: std::sync::LazyLock<HashMap<u64, String>> =
+        std::sync::LazyLock::new(HashMap::new);
+
+    /// Pod web-1, whose termination and stop signal came at `stop` s (SIGKILL at `killed`).
+    fn web1_stopped_at(stop: f64, killed: Option<f64>) -> PodTermination {
+        PodTermination {
+            pod: "web-1".into(),
+            started: s(stop),
+            stop_signal: Some(s(stop)),
+            killed: killed.map(s),
+        }
+    }
+
+    /// Container app of web-1: stop signal at `stop` s, exit at `exit` s, a budget in seconds.
+    fn app_exited(stop: f64, exit: f64, budget_seconds: i64) -> ContainerStop {
+        ContainerStop {
+            pod: "web-1".into(),
+            container: "app".into(),
+            stop_signal: Some(s(stop)),
+            killed: None,
+            exited: Some(s(exit)),
+            budget_seconds,
+        }
+    }
+
+    /// A streams-only drill: L 1 s, the load from 0.5 s to 10 s on port 8080.
+    fn stream_inputs<'a>(
+        template: &'a PodPlan,
+        streams: &'a [StreamRecord],
+        failed: &'a [Attribution],
+        pods: &'a HashMap<u64, String>,
+        terminations: &'a [PodTermination],
+        containers: &'a [ContainerStop],
+    ) -> Inputs<'a> {
+        Inputs {
+            requests: &[],
+            streams: failed,
+            request_records: &[],
+            request_pods: &NO_PODS,
+            stream_records: streams,
+            stream_pods: pods,
+            terminations,
+            containers,
+            endpoint_lag: s(1.0),
+            load_start: s(0.5),
+            load_end: s(10.0),
+            port: 8080,
+            timeout: s(2.0),
+            template,
+        }
+    }
+
     fn failed_stream(index: u64, at: f64) -> Attribution {
         Attribution {
             request: index,
@@ -601,36 +653,16 @@ mod tests {
             .collect();
         let failed: Vec<Attribution> = (0..4).map(|i| failed_stream(i, 3.0)).collect();
         let pods: HashMap<u64, String> = (0..4).map(|i| (i, "web-1".to_string())).collect();
-        let terminations = [PodTermination {
-            pod: "web-1".into(),
-            started: s(2.0),
-            stop_signal: Some(s(2.0)),
-            killed: None,
-        }];
-        let containers = [ContainerStop {
-            pod: "web-1".into(),
-            container: "app".into(),
-            stop_signal: Some(s(2.0)),
-            killed: None,
-            exited: Some(s(3.0)),
-            budget_seconds: 120,
-        }];
-        let inp = Inputs {
-            requests: &[],
-            streams: &failed,
-            request_records: &[],
-            request_pods: &HashMap::new(),
-            stream_records: &streams,
-            stream_pods: &pods,
-            terminations: &terminations,
-            containers: &containers,
-            endpoint_lag: s(1.0),
-            load_start: s(0.5),
-            load_end: s(10.0),
-            port: 8080,
-            timeout: s(2.0),
-            template: &template,
-        };
+        let terminations = [web1_stopped_at(2.0, None)];
+        let containers = [app_exited(2.0, 3.0, 120)];
+        let inp = stream_inputs(
+            &template,
+            &streams,
+            &failed,
+            &pods,
+            &terminations,
+            &containers,
+        );
         let d = diagnose(&inp);
         let a = &d.advice;
         assert_eq!(a.len(), 1, "{a:?}");
@@ -665,12 +697,7 @@ mod tests {
         ];
         let pods: HashMap<u64, String> =
             [(0, "web-1".to_string()), (1, "web-2".to_string())].into();
-        let terminations = [PodTermination {
-            pod: "web-1".into(),
-            started: s(2.0),
-            stop_signal: Some(s(2.0)),
-            killed: Some(s(32.0)),
-        }];
+        let terminations = [web1_stopped_at(2.0, Some(32.0))];
         let inp = Inputs {
             requests: &[],
             streams: &[],
@@ -779,36 +806,16 @@ mod tests {
             ..failed_stream(2, 2.2)
         });
         let pods: HashMap<u64, String> = (0..3).map(|i| (i, "web-1".to_string())).collect();
-        let terminations = [PodTermination {
-            pod: "web-1".into(),
-            started: s(2.0),
-            stop_signal: Some(s(2.0)),
-            killed: None,
-        }];
-        let containers = [ContainerStop {
-            pod: "web-1".into(),
-            container: "app".into(),
-            stop_signal: Some(s(2.0)),
-            killed: None,
-            exited: Some(s(2.01)),
-            budget_seconds: 30,
-        }];
-        let inp = Inputs {
-            requests: &[],
-            streams: &failed,
-            request_records: &[],
-            request_pods: &HashMap::new(),
-            stream_records: &streams,
-            stream_pods: &pods,
-            terminations: &terminations,
-            containers: &containers,
-            endpoint_lag: s(1.0),
-            load_start: s(0.5),
-            load_end: s(10.0),
-            port: 8080,
-            timeout: s(2.0),
-            template: &template,
-        };
+        let terminations = [web1_stopped_at(2.0, None)];
+        let containers = [app_exited(2.0, 2.01, 30)];
+        let inp = stream_inputs(
+            &template,
+            &streams,
+            &failed,
+            &pods,
+            &terminations,
+            &containers,
+        );
         let d = diagnose(&inp);
         assert!(d.findings.gave_up.is_empty());
         assert_eq!(d.advice.len(), 2, "{:?}", d.advice);

@@ -5,6 +5,8 @@
 //! `podgrace demo-app` processes and real SIGTERMs live in `crates/podgrace/tests/drill_race.rs`,
 //! where Cargo gives the built binary's path.
 
+mod common;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
@@ -307,15 +309,7 @@ async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
         ..DemoConfig::default()
     })
     .await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", a.addr)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::H2c),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (_h, p) = common::h2c_proxy_to(a.addr).await;
     let s = TcpStream::connect(p.local_addr()).await.expect("connect");
     let (mut tx, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
@@ -354,15 +348,7 @@ async fn h2c_passes_the_goaway_on_while_a_stream_is_still_open() {
         ..DemoConfig::default()
     })
     .await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", a.addr)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::H2c),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (_h, p) = common::h2c_proxy_to(a.addr).await;
     let s = TcpStream::connect(p.local_addr()).await.expect("connect");
     let (mut tx, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
