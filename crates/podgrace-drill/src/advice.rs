@@ -415,29 +415,17 @@ fn gave_up<'a>(inp: &'a Inputs, pod: &str) -> (Vec<GaveUp<'a>>, HashSet<(bool, u
         .iter()
         .map(|r| (r.index, r.sent))
         .collect();
-    for a in inp.requests {
-        if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
-            claim(
-                a.request,
-                a.at,
-                sent.get(&a.request).copied().unwrap_or(a.at),
-                false,
-            );
-        }
-    }
     let opened: HashMap<u64, Duration> = inp
         .stream_records
         .iter()
         .map(|r| (r.index, r.opened))
         .collect();
-    for a in inp.streams {
-        if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
-            claim(
-                a.request,
-                a.at,
-                opened.get(&a.request).copied().unwrap_or(a.at),
-                true,
-            );
+    for (failures, began, stream) in [(inp.requests, &sent, false), (inp.streams, &opened, true)] {
+        for a in failures {
+            if a.pod.as_deref() == Some(pod) && a.phase == Phase::AfterStopSignal {
+                let started = began.get(&a.request).copied().unwrap_or(a.at);
+                claim(a.request, a.at, started, stream);
+            }
         }
     }
     (found, claimed)
