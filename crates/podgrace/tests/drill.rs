@@ -197,8 +197,9 @@ fn bad_drill_values_are_refused_before_anything_starts() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!stderr(&out).contains("created"), "nothing started");
     assert!(
-        stderr(&out)
-            .contains("no containerPort and no readiness probe port to send load to; give --port"),
+        stderr(&out).contains(
+            "no TCP containerPort and no readiness probe port to send load to; give --port"
+        ),
         "{}",
         stderr(&out)
     );

@@ -417,7 +417,7 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
         Some(p) => p,
         None => service_port(&plan).ok_or_else(|| {
             BadInput(format!(
-                "{}: no containerPort and no readiness probe port to send load to; give --port",
+                "{}: no TCP containerPort and no readiness probe port to send load to; give --port",
                 doc.name
             ))
         })?,
@@ -435,7 +435,7 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     Ok((plan, replicas, port))
 }
 
-/// The port a Service would target: the first declared containerPort, else the numeric port of
+/// The port a Service would target: the first declared TCP containerPort, else the numeric port of
 /// the first readiness probe (httpGet, tcpSocket or grpc), which is where the app serves.
 fn service_port(plan: &PodPlan) -> Option<u16> {
     use podgrace_core::plan::{PortRef, ProbeAction};
@@ -443,6 +443,7 @@ fn service_port(plan: &PodPlan) -> Option<u16> {
         .containers
         .iter()
         .flat_map(|c| c.ports.iter())
+        .filter(|p| p.protocol == "TCP")
         .find_map(|p| u16::try_from(p.container_port).ok());
     declared.or_else(|| {
         plan.containers.iter().find_map(|c| {
