@@ -302,19 +302,33 @@ async fn per_request_balancing_spreads_one_keep_alive_connection_over_the_pods()
     assert!(p.records().iter().all(|r| r.connection == 0));
 }
 
-#[tokio::test]
-async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
+type H2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+
+/// A draining demo-app pod behind an h2c proxy, and an h2c client connection to the proxy (its
+/// connection future to be spawned by the test).
+async fn draining_pod_behind_h2c_proxy() -> (
+    Backend,
+    podgrace_drill::endpoints::EndpointsHandle,
+    Proxy,
+    H2,
+    impl std::future::Future<Output = Result<(), hyper::Error>>,
+) {
     let a = backend(DemoConfig {
         on_sigterm: demoapp::OnSigterm::Drain,
         ..DemoConfig::default()
     })
     .await;
-    let (_h, p) = common::h2c_proxy_to(a.addr).await;
+    let (h, p) = common::h2c_proxy_to(a.addr).await;
     let s = TcpStream::connect(p.local_addr()).await.expect("connect");
-    let (mut tx, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
-            .await
-            .expect("h2 handshake");
+    let (tx, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
+        .await
+        .expect("h2 handshake");
+    (a, h, p, tx, conn)
+}
+
+#[tokio::test]
+async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
+    let (a, _h, _p, mut tx, conn) = draining_pod_behind_h2c_proxy().await;
     let conn = tokio::spawn(conn);
     let req = Request::get("http://svc/")
         .body(Empty::<Bytes>::new())
@@ -343,17 +357,7 @@ async fn h2c_passes_the_pods_goaway_on_when_it_drains() {
 /// reach a pod that no longer takes any.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_passes_the_goaway_on_while_a_stream_is_still_open() {
-    let a = backend(DemoConfig {
-        on_sigterm: demoapp::OnSigterm::Drain,
-        ..DemoConfig::default()
-    })
-    .await;
-    let (_h, p) = common::h2c_proxy_to(a.addr).await;
-    let s = TcpStream::connect(p.local_addr()).await.expect("connect");
-    let (mut tx, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
-            .await
-            .expect("h2 handshake");
+    let (a, _h, _p, mut tx, conn) = draining_pod_behind_h2c_proxy().await;
     tokio::spawn(conn);
     let req = Request::get("http://svc/stream?seconds=2")
         .body(Empty::<Bytes>::new())

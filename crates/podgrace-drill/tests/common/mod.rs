@@ -115,6 +115,15 @@ impl H2cServer {
     /// Serves on a free loopback port; each connection is closed gracefully (GOAWAY) after
     /// `goaway_after` requests if given.
     pub async fn start_with(goaway_after: Option<usize>) -> Self {
+        Self::accepting(move |stream| serve(stream, goaway_after)).await
+    }
+
+    /// Accepts connections on a free loopback port and serves each with `serve`, counting them.
+    async fn accepting<F, Fut>(serve: F) -> Self
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let connections = Arc::new(AtomicUsize::new(0));
@@ -126,7 +135,7 @@ impl H2cServer {
                     accepted = listener.accept() => {
                         let Ok((stream, _)) = accepted else { continue };
                         count.fetch_add(1, Ordering::SeqCst);
-                        conns.spawn(serve(stream, goaway_after));
+                        conns.spawn(serve(stream));
                     }
                     Some(_) = conns.join_next(), if !conns.is_empty() => {}
                 }
@@ -150,28 +159,7 @@ impl H2cServer {
     /// meantime (it is free to: the GOAWAY has not come yet) has a higher stream id: the server did
     /// not process it, and the GOAWAY refuses it.
     pub async fn start_refusing(after: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let connections = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&connections);
-        let task = tokio::spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
-                        count.fetch_add(1, Ordering::SeqCst);
-                        conns.spawn(serve_refusing(stream, after));
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
-        H2cServer {
-            addr,
-            connections,
-            task,
-        }
+        Self::accepting(move |stream| serve_refusing(stream, after)).await
     }
 
     /// Connections accepted so far.

@@ -685,6 +685,19 @@ mod tests {
         }
     }
 
+    /// A readiness worker probing every second from the start (threshold 1 each way), with a
+    /// recorder of its own.
+    fn readiness_every_second(script: Script) -> ProbeHandle {
+        spawn_probe_worker(
+            ProbeKind::Readiness,
+            &spec(1, 0, 1, 1),
+            "app",
+            script,
+            EventRecorder::new(),
+            None,
+        )
+    }
+
     fn run(id: &str) -> Option<ContainerRun> {
         Some(ContainerRun {
             container_id: id.into(),
@@ -885,28 +898,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stopped_and_dropped_workers_probe_no_more() {
         let script = Script::new(vec![ProbeResult::Success]);
-        let h = spawn_probe_worker(
-            ProbeKind::Readiness,
-            &spec(1, 0, 1, 1),
-            "app",
-            script.clone(),
-            EventRecorder::new(),
-            None,
-        );
+        let h = readiness_every_second(script.clone());
         h.set_container(run("c1"));
         sleep_s(2.5).await;
         h.stop();
         sleep_s(5.0).await;
         assert_eq!(script.call_secs(), vec![0, 1, 2]);
         let other = Script::new(vec![ProbeResult::Success]);
-        let h2 = spawn_probe_worker(
-            ProbeKind::Readiness,
-            &spec(1, 0, 1, 1),
-            "app",
-            other.clone(),
-            EventRecorder::new(),
-            None,
-        );
+        let h2 = readiness_every_second(other.clone());
         h2.set_container(run("c1"));
         sleep_s(1.5).await;
         drop(h2);
@@ -917,14 +916,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_exited_container_is_not_ready() {
         let script = Script::new(vec![ProbeResult::Success]);
-        let h = spawn_probe_worker(
-            ProbeKind::Readiness,
-            &spec(1, 0, 1, 1),
-            "app",
-            script.clone(),
-            EventRecorder::new(),
-            None,
-        );
+        let h = readiness_every_second(script.clone());
         h.set_container(run("c1"));
         sleep_s(1.5).await;
         assert!(h.status().is_ready());
