@@ -37,7 +37,7 @@ fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
     // proxy, half of the requests still go to it until the proxy drops it, L = 1 s later:
     // 200 requests/s × 1 s × 1/2 = 100 failures. The band is wide (50 to 150): the lag, the
     // exit and the endpoint update are real and a little late or early.
-    let (code, r) = drill(
+    let (code, r, log) = drill_logged(
         "model",
         &demo(None),
         &[
@@ -61,7 +61,8 @@ fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
     // They happened after the stop signal (the app had closed its listener), not before.
     assert_eq!(
         r["failuresByPhase"]["afterStopSignal"].as_u64().unwrap(),
-        failed
+        failed,
+        "{r}\n{log}"
     );
     assert_eq!(r["requests"], 800);
 }

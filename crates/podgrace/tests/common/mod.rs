@@ -131,15 +131,32 @@ pub fn privileged(test: &str) -> bool {
 /// Runs `podgrace drill FILE -o json EXTRA...` on `yaml` and returns its exit code and JSON; it
 /// must have run (exit 0 or 1).
 pub fn drill(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let (code, r, _) = drill_logged(tag, yaml, extra);
+    (code, r)
+}
+
+/// [`drill`] with the drill's debug log (every failed request and termination instant), for
+/// assertion messages.
+pub fn drill_logged(
+    tag: &str,
+    yaml: &str,
+    extra: &[&str],
+) -> (Option<i32>, serde_json::Value, String) {
     let file = tmp_file(tag, "web.yaml", yaml);
     let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
     args.extend_from_slice(extra);
-    let out = podgrace(&args);
+    let out = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(&args)
+        .current_dir(repo())
+        .env("RUST_LOG", "warn,podgrace_drill::scenario=debug")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podgrace");
     let code = out.status.code();
     assert!(
         code == Some(0) || code == Some(1),
         "drill failed to run: {}",
         stderr(&out)
     );
-    (code, json(&out))
+    (code, json(&out), stderr(&out))
 }
