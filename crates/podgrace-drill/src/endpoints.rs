@@ -218,6 +218,10 @@ impl EndpointsHandle {
             while let Some((due, set)) = rx.recv().await {
                 tokio::time::sleep_until(due).await;
                 v.set(&set);
+                tracing::debug!(
+                    routes = ?v.routes().targets.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(),
+                    "endpoint change reached the proxy"
+                );
             }
         });
         EndpointsHandle { view, lag, tx }

@@ -597,6 +597,13 @@ async fn feed_endpoints(
         table.update(&pod, &st);
         let after = table.set();
         if before != after {
+            tracing::debug!(
+                pod = %pod,
+                phase = ?st.phase,
+                ready = st.ready,
+                terminating = st.terminating_since.is_some(),
+                "endpoint change published"
+            );
             endpoints.publish(after);
         }
     }

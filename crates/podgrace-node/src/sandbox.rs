@@ -9,6 +9,9 @@
 //!   podgrace enables no forwarding. On the host, an `unreachable` route covers the whole /24,
 //!   so traffic to a pod that is gone fails at once and never leaves the machine.
 //!
+//! Indexes are handed out round robin across podgrace processes, as the CNI host-local IPAM
+//! plugin does (`candidates`): a released address is reused last, not next.
+//!
 //! Built with iproute2 (`ip`), run through podgrace's own spawner and reaper. `hostNetwork`
 //! pods get no namespace. Without the privilege to create namespaces every pod falls back to
 //! the host network with one warning. Stale namespaces of dead podgrace processes are removed
@@ -166,6 +169,53 @@ fn remove_namespaces(remove: impl Fn(u32) -> bool) -> Vec<String> {
     removed
 }
 
+/// The pod indexes to try, in order: round robin from the one after `last` (the index handed
+/// out last, by any podgrace process), wrapping around to 2; every index 2..=254 once.
+///
+/// Mirrors the CNI host-local IPAM plugin (containernetworking/plugins,
+/// `plugins/ipam/host-local/backend/allocator`: `IPAllocator.GetIter` starts after the range's
+/// `lastReservedIP`), the default of kubenet and of most kubeadm CNI setups: an address that
+/// was just released is handed out again only after every other free one.
+fn candidates(last: Option<u8>) -> impl Iterator<Item = u8> {
+    let start = match last {
+        Some(l) if (2..254).contains(&l) => l + 1,
+        _ => 2,
+    };
+    (start..=254).chain(2..start)
+}
+
+/// Where the last index handed out in `config`'s range is kept: one small file per range
+/// under `/run` (tmpfs; gone at reboot, as the host-local plugin's state under `/run` is).
+fn last_reserved_path(config: &NetworkConfig) -> PathBuf {
+    PathBuf::from(format!("/run/podgrace/last_reserved_ip.{}", config.base))
+}
+
+/// The last index handed out in the range, if it was recorded.
+fn last_reserved(config: &NetworkConfig) -> Option<u8> {
+    std::fs::read_to_string(last_reserved_path(config))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Records `n` as the last index handed out. A failure only costs the round robin (the veth
+/// claim stays atomic), so it is logged, not returned.
+fn set_last_reserved(config: &NetworkConfig, n: u8) {
+    let path = last_reserved_path(config);
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = PathBuf::from(format!("{}.tmp{}", path.display(), std::process::id()));
+        std::fs::write(&tmp, format!("{n}\n"))?;
+        std::fs::rename(&tmp, &path)
+    };
+    if let Err(e) = write() {
+        tracing::debug!(error = %e, path = %path.display(), "cannot record the last pod address");
+    }
+}
+
 fn allocation_lock() -> &'static Mutex<()> {
     static L: OnceLock<Mutex<()>> = OnceLock::new();
     L.get_or_init(|| Mutex::new(()))
@@ -222,8 +272,11 @@ impl Sandbox {
         static FENCE: RangeFence = RangeFence::new();
         FENCE.install(config);
         // Claim an index atomically: creating the host veth fails if another process holds it.
+        // The search starts after the last index handed out, so a pod that just went does not
+        // pass its address on at once (a proxy may still send it traffic for the endpoint lag).
+        let last = last_reserved(config);
         let mut claimed = None;
-        for n in 2u8..=254 {
+        for n in candidates(last) {
             let host_if = format!("pgh{n}");
             if ip(&[
                 "link",
@@ -244,6 +297,7 @@ impl Sandbox {
         let Some(n) = claimed else {
             return Err(SandboxError::AllocateAddress { base: config.base });
         };
+        set_last_reserved(config, n);
         let netns = format!("{PREFIX}{n}-{}", std::process::id());
         let mut sb = Sandbox {
             name: name.into(),
@@ -320,5 +374,25 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_handed_out_round_robin_after_the_last_one() {
+        let all: Vec<u8> = candidates(None).collect();
+        assert_eq!(all, (2..=254).collect::<Vec<u8>>());
+        let after_7: Vec<u8> = candidates(Some(7)).collect();
+        assert_eq!(after_7[..3], [8, 9, 10]);
+        assert_eq!(after_7.last(), Some(&7));
+        assert_eq!(after_7.len(), 253);
+        // The last index wraps around to the first; nonsense falls back to the start.
+        assert_eq!(candidates(Some(254)).next(), Some(2));
+        assert_eq!(candidates(Some(0)).next(), Some(2));
+        assert_eq!(candidates(Some(255)).next(), Some(2));
+        assert_eq!(candidates(Some(253)).take(2).collect::<Vec<_>>(), [254, 2]);
     }
 }

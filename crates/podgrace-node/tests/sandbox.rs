@@ -146,3 +146,23 @@ fn host_network_pod_has_no_namespace() {
     assert_eq!(sb.ip(), None);
     assert_eq!(sb.netns_path(), None);
 }
+
+/// A pod's address is not handed to the next pod as soon as it is released (host-local IPAM's
+/// round robin): a proxy that still routes to the old pod for the endpoint lag must reach
+/// nothing, not a new pod.
+#[test]
+fn a_released_address_is_not_reused_at_once() {
+    let config = NetworkConfig::default();
+    let mut a = Sandbox::create("pod-reuse-a", false, &config).expect("sandbox a");
+    let Some(ip_a) = a.ip() else {
+        eprintln!("SKIP a_released_address_is_not_reused_at_once: no network namespaces");
+        return;
+    };
+    a.teardown();
+    let b = Sandbox::create("pod-reuse-b", false, &config).expect("sandbox b");
+    let ip_b = b.ip().expect("b has an address");
+    assert_ne!(
+        ip_a, ip_b,
+        "the address of the pod just gone went to the next pod"
+    );
+}

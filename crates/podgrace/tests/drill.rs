@@ -56,7 +56,7 @@ fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
     let failed = r["failed"].as_u64().unwrap();
     assert!(
         (50..=150).contains(&failed),
-        "failed {failed}, model 100: {r}"
+        "failed {failed}, model 100: {r}\n{log}"
     );
     // They happened after the stop signal (the app had closed its listener), not before.
     assert_eq!(

@@ -148,7 +148,10 @@ pub fn drill_logged(
     let out = Command::new(env!("CARGO_BIN_EXE_podgrace"))
         .args(&args)
         .current_dir(repo())
-        .env("RUST_LOG", "warn,podgrace_drill::scenario=debug")
+        .env(
+            "RUST_LOG",
+            "warn,podgrace_drill::scenario=debug,podgrace_drill::endpoints=debug",
+        )
         .stdin(Stdio::null())
         .output()
         .expect("run podgrace");
