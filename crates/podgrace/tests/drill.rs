@@ -220,6 +220,56 @@ fn a_container_without_command_is_refused_before_anything_starts() {
     assert!(!err.contains("created"), "nothing started: {err}");
 }
 
+/// Flags that a drill will not read are named on stderr (here before a refusal, so that
+/// nothing runs).
+#[test]
+fn flags_without_effect_are_named() {
+    let file = tmp_file(
+        "unused",
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n",
+    );
+    let f = file.to_str().unwrap();
+    let out = podgrace(&[
+        "drill",
+        f,
+        "--rps",
+        "0",
+        "--idle-streams",
+        "1",
+        "--path",
+        "/x",
+        "--connections",
+        "4",
+        "--stream-seconds",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "drill: --connections, --path have no effect: --rps 0 sends no requests, only streams"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("drill: --stream-seconds has no effect: it is the length of the data streams of --streams, and there are none"),
+        "{err}"
+    );
+    // Flags that are used, or left at their defaults, are not named.
+    let out = podgrace(&[
+        "drill",
+        f,
+        "--path",
+        "/x",
+        "--streams",
+        "1",
+        "--stream-seconds",
+        "5",
+    ]);
+    assert!(!stderr(&out).contains("no effect"), "{}", stderr(&out));
+}
+
 /// Without a containerPort the load goes to the readiness probe's port, where the app serves.
 #[test]
 fn the_port_comes_from_the_readiness_probe_when_none_is_declared() {

@@ -231,6 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             check_writable(&suffixed(path, "-with-prestop"))?;
         }
     }
+    warn_unused_flags(&args);
     let method = hyper::Method::from_bytes(args.method.as_bytes())
         .map_err(|_| BadInput(format!("--method: not an HTTP method: {:?}", args.method)))?;
     if !args.path.starts_with('/') {
@@ -287,6 +288,40 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             })
         }
         None => demo(&runtime, &args, config),
+    }
+}
+
+/// Says which request or stream flags the drill will not use (set away from their defaults
+/// where nothing reads them), on stderr: a drill that ignores a flag must not look as if it
+/// honoured it.
+fn warn_unused_flags(args: &Args) {
+    let say = |flags: &[&str], why: &str| {
+        if !flags.is_empty() {
+            let verb = if flags.len() == 1 { "has" } else { "have" };
+            eprintln!("drill: {} {verb} no effect: {why}", flags.join(", "));
+        }
+    };
+    if args.rps == 0.0 {
+        let request_flags = [
+            ("--protocol", args.protocol != ProtocolArg::Http1),
+            ("--connections", args.connections != 16),
+            ("--proxy", args.proxy != ProxyKind::KubeProxy),
+            ("--path", args.path != "/"),
+            ("--method", args.method != "GET"),
+            ("--timeout", args.timeout != Duration::from_secs(2)),
+        ];
+        let set: Vec<&str> = request_flags
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(f, _)| *f)
+            .collect();
+        say(&set, "--rps 0 sends no requests, only streams");
+    }
+    if args.streams == 0 && args.stream_seconds != 60.0 {
+        say(
+            &["--stream-seconds"],
+            "it is the length of the data streams of --streams, and there are none",
+        );
     }
 }
 
