@@ -728,6 +728,7 @@ mod tests {
             done: s(2.102),
             outcome: RequestOutcome::Http5xx,
             status: Some(502),
+            client_port: None,
         }];
         let raced_pods: HashMap<u64, String> = [(3, "web-1".to_string())].into();
         let raced_inp = Inputs {
@@ -755,6 +756,7 @@ mod tests {
             done: s(32.0),
             outcome: RequestOutcome::Reset,
             status: None,
+            client_port: None,
         }];
         let req_pods: HashMap<u64, String> = [(7, "web-1".to_string())].into();
         let busy_inp = Inputs {

@@ -144,6 +144,10 @@ pub struct RequestRecord {
     pub done: Duration,
     pub outcome: RequestOutcome,
     pub status: Option<u16>,
+    /// The local port of the connection it went out on (`None` if no connection was had): with a
+    /// pinning proxy it names the pod even when the proxy never saw the request (one written
+    /// just as the pod's close reached the client).
+    pub client_port: Option<u16>,
 }
 
 impl RequestRecord {
@@ -226,6 +230,8 @@ impl Future for Driver {
 /// One client connection (HTTP/1.1 or h2c), driven by the task that uses it.
 pub(crate) struct Conn {
     tx: Sender,
+    /// The connection's local port.
+    local_port: Option<u16>,
     /// `None` once the driver has ended: the connection closed (or got a GOAWAY) and takes no new
     /// request. An ended driver is dropped at once, which fails any request it still held.
     driver: Option<Driver>,
@@ -260,6 +266,7 @@ impl Conn {
             .await
             .map_err(|e| ConnectError::Connect(classify_io(&e)))?;
         let _ = stream.set_nodelay(true);
+        let local_port = stream.local_addr().ok().map(|a| a.port());
         let io = TokioIo::new(stream);
         let (tx, driver) = match protocol {
             Protocol::Http1 => {
@@ -280,6 +287,7 @@ impl Conn {
         };
         Ok(Conn {
             tx,
+            local_port,
             driver: Some(driver),
         })
     }
@@ -425,6 +433,8 @@ struct Worker {
     cfg: Arc<LoadConfig>,
     schedule: Arc<Schedule>,
     conn: Option<Conn>,
+    /// The local port of the connection the current request last went out on.
+    port: Option<u16>,
     records: Vec<RequestRecord>,
     /// The request target: the path (HTTP/1.1, with a Host header) or the absolute URI (HTTP/2,
     /// whose `:authority` and `:scheme` come from it).
@@ -533,6 +543,7 @@ impl Worker {
                 self.conn.insert(c)
             }
         };
+        self.port = c.local_port;
         let mut req = Request::builder()
             .method(self.cfg.method.clone())
             .uri(self.uri.clone());
@@ -568,6 +579,7 @@ impl Worker {
 
     async fn one(&mut self, index: u64, intended: Instant) {
         let sent = Instant::now();
+        self.port = None;
         let result = tokio::time::timeout(self.cfg.timeout, self.exchange(index)).await;
         let (outcome, status) = match result {
             Err(_) => (RequestOutcome::Timeout, None),
@@ -588,6 +600,7 @@ impl Worker {
             done: since(Instant::now()),
             outcome,
             status,
+            client_port: self.port,
         });
     }
 }
@@ -626,6 +639,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
             cfg: Arc::clone(&cfg),
             schedule: Arc::clone(&schedule),
             conn: None,
+            port: None,
             // Each worker's share of the records, so that pushing them never copies.
             records: Vec::with_capacity((total / cfg.connections as u64 + 1).min(1 << 20) as usize),
             uri: uri.clone(),

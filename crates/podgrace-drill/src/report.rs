@@ -5,7 +5,7 @@
 
 use crate::advice::Findings;
 use crate::load::{LoadResult, RequestOutcome, RequestRecord};
-use crate::proxy::ProxyRecord;
+use crate::proxy::{PinnedConnection, ProxyRecord};
 use crate::streams::{StreamOutcome, StreamRecord};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -137,24 +137,40 @@ pub fn by_index(proxy: &[ProxyRecord]) -> HashMap<u64, &ProxyRecord> {
 /// Attributes every failed request of `load` to a pod and a phase.
 ///
 /// The pod is the endpoint of the proxy record with the same request index (the load sends it in
-/// a header). The phase is that pod's phase at the failure instant; a pod without a termination
-/// in `pods` counts as [`Phase::BeforeStopSignal`]. A failure that reached no pod is given the
-/// phase of the pod whose termination started last before it, if any.
+/// a header). A failed request the proxy has no record of (its connection was closed by the pod
+/// as it was written) goes to the pod its connection was pinned to, found in `pinned` by the
+/// request's client port ([`pinned_pod`]). The phase is that pod's phase at the failure instant;
+/// a pod without a termination in `pods` counts as [`Phase::BeforeStopSignal`]. A failure that
+/// reached no pod is given the phase of the pod whose termination started last before it, if
+/// any.
 pub fn attribute(
     load: &[RequestRecord],
     proxy: &[ProxyRecord],
+    pinned: &[PinnedConnection],
     pods: &[PodTermination],
 ) -> Vec<Attribution> {
     let by_request = by_index(proxy);
     load.iter()
         .filter(|r| r.outcome.is_failure())
         .map(|r| {
-            let p = by_request.get(&r.index);
-            let at = p.map_or(r.done, |p| p.end);
-            let pod = p.and_then(|p| p.pod.clone());
+            let (pod, at) = match by_request.get(&r.index) {
+                Some(p) => (p.pod.clone(), p.end),
+                None => (pinned_pod(pinned, r), r.done),
+            };
             attributed(r.index, r.outcome, pod, at, pods)
         })
         .collect()
+}
+
+/// The pod the connection of request `r` was pinned to: the connection from `r`'s client port
+/// pinned last before `r` ended (a port is reused only by a later connection).
+pub fn pinned_pod(pinned: &[PinnedConnection], r: &RequestRecord) -> Option<String> {
+    let port = r.client_port?;
+    pinned
+        .iter()
+        .filter(|c| c.client.port() == port && c.opened <= r.done)
+        .max_by_key(|c| c.opened)
+        .map(|c| c.pod.clone())
 }
 
 impl FailuresByPhase {
@@ -370,6 +386,7 @@ mod tests {
             done: ms(at + 2),
             outcome,
             status: None,
+            client_port: None,
         }
     }
 
@@ -409,7 +426,7 @@ mod tests {
         }];
         let k = FailuresByKind::count(&load);
         assert_eq!((k.refused, k.reset, k.timeout, k.http5xx), (1, 1, 1, 1));
-        let a = attribute(&load, &proxy, &pods);
+        let a = attribute(&load, &proxy, &[], &pods);
         let phases: Vec<(u64, Option<&str>, Phase)> = a
             .iter()
             .map(|a| (a.request, a.pod.as_deref(), a.phase))
@@ -430,6 +447,40 @@ mod tests {
         );
     }
 
+    /// The pod closed a pinned connection just as a request was written on it: the proxy never
+    /// saw the request, the client got a reset. It is the pod's failure (the connection's pod),
+    /// not one that "found no endpoint"; a later connection from the same port does not count.
+    #[test]
+    fn a_reset_the_proxy_never_saw_goes_to_the_pod_of_its_connection() {
+        let mut r = req(9, 2_000, RequestOutcome::Reset);
+        r.client_port = Some(40_000);
+        let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
+            connection: 0,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            opened: ms(opened),
+            pod: pod.into(),
+        };
+        let pinned = [
+            pin(40_000, 100, "web-1"),
+            pin(40_001, 150, "web-2"),
+            pin(40_000, 5_000, "web-3"),
+        ];
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(1_000),
+            stop_signal: Some(ms(1_000)),
+            killed: None,
+        }];
+        let a = attribute(&[r], &[], &pinned, &pods);
+        assert_eq!(
+            (a[0].pod.as_deref(), a[0].at, a[0].phase),
+            (Some("web-1"), ms(2_002), Phase::AfterStopSignal)
+        );
+        // Without its port (no connection was had), it reached no pod.
+        r.client_port = None;
+        assert_eq!(attribute(&[r], &[], &pinned, &pods)[0].pod, None);
+    }
+
     #[test]
     fn a_failure_without_a_proxy_record_takes_the_latest_termination() {
         let load = [req(7, 5_000, RequestOutcome::Refused)];
@@ -447,7 +498,7 @@ mod tests {
                 killed: None,
             },
         ];
-        let a = attribute(&load, &[], &pods);
+        let a = attribute(&load, &[], &[], &pods);
         assert_eq!(a.len(), 1);
         assert_eq!(
             (a[0].pod.clone(), a[0].phase),

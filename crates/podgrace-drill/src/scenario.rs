@@ -320,6 +320,7 @@ pub async fn run_drill(
         reason: e.to_string(),
     })??;
     let proxy_records: Vec<ProxyRecord> = proxy.records();
+    let pinned = proxy.pinned();
     proxy.shutdown().await;
     // The disrupted pods end their termination with the streams still held, as clients hold
     // them (an idle stream may keep a pod's graceful stop waiting until SIGKILL).
@@ -404,7 +405,7 @@ pub async fn run_drill(
                 .await;
         }
     }
-    let attributions = attribute(&load.records, &proxy_records, &terminations);
+    let attributions = attribute(&load.records, &proxy_records, &pinned, &terminations);
     for a in &attributions {
         tracing::debug!(
             request = a.request,
@@ -443,7 +444,13 @@ pub async fn run_drill(
             .filter_map(|(i, p)| Some((i, p.pod.clone()?)))
             .collect()
     };
-    let (request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    let (mut request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    // A failure the proxy never saw is on the pod its connection was pinned to.
+    for a in &attributions {
+        if let Some(pod) = &a.pod {
+            request_pods.entry(a.request).or_insert_with(|| pod.clone());
+        }
+    }
     let inputs = Inputs {
         requests: &attributions,
         streams: &stream_attributions,

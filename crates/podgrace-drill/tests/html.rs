@@ -22,6 +22,7 @@ fn records() -> Vec<RequestRecord> {
                     RequestOutcome::Ok
                 },
                 status: Some(if failed { 502 } else { 200 }),
+                client_port: None,
             }
         })
         .collect()
@@ -101,7 +102,7 @@ fn the_page_is_self_contained() {
         200.0,
         Duration::from_secs(1),
         &load,
-        &attribute(&recs, &[], &[]),
+        &attribute(&recs, &[], &[], &[]),
         vec![],
         None,
     );

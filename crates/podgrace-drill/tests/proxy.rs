@@ -102,6 +102,32 @@ async fn new_connections_go_round_robin() {
     assert_eq!(pods(&p), ["a", "b", "a", "b"]);
 }
 
+/// Each pinned client connection is listed with the client's address and its pod, the
+/// conntrack entry a failure the proxy never saw as a request is attributed by.
+#[tokio::test]
+async fn pinned_connections_are_listed_by_client_address() {
+    let (_a, _b, _h, p) = two_backends().await;
+    let mut ports = Vec::new();
+    for _ in 0..2 {
+        let s = TcpStream::connect(p.local_addr()).await.expect("connect");
+        ports.push(s.local_addr().expect("local").port());
+        let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        assert_eq!(h1_get(&mut tx, "/").await, 200);
+    }
+    let pinned: Vec<(u16, String)> = p
+        .pinned()
+        .iter()
+        .map(|c| (c.client.port(), c.pod.clone()))
+        .collect();
+    assert_eq!(
+        pinned,
+        [(ports[0], "a".to_string()), (ports[1], "b".to_string())]
+    );
+}
+
 #[tokio::test]
 async fn a_keep_alive_connection_stays_pinned_after_its_endpoint_is_removed() {
     let (a, b, h, p) = two_backends().await;

@@ -122,6 +122,7 @@ async fn race(balancing: Balancing, on_sigterm: &str, pre_stop: Duration) -> Out
     let attributed = attribute(
         &result.records,
         &proxy_records,
+        &proxy.pinned(),
         &[PodTermination {
             pod: "a".into(),
             started: T,

@@ -12,6 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -168,11 +169,12 @@ async fn serve_failed(
 }
 
 /// HTTP/1.1, pinned: one upstream connection per client connection, for its lifetime.
-pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) {
+pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, peer: SocketAddr, s: Arc<Shared>) {
     let (ep, up) = match pick_and_connect(&s).await {
         Ok(x) => x,
         Err((ep, kind)) => return serve_failed(stream, id, s, ep, kind, false).await,
     };
+    s.pin(id, peer, &ep);
     let (sender, up_conn) = match hyper::client::conn::http1::handshake(TokioIo::new(up)).await {
         Ok(x) => x,
         Err(_) => {
@@ -219,11 +221,12 @@ pub(crate) async fn serve_h1_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) 
 }
 
 /// h2c, pinned: one upstream HTTP/2 connection per client connection; streams are multiplexed.
-pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, s: Arc<Shared>) {
+pub(crate) async fn serve_h2_pinned(stream: TcpStream, id: u64, peer: SocketAddr, s: Arc<Shared>) {
     let (ep, up) = match pick_and_connect(&s).await {
         Ok(x) => x,
         Err((ep, kind)) => return serve_failed(stream, id, s, ep, kind, true).await,
     };
+    s.pin(id, peer, &ep);
     let (sender, conn) =
         match hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(up)).await {
             Ok(x) => x,

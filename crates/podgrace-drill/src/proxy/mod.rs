@@ -28,7 +28,9 @@
 //!   endpoint is usable, and then close the client connection; TCP mode resets the client
 //!   connection (RST, `SO_LINGER` 0), as a DNAT'd SYN to a closed port would. The kind is recorded.
 //! * **Every proxied request (HTTP) or connection (TCP) is recorded** ([`ProxyRecord`]): start,
-//!   end, pod, endpoint, outcome, so the drill can attribute each failure to a pod and a phase.
+//!   end, pod, endpoint, outcome, so the drill can attribute each failure to a pod and a phase;
+//!   and every pinned client connection ([`PinnedConnection`]: client address, pod), so a request
+//!   the pod's close crossed on the wire, which the proxy never saw, is still put on its pod.
 //!
 //! # What it does not model
 //! * conntrack expiry and timeouts (an idle pinned connection never expires), conntrack table
@@ -152,6 +154,21 @@ pub struct ProxyRecord {
     pub status: Option<u16>,
 }
 
+/// A client connection pinned to one pod (HTTP modes with per-connection balancing): the
+/// conntrack entry of a client connection. With it a failure the proxy never saw as a request
+/// (the pod's close crossed a request on its way) is still put on the pod.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedConnection {
+    /// The client connection's number, as in [`ProxyRecord::connection`].
+    pub connection: u64,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// Since the epoch: when the upstream connection to the pod was made.
+    pub opened: Duration,
+    pub pod: String,
+}
+
 /// Errors of [`Proxy::start`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -195,6 +212,7 @@ pub(crate) struct Shared {
     pub view: Arc<View>,
     pub config: ProxyConfig,
     pub records: Mutex<Vec<RawRecord>>,
+    pub pinned: Mutex<Vec<PinnedConnection>>,
 }
 
 impl Shared {
@@ -206,6 +224,20 @@ impl Shared {
         match self.records.lock() {
             Ok(mut v) => v.push(r),
             Err(poisoned) => poisoned.into_inner().push(r),
+        }
+    }
+
+    /// Records that client connection `id` from `client` is pinned to `ep` from now on.
+    pub fn pin(&self, id: u64, client: SocketAddr, ep: &Endpoint) {
+        let p = PinnedConnection {
+            connection: id,
+            client,
+            opened: self.now(),
+            pod: ep.pod.clone(),
+        };
+        match self.pinned.lock() {
+            Ok(mut v) => v.push(p),
+            Err(poisoned) => poisoned.into_inner().push(p),
         }
     }
 
@@ -299,6 +331,7 @@ impl Proxy {
             view,
             config,
             records: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Vec::new()),
         });
         let s = Arc::clone(&shared);
         let accept = tokio::spawn(async move {
@@ -308,7 +341,7 @@ impl Proxy {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _peer)) = accepted else {
+                        let Ok((stream, peer)) = accepted else {
                             // EMFILE and the like: back off briefly rather than spin.
                             tokio::time::sleep(Duration::from_millis(5)).await;
                             continue;
@@ -326,9 +359,9 @@ impl Proxy {
                                     http::serve_h1_per_request(stream, id, s, pool).await
                                 }
                                 (Mode::Http1, Balancing::PerConnection) => {
-                                    http::serve_h1_pinned(stream, id, s).await
+                                    http::serve_h1_pinned(stream, id, peer, s).await
                                 }
-                                (Mode::H2c, _) => http::serve_h2_pinned(stream, id, s).await,
+                                (Mode::H2c, _) => http::serve_h2_pinned(stream, id, peer, s).await,
                             }
                         };
                         match worker {
@@ -361,6 +394,14 @@ impl Proxy {
                 .iter()
                 .map(RawRecord::to_record)
                 .collect(),
+        }
+    }
+
+    /// The client connections pinned to a pod so far, in the order they were pinned.
+    pub fn pinned(&self) -> Vec<PinnedConnection> {
+        match self.shared.pinned.lock() {
+            Ok(v) => v.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
