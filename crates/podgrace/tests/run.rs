@@ -382,3 +382,51 @@ fn a_second_ctrl_c_force_deletes() {
     // The second StopContainer gets the 2 s floor: SIGKILL 2 s into the second kill.
     assert!(near(secs(&ts[1]["killAfterSeconds"]), 2.0), "{r}");
 }
+
+/// A Ctrl-C at a terminal sends SIGINT to the whole foreground process group. Only podgrace
+/// may get it (and delete the pod): the container gets its stop signal, SIGTERM, as from a
+/// kubelet, never the terminal's SIGINT.
+#[test]
+fn a_terminal_ctrl_c_reaches_podgrace_not_the_containers() {
+    use std::os::unix::process::CommandExt as _;
+    if !privileged("tty-ctrl-c") {
+        return;
+    }
+    let dir = tempdir("tty-ctrl-c");
+    let started = dir.join("started");
+    let _ = std::fs::remove_file(&started);
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: ttyc}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; trap 'exit 3' INT; touch {}; while true; do sleep 0.1; done\"]\n",
+        started.display()
+    );
+    let file = tmp_file("tty-ctrl-c", "pod.yaml", &yaml);
+    let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["run", file.to_str().unwrap(), "-o", "json"])
+        // Its own process group, as a shell gives a foreground job.
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pgid = rustix::process::Pid::from_child(&child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the container never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rustix::process::kill_process_group(pgid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = termination(&r, "app");
+    assert_eq!(t["stopSignal"], "SIGTERM", "{r}");
+    // Its TERM trap ran (exit 0); the INT trap (exit 3) or a SIGINT death (130) would mean the
+    // terminal's signal reached it.
+    assert_eq!(t["exitCode"], 0, "{r}");
+    assert!(secs(&t["exitAfterSeconds"]) < 1.0, "{r}");
+}

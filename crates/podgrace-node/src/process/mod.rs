@@ -11,6 +11,10 @@
 //!   leads its own session; when it exits, its process group is SIGKILLed. Processes that
 //!   leave the group (`setsid`) escape this; the namespaced mode has no such hole.
 //!
+//! In both modes a container (and an exec in it) leads its own session, as under a container
+//! runtime, so a terminal's Ctrl-C (SIGINT to podgrace's foreground process group) reaches
+//! podgrace alone, which deletes the pod; helpers get their own session for the same reason.
+//!
 //! # Lifetime
 //! Every child is forked from one long-lived thread with `PR_SET_PDEATHSIG(SIGKILL)`, so if
 //! podgrace dies (even by SIGKILL) each container's PID 1 is killed, and with it its PID

@@ -244,6 +244,10 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
             unsafe {
                 cmd.pre_exec(move || {
                     child_common(&self_pidfd)?;
+                    // Its own session, as under a container runtime: a Ctrl-C at podgrace's
+                    // terminal (SIGINT to the foreground process group) must reach podgrace
+                    // only, which then deletes the pod; never the container directly.
+                    rustix::process::setsid().map_err(io_err)?;
                     rustix::thread::unshare_unsafe(UnshareFlags::NEWNS).map_err(io_err)?;
                     mount_change(
                         c"/",
@@ -314,9 +318,15 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
                         move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
                             .map_err(io_err)?;
                     }
-                    if let Some(pgid) = pgid.and_then(Pid::from_raw) {
+                    match pgid.and_then(Pid::from_raw) {
                         // Best effort: the group is gone if the container exited.
-                        let _ = rustix::process::setpgid(None, Some(pgid));
+                        Some(pgid) => {
+                            let _ = rustix::process::setpgid(None, Some(pgid));
+                        }
+                        // Out of podgrace's process group, as the container is.
+                        None => {
+                            let _ = rustix::process::setsid();
+                        }
                     }
                     Ok(())
                 });
@@ -325,7 +335,13 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
         Placement::Helper => {
             // SAFETY: as above.
             unsafe {
-                cmd.pre_exec(move || child_common(&self_pidfd));
+                cmd.pre_exec(move || {
+                    child_common(&self_pidfd)?;
+                    // A terminal's Ctrl-C must not cut a helper (an `ip` step of a sandbox)
+                    // half-way: podgrace handles it and tears down in order.
+                    let _ = rustix::process::setsid();
+                    Ok(())
+                });
             }
         }
     }
