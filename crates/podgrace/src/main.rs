@@ -5,6 +5,7 @@
 
 mod cmd;
 mod input;
+mod out;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -1,8 +1,9 @@
 //! `podgrace conformance [FILE]`: evaluates upstream-derived vectors against the engine.
 
-use crate::{input, Outcome};
+use crate::{input, out::Out, Outcome};
 use anyhow::Context;
 use podgrace_core::conformance::{self, Verdict, BUILTIN_VECTORS};
+use std::io::Write as _;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -24,13 +25,18 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .context("cannot evaluate the vectors")?;
     for (v, verdict) in &report.results {
         if let Verdict::Fail(mismatches) = verdict {
-            println!("FAIL {} [{}] (line {})", v.source, v.function, v.line);
+            writeln!(Out, "FAIL {} [{}] (line {})", v.source, v.function, v.line)?;
             for m in mismatches {
-                println!("     {m}");
+                writeln!(Out, "     {m}")?;
             }
         }
     }
-    println!("{} passed, {} failed", report.passed(), report.failed());
+    writeln!(
+        Out,
+        "{} passed, {} failed",
+        report.passed(),
+        report.failed()
+    )?;
     Ok(if report.failed() == 0 {
         Outcome::Success
     } else {

@@ -20,7 +20,7 @@ use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
 
-use crate::{input, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -276,7 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             let outcome = runtime.block_on(drill_once(&plan, &cfg, &args, "drill"))?;
             match args.output {
                 Format::Json => print_json(&outcome.report)?,
-                Format::Text => print!("{}", summary(&outcome)),
+                Format::Text => write!(Out, "{}", summary(&outcome))?,
             }
             if let Some(path) = &args.report {
                 write_html(path, &format!("podgrace drill: {}", plan.name), &outcome)?;
@@ -354,20 +354,23 @@ fn demo(
     let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
     match args.output {
         Format::Json => {
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report])?;
             writeln!(out)?;
+            out.flush()?;
         }
         Format::Text => {
-            print!(
+            write!(
+                Out,
                 "\n1/2 without preStop, the app exits on SIGTERM:{}",
                 summary(&a)
-            );
-            print!(
+            )?;
+            write!(
+                Out,
                 "\n2/2 with a {pre_stop} s preStop sleep, the app drains:{}",
                 summary(&b)
-            );
-            print!("{}", side_by_side(&a.report, &b.report, pre_stop, lag));
+            )?;
+            write!(Out, "{}", side_by_side(&a.report, &b.report, pre_stop, lag))?;
         }
     }
     if let Some(path) = &args.report {
@@ -589,9 +592,10 @@ async fn interrupted() {
 }
 
 fn print_json(report: &DrillReport) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(Out);
     serde_json::to_writer_pretty(&mut out, report)?;
     writeln!(out)?;
+    out.flush()?;
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI.
 
-use crate::{input, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, Outcome};
 use podgrace_core::lint::{
     self, catalogue, severity_str, LintConfig, LintFinding, LintOptions, Severity,
 };
@@ -62,7 +62,7 @@ impl FailOn {
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if let Some(id) = &args.explain {
-        print!("{}", explain_text(id)?);
+        write!(Out, "{}", explain_text(id)?)?;
         return Ok(Outcome::Success);
     }
     let mut config = match &args.config {
@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         manifests.push(m);
     }
     findings.extend(lint::lint(&manifests, &opts));
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = std::io::BufWriter::new(Out);
     match args.output {
         Format::Text => {
             let color = std::io::stdout().is_terminal()

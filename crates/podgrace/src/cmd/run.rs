@@ -23,7 +23,7 @@ use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{input, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -130,11 +130,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let report = runtime.block_on(supervise(plan, opts, &args, flags))?;
     match args.output {
         Format::Json => {
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &report)?;
             writeln!(out)?;
+            out.flush()?;
         }
-        Format::Text => print!("{}", summary(&report)),
+        Format::Text => write!(Out, "{}", summary(&report))?,
     }
     Ok(Outcome::Success)
 }
@@ -212,7 +213,8 @@ async fn supervise(
             if json || stream == Stream::Stderr {
                 eprintln!("{text}");
             } else {
-                println!("{text}");
+                // A closed stdout drops the line; the pod goes on.
+                let _ = writeln!(Out, "{text}");
             }
         }
     });
