@@ -147,6 +147,29 @@ pub fn diagnose(inp: &Inputs) -> Diagnosis {
     d
 }
 
+/// The advice for requests and streams that reached `pod` after its stop signal while the proxy
+/// still routed to it (`raced`, already counted in words). `lag` and `pre_stop` in seconds.
+///
+/// A preStop shorter than the lag gets "at least ⌈lag⌉ s". One already as long as the lag still
+/// raced it (the endpoint removal and the stop signal land together, give or take the
+/// scheduling of both): it gets a whole second more than it waits now.
+fn race_line(lag: f64, pre_stop: f64, raced: &str, pod: &str) -> String {
+    let at_least_lag = (lag.ceil() as i64).max(1);
+    let tail = format!(
+        "{raced} reached pod {pod} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained"
+    );
+    if pre_stop < at_least_lag as f64 {
+        format!(
+            "add a preStop sleep of at least {at_least_lag} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {tail}"
+        )
+    } else {
+        let need = pre_stop.floor() as i64 + 1;
+        format!(
+            "make the preStop sleep longer than the endpoint lag, at least {need} s (it waits {pre_stop:.1} s and the endpoint lag is {lag:.1} s, so the stop signal and the endpoint removal race): {tail}"
+        )
+    }
+}
+
 /// The advice lines of a drill, most specific first for each pod.
 fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
     let mut out = Vec::new();
@@ -195,11 +218,7 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
             streams(Phase::AfterStopSignal, false),
         );
         if !raced.is_empty() {
-            let need = (lag.ceil() as i64).max(1);
-            out.push(format!(
-                "add a preStop sleep of at least {need} s (the endpoint lag is {lag:.1} s; the preStop now waits {pre_stop:.1} s): {raced} reached pod {} after its stop signal, while the proxy still sent it traffic; the app must also keep serving until it has drained",
-                t.pod
-            ));
+            out.push(race_line(lag, pre_stop, &raced, &t.pod));
         }
         let cut = streams(Phase::AfterStopSignal, true);
         if cut > 0 {
@@ -535,6 +554,31 @@ fn busy(inp: &Inputs, pod: &str, from: Duration, to: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_race_advice_never_proposes_the_pre_stop_already_set() {
+        let none = race_line(1.0, 0.0, "3 requests", "web-1");
+        assert!(
+            none.starts_with("add a preStop sleep of at least 1 s (the endpoint lag is 1.0 s; the preStop now waits 0.0 s): 3 requests reached pod web-1"),
+            "{none}"
+        );
+        let short = race_line(30.0, 5.0, "3 requests", "web-1");
+        assert!(
+            short.starts_with("add a preStop sleep of at least 30 s"),
+            "{short}"
+        );
+        // Equal to the lag: it raced; a second more.
+        let equal = race_line(1.0, 1.0, "1 request", "web-1");
+        assert!(
+            equal.starts_with("make the preStop sleep longer than the endpoint lag, at least 2 s (it waits 1.0 s and the endpoint lag is 1.0 s"),
+            "{equal}"
+        );
+        let fraction = race_line(1.5, 2.0, "1 request", "web-1");
+        assert!(
+            fraction.contains("at least 3 s (it waits 2.0 s"),
+            "{fraction}"
+        );
+    }
 
     fn s(secs: f64) -> Duration {
         Duration::from_secs_f64(secs)
