@@ -21,7 +21,7 @@ use hyper::Method;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::KubeVersion;
-use podgrace_node::events::EventRecorder;
+use podgrace_node::events::{EventRecorder, EventType};
 use podgrace_node::kubelet::{
     build_report, run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
 };
@@ -124,11 +124,13 @@ pub enum DrillError {
     #[error("the drill gives each pod its own network namespace and address, which needs root (or CAP_SYS_ADMIN and CAP_NET_ADMIN)")]
     NoNamespaces,
     /// A pod did not become ready.
-    #[error("pod {pod} did not become ready within {seconds} s (is it listening on port {port}, and does its readiness probe pass?)")]
+    #[error("pod {pod} did not become ready within {seconds} s (is it listening on port {port}, and does its readiness probe pass?){}", last_warning.as_ref().map(|w| format!("; its last warning: {w}")).unwrap_or_default())]
     NotReady {
         pod: String,
         seconds: u64,
         port: u16,
+        /// The pod's last Warning event, as `REASON (container C): MESSAGE`.
+        last_warning: Option<String>,
     },
     /// A pod could not be run.
     #[error("pod {pod}: {reason}")]
@@ -147,6 +149,7 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 struct Replica {
     name: String,
     handle: PodHandle,
+    events: EventRecorder,
     status: tokio::sync::watch::Receiver<PodStatus>,
 }
 
@@ -183,13 +186,15 @@ pub async fn run_drill(
             force_host: false,
         };
         // One recorder per pod: each pod's run report holds its own events only.
-        let handle = run_pod(runtime.clone(), plan.clone(), opts, EventRecorder::new());
+        let events = EventRecorder::new();
+        let handle = run_pod(runtime.clone(), plan.clone(), opts, events.clone());
         let status = handle.status();
         watch_status(plan.name.clone(), status.clone(), change_tx.clone());
         let _ = log.send(format!("{}: created", plan.name));
         replicas.push(Replica {
             name: plan.name,
             handle,
+            events,
             status,
         });
         replicas.len() - 1
@@ -536,6 +541,16 @@ async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
             pod: r.name.clone(),
             seconds: READY_WITHIN.as_secs(),
             port,
+            last_warning: r
+                .events
+                .events()
+                .iter()
+                .rev()
+                .find(|e| e.kind == EventType::Warning)
+                .map(|e| match &e.container {
+                    Some(c) => format!("{} (container {c}): {}", e.reason, e.message),
+                    None => format!("{}: {}", e.reason, e.message),
+                }),
         }),
     }
 }

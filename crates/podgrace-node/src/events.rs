@@ -60,6 +60,9 @@ pub mod reason {
     /// `ContainerProbeWarning` (Warning): a probe succeeded with a warning (e.g. a redirect to
     /// another host was not followed).
     pub const PROBE_WARNING: &str = "ProbeWarning";
+    /// `FailedToCreateContainer` and `FailedToStartContainer` (Warning), both `"Failed"`, see
+    /// [`super::message::failed`].
+    pub const FAILED: &str = "Failed";
     /// `FailedPostStartHook` (Warning), message [`super::message::FAILED_POST_START_HOOK`].
     pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
     /// `FailedPreStopHook` (Warning), message [`super::message::FAILED_PRE_STOP_HOOK`].
@@ -104,6 +107,12 @@ pub mod message {
     /// (`kuberuntime_manager.go` `doBackOff`; `pod` formatted as [`crate::hooks::format_pod`]).
     pub fn back_off(container: &str, pod: &str) -> String {
         format!("Back-off restarting failed container {container} in pod {pod}")
+    }
+
+    /// `Failed`: `"Error: ERR"`, the runtime's error when creating or starting a container
+    /// failed (`kuberuntime_container.go` `startContainer`).
+    pub fn failed(error: &impl std::fmt::Display) -> String {
+        format!("Error: {error}")
     }
 
     /// `ExceededGracePeriod` on the pod (`pkg/kubelet/pod_workers.go` `killPodNow`).

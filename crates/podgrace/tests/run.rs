@@ -430,3 +430,32 @@ fn a_terminal_ctrl_c_reaches_podgrace_not_the_containers() {
     assert_eq!(t["exitCode"], 0, "{r}");
     assert!(secs(&t["exitAfterSeconds"]) < 1.0, "{r}");
 }
+
+/// A container whose command does not exist: the kubelet's `Failed` warning ("Error: ..."),
+/// and the summary says it never started.
+#[test]
+fn a_container_that_cannot_start_gets_a_failed_event_and_never_started() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: nostart}\nspec:\n  containers:\n  - name: app\n    image: x\n    command: [/nonexistent/app]\n";
+    let r = run("nostart", yaml, &["--delete-after", "300ms"]);
+    let failed: Vec<&Value> = r["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["reason"] == "Failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{r}");
+    assert_eq!(failed[0]["type"], "Warning");
+    assert_eq!(failed[0]["container"], "app");
+    let msg = failed[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Error: ") && msg.contains("/nonexistent/app"),
+        "{msg}"
+    );
+    let file = tmp_file("nostart", "nostart.yaml", yaml);
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "300ms"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("    never started: Error: ") && !text.contains("not terminated"),
+        "{text}"
+    );
+}

@@ -1156,7 +1156,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let id = match self.rt.create_container(&ctx, &sandbox, config).await {
             Ok(id) => id,
             Err(e) => {
-                tracing::warn!(container = %name, error = %e, "CreateContainer failed");
+                tracing::debug!(container = %name, error = %e, "CreateContainer failed");
+                self.events
+                    .warning(reason::FAILED, Some(&name), message::failed(&e));
                 self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
                 return;
             }
@@ -1164,7 +1166,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
         self.events
             .normal(reason::CREATED, Some(&name), message::created(&name));
         if let Err(e) = self.rt.start_container(&ctx, &id).await {
-            tracing::warn!(container = %name, error = %e, "StartContainer failed");
+            tracing::debug!(container = %name, error = %e, "StartContainer failed");
+            self.events
+                .warning(reason::FAILED, Some(&name), message::failed(&e));
             self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
             return;
         }

@@ -336,7 +336,19 @@ fn summary(r: &RunReport) -> String {
             let _ = writeln!(out, "    {how} at {:.3} s while the pod ran", e.seconds);
         }
         if c.terminations.is_empty() && c.exits.is_empty() {
-            let _ = writeln!(out, "    not terminated by the kubelet");
+            // A container the runtime could not create or start never ran at all.
+            let failed = r.events.iter().rev().find(|e| {
+                e.container.as_deref() == Some(c.name.as_str())
+                    && e.reason == podgrace_node::events::reason::FAILED
+            });
+            match failed {
+                Some(e) => {
+                    let _ = writeln!(out, "    never started: {}", e.message);
+                }
+                None => {
+                    let _ = writeln!(out, "    not terminated by the kubelet");
+                }
+            }
         }
         for t in &c.terminations {
             let _ = writeln!(
