@@ -208,6 +208,9 @@ pub struct DrillReport {
     pub failed: u64,
     pub failures_by_kind: FailuresByKind,
     pub failures_by_phase: FailuresByPhase,
+    /// The failed requests per pod they reached, by phase, in pod order; failures that reached
+    /// no pod under `pod: null`, last. Empty when none failed.
+    pub failures_by_pod: Vec<PodFailures>,
     pub latency_ms: LatencyMs,
     /// The `run` report of each pod (built by the node layer).
     pub pods: Vec<serde_json::Value>,
@@ -330,6 +333,37 @@ fn attributed(
     }
 }
 
+/// `failuresByPod[]`: the failed requests that reached one pod (or none: `pod` is `null`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodFailures {
+    pub pod: Option<String>,
+    pub failed: u64,
+    pub failures_by_phase: FailuresByPhase,
+}
+
+impl PodFailures {
+    /// Groups `attributions` by pod: pods in name order, then the failures of no pod.
+    pub fn group(attributions: &[Attribution]) -> Vec<PodFailures> {
+        let mut by_pod: std::collections::BTreeMap<Option<&str>, Vec<Attribution>> =
+            std::collections::BTreeMap::new();
+        for a in attributions {
+            by_pod.entry(a.pod.as_deref()).or_default().push(a.clone());
+        }
+        let mut out: Vec<PodFailures> = by_pod
+            .into_iter()
+            .map(|(pod, list)| PodFailures {
+                pod: pod.map(str::to_string),
+                failed: list.len() as u64,
+                failures_by_phase: FailuresByPhase::count(&list),
+            })
+            .collect();
+        // `None` sorts first in a BTreeMap; it goes last.
+        out.sort_by_key(|p| p.pod.is_none());
+        out
+    }
+}
+
 impl DrillReport {
     /// Builds the report of one drill run; `streams` and `advice` are set by the caller.
     /// The verdict is pass when no request and no data stream failed.
@@ -355,6 +389,7 @@ impl DrillReport {
             failed,
             failures_by_kind: kinds,
             failures_by_phase: FailuresByPhase::count(attributions),
+            failures_by_pod: PodFailures::group(attributions),
             latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
             pods,
             streams,
@@ -445,6 +480,32 @@ mod tests {
             (p.before_stop_signal, p.after_stop_signal, p.after_kill),
             (2, 1, 1)
         );
+        let groups = PodFailures::group(&a);
+        let by_pod: Vec<(Option<&str>, u64, u64, u64, u64)> = groups
+            .iter()
+            .map(|f| {
+                let p = &f.failures_by_phase;
+                (
+                    f.pod.as_deref(),
+                    f.failed,
+                    p.before_stop_signal,
+                    p.after_stop_signal,
+                    p.after_kill,
+                )
+            })
+            .collect();
+        // The Timeout of request 4 is attributed too (to web-2, the pod its proxy record names).
+        assert_eq!(
+            by_pod,
+            [(Some("web-1"), 3, 1, 1, 1), (Some("web-2"), 1, 1, 0, 0)]
+        );
+        let none = PodFailures::group(&attribute(
+            &[req(5, 10, RequestOutcome::Refused)],
+            &[],
+            &[],
+            &[],
+        ));
+        assert_eq!((none[0].pod.clone(), none[0].failed), (None, 1));
     }
 
     /// The pod closed a pinned connection just as a request was written on it: the proxy never

@@ -64,6 +64,12 @@ fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
         failed,
         "{r}\n{log}"
     );
+    // All on the deleted pod.
+    assert_eq!(
+        r["failuresByPod"],
+        serde_json::json!([{"pod": "web-1", "failed": failed, "failuresByPhase": {"beforeStopSignal": 0, "afterStopSignal": failed, "afterKill": 0}}]),
+        "{log}"
+    );
     assert_eq!(r["requests"], 800);
 }
 

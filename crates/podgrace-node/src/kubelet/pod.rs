@@ -606,6 +606,14 @@ impl<R: RuntimeService + 'static> Pod<R> {
         // after their budget, exec processes) dies with it.
         // Removing it is left to the caller (the kubelet's garbage collection does it later),
         // so the runtime's records of the stops can still be read.
+        // Once the containers are stopped, no probe runs any more, readiness included
+        // (`SyncTerminatingPod` calls `probeManager.RemovePod`, pkg/kubelet/kubelet.go): an
+        // attempt in flight is cancelled, so none reports on a pod whose network is gone.
+        for c in &self.ctrs {
+            for p in &c.probes {
+                p.stop();
+            }
+        }
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
         }

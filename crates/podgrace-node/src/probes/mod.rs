@@ -26,7 +26,8 @@
 //! # Termination (spec §2.3)
 //! `SyncTerminatingPod` stops liveness and startup only; readiness keeps running and drives the
 //! EndpointSlice `serving` condition. Call [`ProbeHandle::stop`] on liveness and startup
-//! handles when termination starts; keep the readiness handle until the pod is gone.
+//! handles when termination starts; stop the readiness handle once the containers have stopped
+//! (`probeManager.RemovePod` at the end of `SyncTerminatingPod`), before the sandbox goes.
 //!
 //! # Left out
 //! The random initial sleep of up to one period after a kubelet restart; manual triggers

@@ -690,6 +690,14 @@ fn request_lines(s: &mut String, r: &DrillReport) {
         "  failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
         p.before_stop_signal, p.after_stop_signal, p.after_kill
     );
+    if !r.failures_by_pod.is_empty() {
+        let per_pod: Vec<String> = r
+            .failures_by_pod
+            .iter()
+            .map(|f| format!("{} {}", f.pod.as_deref().unwrap_or("no pod"), f.failed))
+            .collect();
+        let _ = writeln!(s, "  failures by pod: {}", per_pod.join(", "));
+    }
     let _ = writeln!(
         s,
         "  latency from the intended send time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
