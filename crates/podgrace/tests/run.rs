@@ -459,3 +459,43 @@ fn a_container_that_cannot_start_gets_a_failed_event_and_never_started() {
         "{text}"
     );
 }
+
+/// The text summary: the termination's line is on the run's clock; the instants under it count
+/// from the termination's start, marked with `+`.
+#[test]
+fn the_text_summary_marks_times_since_the_termination() {
+    if !privileged("text-summary") {
+        return;
+    }
+    let file = tmp_file(
+        "text-summary",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: text}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, \"trap 'exit 0' TERM; while true; do sleep 0.1; done\"]\n    lifecycle: {preStop: {sleep: {seconds: 1}}}\n",
+    );
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "500ms"]);
+    let text = stdout(&out);
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} line in {text}"))
+            .to_string()
+    };
+    assert!(
+        line("Deleted at").ends_with("grace period 5 s (times below: since then)"),
+        "{text}"
+    );
+    let num = |l: &str, after: &str| -> f64 {
+        let rest = &l[l.find(after).expect(after) + after.len()..];
+        rest.trim_start()
+            .trim_start_matches('+')
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let sigterm = line("SIGTERM");
+    assert!(sigterm.contains("+1."), "{text}");
+    assert!(near(num(&sigterm, "SIGTERM"), 1.0), "{text}");
+    assert!(line("preStop sleep").contains("+0.000 → +1."), "{text}");
+}

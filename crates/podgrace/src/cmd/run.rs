@@ -353,7 +353,7 @@ fn summary(r: &RunReport) -> String {
         for t in &c.terminations {
             let _ = writeln!(
                 out,
-                "    {} at {:.3} s, grace period {} s{}",
+                "    {} at {:.3} s, grace period {} s{} (times below: since then)",
                 t.reason,
                 t.start_seconds,
                 t.grace_period_seconds,
@@ -366,13 +366,13 @@ fn summary(r: &RunReport) -> String {
             if let Some(h) = &t.pre_stop {
                 let _ = writeln!(
                     out,
-                    "      preStop {:8} {:.3} → {:.3} s  {}",
+                    "      preStop {:8} +{:.3} → +{:.3} s  {}",
                     h.action, h.after_seconds, h.end_after_seconds, h.outcome
                 );
             }
             match t.stop_signal_after_seconds {
                 Some(s) => {
-                    let _ = writeln!(out, "      {:16} {s:.3} s", t.stop_signal);
+                    let _ = writeln!(out, "      {:16} +{s:.3} s", t.stop_signal);
                 }
                 None => {
                     let _ = writeln!(
@@ -383,7 +383,7 @@ fn summary(r: &RunReport) -> String {
                 }
             }
             if let Some(k) = t.kill_after_seconds {
-                let _ = writeln!(out, "      {:16} {k:.3} s", "SIGKILL");
+                let _ = writeln!(out, "      {:16} +{k:.3} s", "SIGKILL");
             }
             if let (Some(e), Some(code)) = (t.exit_after_seconds, t.exit_code) {
                 let how = t
@@ -391,7 +391,7 @@ fn summary(r: &RunReport) -> String {
                     .as_deref()
                     .map(|s| format!("killed by {s}"))
                     .unwrap_or_else(|| format!("exited {code}"));
-                let _ = writeln!(out, "      {how:16} {e:.3} s");
+                let _ = writeln!(out, "      {how:16} +{e:.3} s");
             }
             if let Some(d) = diagnosis(t) {
                 let _ = writeln!(out, "      → {d}");
