@@ -203,6 +203,10 @@ pub struct DrillReport {
     pub scenario: String,
     pub rps: f64,
     pub endpoint_lag_seconds: f64,
+    /// The drill's other settings, so that a saved report says what it measured (set by the
+    /// caller; [`DrillSettings::default`] after [`DrillReport::build`]).
+    #[serde(flatten)]
+    pub settings: DrillSettings,
     pub requests: u64,
     pub succeeded: u64,
     pub failed: u64,
@@ -333,6 +337,21 @@ fn attributed(
     }
 }
 
+/// The settings of a drill that its JSON echoes beside `scenario`, `rps` and
+/// `endpointLagSeconds`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrillSettings {
+    /// `kube-proxy` (connections pinned) or `ingress` (each request picks an endpoint).
+    pub proxy: &'static str,
+    /// `http1` or `h2c`.
+    pub protocol: &'static str,
+    /// How long the load ran, seconds.
+    pub duration_seconds: f64,
+    /// Replicas before the disruption.
+    pub replicas: usize,
+}
+
 /// `failuresByPod[]`: the failed requests that reached one pod (or none: `pod` is `null`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -384,6 +403,7 @@ impl DrillReport {
             scenario: scenario.to_string(),
             rps,
             endpoint_lag_seconds: endpoint_lag.as_secs_f64(),
+            settings: DrillSettings::default(),
             requests,
             succeeded: requests - failed,
             failed,

@@ -37,7 +37,8 @@ use crate::html::ChartEvent;
 use crate::load::{self, LoadConfig, LoadResult, Protocol};
 use crate::proxy::{Balancing, Mode, Proxy, ProxyConfig, ProxyRecord};
 use crate::report::{
-    attribute, attribute_streams, by_index, Attribution, DrillReport, PodTermination, StreamSummary,
+    attribute, attribute_streams, by_index, Attribution, DrillReport, DrillSettings,
+    PodTermination, StreamSummary,
 };
 use crate::streams::{StreamConfig, StreamRecord, Streams};
 
@@ -485,6 +486,18 @@ pub async fn run_drill(
             });
         }
     }
+    report.settings = DrillSettings {
+        proxy: match config.balancing {
+            Balancing::PerConnection => "kube-proxy",
+            Balancing::PerRequest => "ingress",
+        },
+        protocol: match config.protocol {
+            Protocol::Http1 => "http1",
+            Protocol::H2c => "h2c",
+        },
+        duration_seconds: config.duration.as_secs_f64(),
+        replicas: config.replicas.max(1),
+    };
     report.advice = diagnosis.advice.clone();
     report.findings = diagnosis.findings;
     let advice = diagnosis.advice;

@@ -71,6 +71,23 @@ fn without_pre_stop_an_ingress_loses_rate_times_lag_times_share() {
         "{log}"
     );
     assert_eq!(r["requests"], 800);
+    // The settings it ran with.
+    assert_eq!(
+        (
+            &r["scenario"],
+            &r["proxy"],
+            &r["protocol"],
+            &r["durationSeconds"],
+            &r["replicas"]
+        ),
+        (
+            &serde_json::json!("delete"),
+            &serde_json::json!("ingress"),
+            &serde_json::json!("http1"),
+            &serde_json::json!(4.0),
+            &serde_json::json!(2)
+        )
+    );
 }
 
 #[test]
