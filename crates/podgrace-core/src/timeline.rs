@@ -193,29 +193,76 @@ pub struct Timeline {
     pub findings: Vec<Finding>,
 }
 
-/// A trigger that does not apply to the pod.
+/// A timeline that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimelineError {
-    /// `liveness:C` / `startup:C` names a container the pod does not run.
-    #[error("pod {pod}: no container named {container:?} (containers: {known})")]
-    NoSuchContainer {
-        pod: String,
-        container: String,
-        known: String,
-    },
+    /// The trigger does not apply to this pod (see [`applies`]). `pod` is `namespace/name` (or
+    /// the name alone).
+    #[error("pod {pod}: {reason}")]
+    NotApplicable { pod: String, reason: NotApplicable },
     /// `node-shutdown` with a kubelet whose graceful node shutdown is off.
     #[error("graceful node shutdown is disabled (shutdownGracePeriod {shutdown_grace_period} s, shutdownGracePeriodCriticalPods {critical} s): the kubelet does not terminate pods on shutdown, they die with the node")]
     GracefulShutdownDisabled {
         shutdown_grace_period: i64,
         critical: i64,
     },
-    /// The named container has no probe of that kind.
-    #[error("pod {pod}: container {container:?} has no {probe} probe")]
+}
+
+/// Why a trigger that names a container (`liveness:C`, `startup:C`) does not apply to a pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotApplicable {
+    /// The pod runs no container of that name; `known` lists the ones it runs, comma-separated.
+    #[error("no container named {container:?} (containers: {known})")]
+    NoSuchContainer { container: String, known: String },
+    /// The named container has no probe of that kind (`liveness` or `startup`).
+    #[error("container {container:?} has no {probe} probe")]
     NoProbe {
-        pod: String,
         container: String,
         probe: &'static str,
     },
+}
+
+/// Whether `trigger` can happen to `pod`: a probe trigger needs a running container of that name
+/// (a main container or a native sidecar) with a probe of that kind; every other trigger applies
+/// to every pod.
+///
+/// # Errors
+/// [`NotApplicable`] saying what is missing.
+pub fn applies(pod: &PodPlan, trigger: &Trigger) -> Result<(), NotApplicable> {
+    probed_container(pod, trigger).map(|_| ())
+}
+
+/// The container a probe trigger kills, with its probe and the probe's kind; `None` for a trigger
+/// that is not a probe kill.
+fn probed_container<'p>(
+    pod: &'p PodPlan,
+    trigger: &Trigger,
+) -> Result<Option<(&'p ContainerPlan, &'p crate::plan::Probe, &'static str)>, NotApplicable> {
+    let (name, kind) = match trigger {
+        Trigger::Liveness(name) => (name, "liveness"),
+        Trigger::Startup(name) => (name, "startup"),
+        _ => return Ok(None),
+    };
+    let c = pod
+        .running_containers()
+        .find(|c| &c.name == name)
+        .ok_or_else(|| NotApplicable::NoSuchContainer {
+            container: name.clone(),
+            known: pod
+                .running_containers()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let probe = match trigger {
+        Trigger::Startup(_) => &c.startup_probe,
+        _ => &c.liveness_probe,
+    };
+    let probe = probe.as_ref().ok_or_else(|| NotApplicable::NoProbe {
+        container: name.clone(),
+        probe: kind,
+    })?;
+    Ok(Some((c, probe, kind)))
 }
 
 /// How the kubelet is asked to terminate: the result of the API server and the eviction or
@@ -239,8 +286,9 @@ fn pod_name(pod: &PodPlan) -> String {
 /// Builds the timeline of `pod` for `trigger`.
 ///
 /// # Errors
-/// [`TimelineError`] when a probe trigger names a container that does not exist or has no such
-/// probe.
+/// [`TimelineError::NotApplicable`] when a probe trigger names a container that does not exist or
+/// has no such probe; [`TimelineError::GracefulShutdownDisabled`] for `node-shutdown` with
+/// graceful node shutdown off.
 pub fn explain(
     pod: &PodPlan,
     trigger: &Trigger,
@@ -250,8 +298,12 @@ pub fn explain(
     let version = opts.version;
     let tgps = pod.termination_grace_period_seconds;
 
-    if let Trigger::Liveness(name) | Trigger::Startup(name) = trigger {
-        return probe_kill(pod, trigger, name, opts);
+    let probed = probed_container(pod, trigger).map_err(|reason| TimelineError::NotApplicable {
+        pod: pod_name(pod),
+        reason,
+    })?;
+    if let Some((c, probe, kind)) = probed {
+        return Ok(probe_kill(pod, trigger, c, probe, kind, opts));
     }
 
     if *trigger == Trigger::NodeShutdown {
@@ -647,32 +699,15 @@ fn timeline_entry(
 fn probe_kill(
     pod: &PodPlan,
     trigger: &Trigger,
-    name: &str,
+    c: &ContainerPlan,
+    probe: &crate::plan::Probe,
+    kind: &'static str,
     opts: &Options,
-) -> Result<Timeline, TimelineError> {
-    let known = || {
-        pod.running_containers()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+) -> Timeline {
+    let reason = match trigger {
+        Trigger::Startup(_) => KillReason::StartupProbe,
+        _ => KillReason::LivenessProbe,
     };
-    let c = pod
-        .running_containers()
-        .find(|c| c.name == name)
-        .ok_or_else(|| TimelineError::NoSuchContainer {
-            pod: pod_name(pod),
-            container: name.to_string(),
-            known: known(),
-        })?;
-    let (reason, probe, kind) = match trigger {
-        Trigger::Startup(_) => (KillReason::StartupProbe, &c.startup_probe, "startup"),
-        _ => (KillReason::LivenessProbe, &c.liveness_probe, "liveness"),
-    };
-    let probe = probe.as_ref().ok_or_else(|| TimelineError::NoProbe {
-        pod: pod_name(pod),
-        container: name.to_string(),
-        probe: kind,
-    })?;
     let base = kuberuntime::set_termination_grace_period(
         GraceFields {
             deletion_grace_period_seconds: None,
@@ -698,14 +733,14 @@ fn probe_kill(
     findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];
     container_findings(pod, &containers, base, opts.version, &mut findings);
-    Ok(Timeline {
+    Timeline {
         pod: pod_name(pod),
         trigger: trigger.to_string(),
         kubernetes_version: opts.version.to_string(),
         grace_period_seconds: base,
         containers,
         findings,
-    })
+    }
 }
 
 /// Findings that follow from the computed container timelines.

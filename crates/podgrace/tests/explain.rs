@@ -277,3 +277,134 @@ fn negative_or_disabled_shutdown_settings_are_rejected() {
         stderr(&out)
     );
 }
+
+/// A `List` of three pods: only `x/p` runs container `c` with a liveness probe; `x/cj` (a CronJob)
+/// runs a `c` without probes and `x/q` has no `c`.
+const THREE_PODS: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj", "namespace": "x"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}}},
+ {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "spec": {"containers": [{"name": "c", "image": "x", "livenessProbe": {"httpGet": {"port": 80}}}]}},
+ {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q", "namespace": "x"}, "spec": {"containers": [{"name": "d", "image": "x"}]}}
+]}
+"#;
+
+#[test]
+fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
+    let file = tmp_file("explain-probe", "list.json", THREE_PODS);
+    let path = file.to_str().unwrap();
+    let notes = |name: &str| {
+        format!(
+            "note: {name}:2:2: --trigger liveness:c skips pod x/cj: container \"c\" has no liveness probe\n\
+             note: {name}:4:2: --trigger liveness:c skips pod x/q: no container named \"c\" (containers: d)\n"
+        )
+    };
+
+    let out = podgrace(&["explain", path, "-t", "liveness:c"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let headers: Vec<&str> = text.lines().filter(|l| l.starts_with("Pod ")).collect();
+    assert_eq!(headers.len(), 1, "{text}");
+    assert!(
+        headers[0].starts_with(&format!("Pod x/p ({path}:3:2)  trigger liveness:c  ")),
+        "{text}"
+    );
+    assert_eq!(stderr(&out), notes(path));
+
+    // JSON: the same timelines, the same notes on stderr, stdout one valid document.
+    let out = podgrace(&["explain", path, "-t", "liveness:c", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let pods: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
+        .collect();
+    assert_eq!(pods, [("x/p", "liveness:c")]);
+    assert_eq!(stderr(&out), notes(path));
+
+    // Standard input is named <stdin>.
+    let out = podgrace_in(&["explain", "-", "-t", "liveness:c"], Some(THREE_PODS));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), notes("<stdin>"));
+
+    // With other triggers, every pod gets those; the probe trigger only where it applies.
+    let out = podgrace(&[
+        "explain",
+        path,
+        "-t",
+        "delete",
+        "-t",
+        "liveness:c",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let pods: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            ("x/cj", "delete"),
+            ("x/p", "delete"),
+            ("x/p", "liveness:c"),
+            ("x/q", "delete")
+        ]
+    );
+}
+
+#[test]
+fn a_probe_trigger_over_a_directory_skips_the_files_without_the_probe() {
+    let dir = tempdir("explain-probe-dir").join("manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n    - name: web\n      image: x\n      startupProbe: {tcpSocket: {port: 80}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: web, image: x}]\n",
+    )
+    .unwrap();
+    let out = podgrace(&["explain", dir.to_str().unwrap(), "-t", "startup:web"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("Pod a ("), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("Pod b"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "note: {}:1:1: --trigger startup:web skips pod b: container \"web\" has no startup probe\n",
+            dir.join("b.yaml").display()
+        )
+    );
+}
+
+#[test]
+fn a_probe_trigger_that_applies_to_no_pod_is_bad_input() {
+    let file = tmp_file("explain-probe", "none.json", THREE_PODS);
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path, "-t", "delete", "-t", "startup:c"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty(), "nothing is explained half-way");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: --trigger startup:c applies to none of the 3 pods of the input:\n\
+             error:   {path}:2:2: pod x/cj: container \"c\" has no startup probe\n\
+             error:   {path}:3:2: pod x/p: container \"c\" has no startup probe\n\
+             error:   {path}:4:2: pod x/q: no container named \"c\" (containers: d)\n"
+        )
+    );
+    // One pod: the one reason, as before.
+    let out = podgrace(&["explain", "examples/web.yaml", "-t", "liveness:nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: examples/web.yaml:3:1: pod web: no container named \"nope\" (containers: app)\n"
+    );
+}

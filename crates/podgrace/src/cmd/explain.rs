@@ -2,8 +2,10 @@
 
 use crate::{input, BadInput, Outcome};
 use podgrace_core::manifest;
+use podgrace_core::plan::PodPlan;
 use podgrace_core::timeline::{
-    self, fmt_secs, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, Trigger,
+    self, fmt_secs, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, TimelineError,
+    Trigger,
 };
 use podgrace_core::KubeVersion;
 use std::fmt::Write as _;
@@ -89,35 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if pods.is_empty() {
         return Err(BadInput("no pod or pod template found in the input".into()).into());
     }
-    // A probe trigger names a container: it applies to the pods that run one of that name
-    // (with a single pod it always applies, so that a wrong name is reported).
-    let applies = |pod: &podgrace_core::plan::PodPlan, t: &Trigger| match t {
-        Trigger::Liveness(c) | Trigger::Startup(c) => {
-            pods.len() == 1 || pod.running_containers().any(|x| &x.name == c)
-        }
-        _ => true,
-    };
-    if let Some(t) = triggers
-        .iter()
-        .find(|t| !pods.iter().any(|p| applies(p, t)))
-    {
-        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
-        return Err(BadInput(format!(
-            "--trigger {t}: no pod in the input runs that container (pods: {})",
-            names.join(", ")
-        ))
-        .into());
-    }
-    let mut timelines = Vec::new();
-    for pod in &pods {
-        for t in triggers.iter().filter(|t| applies(pod, t)) {
-            let tl = timeline::explain(pod, t, &opts).map_err(|e| {
-                let at = &pod.span;
-                BadInput(format!("{}:{}:{}: {e}", at.file, at.line, at.column))
-            })?;
-            timelines.push((pod, tl));
-        }
-    }
+    let timelines = explain_all(&pods, &triggers, &opts)?;
     match args.output {
         Format::Json => {
             let all: Vec<&Timeline> = timelines.iter().map(|(_, t)| t).collect();
@@ -140,6 +114,69 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
+/// At most this many pods are listed when a trigger applies to none of them.
+const MAX_LISTED: usize = 10;
+
+/// The timelines of every pod for every trigger that applies to it, pods in input order and the
+/// triggers of each pod in the order given. A probe trigger (`liveness:C`, `startup:C`) that
+/// does not apply to some pods (no container C, or C without that probe) skips them with a note
+/// on stderr; one that applies to no pod at all is bad input, as is any other failure.
+fn explain_all<'p>(
+    pods: &'p [PodPlan],
+    triggers: &[Trigger],
+    opts: &Options,
+) -> Result<Vec<(&'p PodPlan, Timeline)>, BadInput> {
+    let at = |pod: &PodPlan| {
+        let s = &pod.span;
+        format!("{}:{}:{}", s.file, s.line, s.column)
+    };
+    let mut timelines = Vec::new();
+    // Per trigger, the pods it skipped: (location, pod, why).
+    let mut skipped: Vec<Vec<(String, String, String)>> = vec![Vec::new(); triggers.len()];
+    let mut applied = vec![false; triggers.len()];
+    for pod in pods {
+        for (i, t) in triggers.iter().enumerate() {
+            match timeline::explain(pod, t, opts) {
+                Ok(tl) => {
+                    applied[i] = true;
+                    timelines.push((pod, tl));
+                }
+                Err(TimelineError::NotApplicable { pod: name, reason }) => {
+                    skipped[i].push((at(pod), name, reason.to_string()));
+                }
+                Err(e) => return Err(BadInput(format!("{}: {e}", at(pod)))),
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    for (i, t) in triggers.iter().enumerate() {
+        let why = &skipped[i];
+        if applied[i] {
+            for (at, pod, reason) in why {
+                eprintln!("note: {at}: --trigger {t} skips pod {pod}: {reason}");
+            }
+        } else if let [(at, pod, reason)] = why.as_slice() {
+            errors.push(format!("{at}: pod {pod}: {reason}"));
+        } else {
+            errors.push(format!(
+                "--trigger {t} applies to none of the {} pods of the input:",
+                why.len()
+            ));
+            for (at, pod, reason) in why.iter().take(MAX_LISTED) {
+                errors.push(format!("  {at}: pod {pod}: {reason}"));
+            }
+            if why.len() > MAX_LISTED {
+                errors.push(format!("  ... and {} more", why.len() - MAX_LISTED));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(timelines)
+    } else {
+        Err(BadInput(errors.join("\n")))
+    }
+}
+
 /// Width of the chart, in characters.
 const CHART: usize = 48;
 
@@ -155,7 +192,7 @@ fn range(s: timeline::Span) -> String {
     }
 }
 
-fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
+fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
     let span = &pod.span;
     let _ = writeln!(
         out,
