@@ -408,3 +408,45 @@ fn a_probe_trigger_that_applies_to_no_pod_is_bad_input() {
         "error: examples/web.yaml:3:1: pod web: no container named \"nope\" (containers: app)\n"
     );
 }
+
+#[test]
+fn an_input_without_pods_is_named() {
+    let empty = tmp_file("explain-empty", "empty.yaml", "");
+    let empty = empty.to_str().unwrap();
+    let out = podgrace(&["explain", empty]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!("error: no pod or pod template found in {empty} (it is empty)\n")
+    );
+    let out = podgrace_in(&["explain", "-"], Some(""));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: no pod or pod template found in <stdin> (it is empty)\n"
+    );
+    let svc = tmp_file(
+        "explain-empty",
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n",
+    );
+    let svc = svc.to_str().unwrap();
+    let out = podgrace(&["explain", svc, empty, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+    assert_eq!(
+        stderr(&out),
+        format!("error: no pod or pod template found in {svc}, {empty}\n")
+    );
+    let dir = tempdir("explain-empty").join("no-manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = podgrace(&["explain", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: no pod or pod template found in {} (no *.yaml, *.yml or *.json file)\n",
+            dir.display()
+        )
+    );
+}

@@ -312,3 +312,28 @@ fn corpus() {
         assert_eq!(got, want, "{file}");
     }
 }
+
+#[test]
+fn nothing_to_lint_passes_with_a_note() {
+    let empty = tmp("empty.yaml", "");
+    let empty = empty.to_str().expect("utf-8");
+    let o = podgrace(&["lint", empty]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "0 errors, 0 warnings, 0 info\n");
+    assert_eq!(
+        stderr(&o),
+        format!("note: no pod or pod template found in {empty} (it is empty): nothing to lint\n")
+    );
+    let o = podgrace_in(&["lint", "-", "-o", "json"], Some(""));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["summary"]["error"], 0);
+    assert_eq!(
+        stderr(&o),
+        "note: no pod or pod template found in <stdin> (it is empty): nothing to lint\n"
+    );
+    // Something linted: no note.
+    let web = tmp("web-noted.yaml", WEB);
+    let o = podgrace(&["lint", web.to_str().expect("utf-8"), empty]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}

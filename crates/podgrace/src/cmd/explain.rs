@@ -89,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         return Err(BadInput(errors.join("\n")).into());
     }
     if pods.is_empty() {
-        return Err(BadInput("no pod or pod template found in the input".into()).into());
+        return Err(BadInput(input::no_pod_found(&args.files, &docs)).into());
     }
     let timelines = explain_all(&pods, &triggers, &opts)?;
     match args.output {
