@@ -450,3 +450,44 @@ fn an_input_without_pods_is_named() {
         )
     );
 }
+
+#[test]
+fn errors_quote_a_short_excerpt_of_the_input() {
+    // A file that is not a manifest (as /etc/passwd) reads as one long YAML string.
+    let passwd: String = (0..200)
+        .map(|i| format!("user{i}:x:{i}:{i}::/home/user{i}:/bin/sh\n"))
+        .collect();
+    let file = tmp_file("explain-excerpt", "passwd", &passwd);
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!("error: {path}:1:1: expected a Kubernetes object (a mapping), found string \"user0:x:0:0::/home/user0:/bin/sh user1:x…\"\n")
+    );
+
+    // Long values and keys in type errors, unknown fields and API validation.
+    let long = "x".repeat(5000);
+    let key = "k".repeat(1000);
+    let cut = format!("{}…", "x".repeat(40));
+    let cut_key = format!("{}…", "k".repeat(40));
+    let file = tmp_file(
+        "explain-excerpt",
+        "long.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  terminationGracePeriodSeconds: \"{long}\"\n  containers: [{{name: a, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: q}}\nspec:\n  restartPolicy: \"{long}\"\n  containers: [{{name: \"{long}\", image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: r}}\nspec:\n  containers:\n    - name: a\n      image: x\n      {key}: 1\n"
+        ),
+    );
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {path}:5:34: spec.terminationGracePeriodSeconds: invalid type: string \"{cut}\", expected an integer\n\
+             error: {path}:12:18: spec.restartPolicy: Unsupported value: \"{cut}\": supported values: \"Always\", \"Never\", \"OnFailure\"\n\
+             error: {path}:13:23: spec.containers[0].name: Invalid value: \"{cut}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n\
+             error: {path}:22:7: spec.containers[0].{cut_key}: unknown field \"{cut_key}\"\n"
+        )
+    );
+}
