@@ -491,3 +491,52 @@ fn errors_quote_a_short_excerpt_of_the_input() {
         )
     );
 }
+
+#[test]
+fn an_int64_grace_period_is_printed_exactly() {
+    let file = tmp_file(
+        "explain-huge",
+        "huge.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: huge}\nspec:\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n    - name: app\n      image: x\n    - name: half\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [sleep, \"1.5\"]}\n    - name: curl\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [curl, localhost/drain]}\n",
+    );
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].ends_with("grace period 9223372036854775807 s"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        "  app        main     -                       SIGTERM at 0 s            at 9223372036854775807 s"
+    );
+    // `sleep 1.5` deducts one whole second: SIGKILL at 1.5 + (i64::MAX - 1) s.
+    assert_eq!(
+        lines[3],
+        "  half       main     exec 0 → 1.5 s          SIGTERM at 1.5 s          at 9223372036854775807.5 s"
+    );
+    assert_eq!(
+        lines[4],
+        "  curl       main     exec 0 → 0–9223372036854775807 s  SIGTERM at 0–9223372036854775807 s  at 9223372036854775807–9223372036854775809 s"
+    );
+
+    let out = podgrace(&["explain", path, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let raw = stdout(&out);
+    assert!(
+        raw.contains("\"max\": 9223372036854775807\n"),
+        "whole seconds are JSON integers: {raw}"
+    );
+    let v = json(&out);
+    let c = &v[0]["containers"];
+    assert_eq!(c[0]["killSeconds"]["max"].as_i64(), Some(i64::MAX));
+    assert_eq!(
+        c[2]["killSeconds"]["max"].as_u64(),
+        Some(9_223_372_036_854_775_809)
+    );
+    // Fractions stay fractions.
+    assert_eq!(c[1]["preStop"]["endSeconds"]["max"], 1.5);
+    assert_eq!(c[1]["stopSignalSeconds"]["min"], 1.5);
+}

@@ -4,10 +4,9 @@ use crate::{input, BadInput, Outcome};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::timeline::{
-    self, fmt_secs, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, TimelineError,
-    Trigger,
+    self, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, TimelineError, Trigger,
 };
-use podgrace_core::KubeVersion;
+use podgrace_core::{KubeVersion, Seconds};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -180,15 +179,12 @@ fn explain_all<'p>(
 /// Width of the chart, in characters.
 const CHART: usize = 48;
 
+/// `5 s`, or `0–30 s` when the time depends on how long hooks and apps take (exact).
 fn range(s: timeline::Span) -> String {
-    let (lo, hi) = (
-        (s.min * 1000.0).round() as i64,
-        (s.max * 1000.0).round() as i64,
-    );
-    if lo == hi {
-        format!("{} s", fmt_secs(lo))
+    if s.min == s.max {
+        format!("{} s", s.min)
     } else {
-        format!("{}–{} s", fmt_secs(lo), fmt_secs(hi))
+        format!("{}–{} s", s.min, s.max)
     }
 }
 
@@ -238,7 +234,7 @@ fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
         .containers
         .iter()
         .map(|c| c.kill_seconds.max)
-        .fold(1.0_f64, f64::max);
+        .fold(Seconds::from_secs(1), Seconds::max);
     let _ = writeln!(out);
     let _ = writeln!(out, "  {:name_w$}  {}", "", axis(end));
     for c in &tl.containers {
@@ -272,13 +268,15 @@ fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
     }
 }
 
-fn col(t: f64, end: f64) -> usize {
-    (((t / end) * CHART as f64).round() as usize).min(CHART)
+/// The chart column of `t` on a chart ending at `end` (> 0).
+fn col(t: Seconds, end: Seconds) -> usize {
+    // Only the ratio matters, so f64 precision is plenty here.
+    (((t.as_f64() / end.as_f64()) * CHART as f64).round() as usize).min(CHART)
 }
 
 /// The time axis: `0` at the left, the last SIGKILL at the right.
-fn axis(end: f64) -> String {
-    let label = format!("{} s", fmt_secs((end * 1000.0).round() as i64));
+fn axis(end: Seconds) -> String {
+    let label = format!("{end} s");
     let pad = (CHART + 1).saturating_sub(1 + label.len());
     format!("0{}{label}", " ".repeat(pad))
 }
@@ -286,13 +284,13 @@ fn axis(end: f64) -> String {
 /// One run of a container through termination: hooks and apps at their fastest or slowest.
 #[derive(PartialEq)]
 struct Scenario {
-    hook_end: Option<f64>,
-    stop: f64,
-    kill: f64,
+    hook_end: Option<Seconds>,
+    stop: Seconds,
+    kill: Seconds,
 }
 
 impl Scenario {
-    fn of(c: &ContainerTimeline, pick: impl Fn(timeline::Span) -> f64) -> Scenario {
+    fn of(c: &ContainerTimeline, pick: impl Fn(timeline::Span) -> Seconds) -> Scenario {
         Scenario {
             hook_end: c.pre_stop.as_ref().map(|p| pick(p.end_seconds)),
             stop: pick(c.stop_signal_seconds),
@@ -300,10 +298,10 @@ impl Scenario {
         }
     }
 
-    fn bar(&self, end: f64) -> String {
+    fn bar(&self, end: Seconds) -> String {
         let mut s = vec![' '; CHART + 1];
         let (stop, kill) = (col(self.stop, end), col(self.kill, end));
-        let hook_end = col(self.hook_end.unwrap_or(0.0), end);
+        let hook_end = col(self.hook_end.unwrap_or(Seconds::ZERO), end);
         for slot in s.iter_mut().take(hook_end) {
             *slot = '=';
         }
