@@ -204,6 +204,15 @@ mod tests {
             "{}",
             f[0].message
         );
+        // sleep.seconds is an integer: a fractional sleep is suggested rounded up.
+        let f = run(&c("          image: gcr.io/distroless/static:nonroot\n          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"1.5\"]\n"));
+        let f = of(&f, "prestop-binary-missing");
+        assert!(
+            f[0].message
+                .contains("`lifecycle.preStop.sleep.seconds: 2`"),
+            "{}",
+            f[0].message
+        );
         let ok = run(&c("          image: debian:12\n          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"5\"]\n"));
         assert!(of(&ok, "prestop-binary-missing").is_empty());
         let ok = run(&c("          image: gcr.io/distroless/static\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 5\n"));
