@@ -7,6 +7,7 @@
 //! - [`manifest`]: YAML into `k8s-openapi` types, converted once into a [`plan::PodPlan`].
 //! - [`rules`]: one module per upstream owner (apiserver, pod worker, kuberuntime, eviction,
 //!   node shutdown, endpoints, container runtime).
+//! - [`seconds`]: exact times (milliseconds in an `i128`) for timelines.
 //! - [`timeline`]: the rules composed into one pod's termination timeline for one trigger.
 //! - [`lint`]: termination pitfalls in manifests, with stable rule ids.
 //! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
@@ -16,7 +17,9 @@ pub mod lint;
 pub mod manifest;
 pub mod plan;
 pub mod rules;
+pub mod seconds;
 pub mod timeline;
 pub mod version;
 
+pub use seconds::Seconds;
 pub use version::KubeVersion;

@@ -4,6 +4,7 @@
 //! (rules, timelines, lint, the local kubelet) reads plans, never raw YAML. All durations are
 //! whole seconds (`i64`), as in the Kubernetes API.
 
+use crate::Seconds;
 use std::collections::BTreeMap;
 
 /// Where something came from in the input: file, 1-based line and column, and the field path
@@ -105,18 +106,27 @@ impl Handler {
         }
     }
 
-    /// How long the handler runs if it is of known length, in milliseconds: the sleep action,
-    /// exec `sleep N`, `sh -c "sleep N"` / `bash -c "sleep N"` (also `exec sleep N`), with N
-    /// a plain number of seconds or a `s`/`m`/`h` suffixed one; a tcpSocket handler takes 0
-    /// (the kubelet refuses to run it). `None` when it can't be known.
-    pub fn known_duration_ms(&self) -> Option<i64> {
+    /// How long the handler runs if it is of known length, exactly: the sleep action, exec
+    /// `sleep N`, `sh -c "sleep N"` / `bash -c "sleep N"` (also `exec sleep N`), with N a plain
+    /// number of seconds or a `s`/`m`/`h` suffixed one; a tcpSocket handler takes 0 (the
+    /// kubelet refuses to run it). `None` when it can't be known.
+    pub fn known_duration(&self) -> Option<Seconds> {
         match self {
-            Handler::Sleep { seconds } => Some(seconds.saturating_mul(1000).max(0)),
-            Handler::Exec { command } => exec_sleep_ms(command),
+            Handler::Sleep { seconds } => Some(Seconds::from_secs((*seconds).max(0))),
+            Handler::Exec { command } => {
+                exec_sleep_ms(command).map(|ms| Seconds::from_ms(ms.into()))
+            }
             // The kubelet has no runner for tcpSocket lifecycle handlers: it fails at once.
-            Handler::TcpSocket { .. } => Some(0),
+            Handler::TcpSocket { .. } => Some(Seconds::ZERO),
             Handler::HttpGet(_) => None,
         }
+    }
+
+    /// [`Self::known_duration`] in milliseconds, saturating at `i64::MAX` (a sleep action of
+    /// more than about 292 million years).
+    pub fn known_duration_ms(&self) -> Option<i64> {
+        self.known_duration()
+            .map(|d| i64::try_from(d.ms()).unwrap_or(i64::MAX))
     }
 }
 

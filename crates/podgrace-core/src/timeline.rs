@@ -11,7 +11,7 @@ use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};
 use crate::rules::kuberuntime::{self, GraceFields, KillContainer, KillReason};
 use crate::rules::podworker::{self, GraceInputs};
 use crate::rules::{eviction, nodeshutdown, runtime};
-use crate::KubeVersion;
+use crate::{KubeVersion, Seconds};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -113,18 +113,19 @@ pub struct Options {
     pub kubelet: KubeletConfig,
 }
 
-/// A time that depends on how long hooks and apps take, seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// A time that depends on how long hooks and apps take: its earliest and latest value, seconds
+/// from t = 0 (exact; see [`Seconds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Span {
-    pub min: f64,
-    pub max: f64,
+    pub min: Seconds,
+    pub max: Seconds,
 }
 
 impl Span {
-    fn ms(min: i64, max: i64) -> Span {
+    fn ms(min: i128, max: i128) -> Span {
         Span {
-            min: min as f64 / 1000.0,
-            max: max as f64 / 1000.0,
+            min: Seconds::from_ms(min),
+            max: Seconds::from_ms(max),
         }
     }
 }
@@ -135,7 +136,9 @@ impl Span {
 pub struct PreStop {
     /// `exec`, `httpGet` or `sleep`.
     pub action: &'static str,
-    pub start_seconds: f64,
+    /// When the hook starts, seconds (always 0: the kubelet runs it first).
+    pub start_seconds: Seconds,
+    /// When the kubelet stops waiting for it, seconds.
     pub end_seconds: Span,
 }
 
@@ -150,6 +153,7 @@ pub struct ContainerTimeline {
     pub pre_stop: Option<PreStop>,
     /// The signal sent first: the stop signal, or `SIGKILL` when the runtime gets a timeout of 0.
     pub stop_signal: String,
+    /// When the stop signal is sent, seconds.
     pub stop_signal_seconds: Span,
     /// When SIGKILL comes if the container has not exited by then.
     pub kill_seconds: Span,
@@ -193,29 +197,76 @@ pub struct Timeline {
     pub findings: Vec<Finding>,
 }
 
-/// A trigger that does not apply to the pod.
+/// A timeline that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimelineError {
-    /// `liveness:C` / `startup:C` names a container the pod does not run.
-    #[error("pod {pod}: no container named {container:?} (containers: {known})")]
-    NoSuchContainer {
-        pod: String,
-        container: String,
-        known: String,
-    },
+    /// The trigger does not apply to this pod (see [`applies`]). `pod` is `namespace/name` (or
+    /// the name alone).
+    #[error("pod {pod}: {reason}")]
+    NotApplicable { pod: String, reason: NotApplicable },
     /// `node-shutdown` with a kubelet whose graceful node shutdown is off.
     #[error("graceful node shutdown is disabled (shutdownGracePeriod {shutdown_grace_period} s, shutdownGracePeriodCriticalPods {critical} s): the kubelet does not terminate pods on shutdown, they die with the node")]
     GracefulShutdownDisabled {
         shutdown_grace_period: i64,
         critical: i64,
     },
-    /// The named container has no probe of that kind.
-    #[error("pod {pod}: container {container:?} has no {probe} probe")]
+}
+
+/// Why a trigger that names a container (`liveness:C`, `startup:C`) does not apply to a pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotApplicable {
+    /// The pod runs no container of that name; `known` lists the ones it runs, comma-separated.
+    #[error("no container named {container:?} (containers: {known})")]
+    NoSuchContainer { container: String, known: String },
+    /// The named container has no probe of that kind (`liveness` or `startup`).
+    #[error("container {container:?} has no {probe} probe")]
     NoProbe {
-        pod: String,
         container: String,
         probe: &'static str,
     },
+}
+
+/// Whether `trigger` can happen to `pod`: a probe trigger needs a running container of that name
+/// (a main container or a native sidecar) with a probe of that kind; every other trigger applies
+/// to every pod.
+///
+/// # Errors
+/// [`NotApplicable`] saying what is missing.
+pub fn applies(pod: &PodPlan, trigger: &Trigger) -> Result<(), NotApplicable> {
+    probed_container(pod, trigger).map(|_| ())
+}
+
+/// The container a probe trigger kills, with its probe and the probe's kind; `None` for a trigger
+/// that is not a probe kill.
+fn probed_container<'p>(
+    pod: &'p PodPlan,
+    trigger: &Trigger,
+) -> Result<Option<(&'p ContainerPlan, &'p crate::plan::Probe, &'static str)>, NotApplicable> {
+    let (name, kind) = match trigger {
+        Trigger::Liveness(name) => (name, "liveness"),
+        Trigger::Startup(name) => (name, "startup"),
+        _ => return Ok(None),
+    };
+    let c = pod
+        .running_containers()
+        .find(|c| &c.name == name)
+        .ok_or_else(|| NotApplicable::NoSuchContainer {
+            container: name.clone(),
+            known: pod
+                .running_containers()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let probe = match trigger {
+        Trigger::Startup(_) => &c.startup_probe,
+        _ => &c.liveness_probe,
+    };
+    let probe = probe.as_ref().ok_or_else(|| NotApplicable::NoProbe {
+        container: name.clone(),
+        probe: kind,
+    })?;
+    Ok(Some((c, probe, kind)))
 }
 
 /// How the kubelet is asked to terminate: the result of the API server and the eviction or
@@ -239,8 +290,9 @@ fn pod_name(pod: &PodPlan) -> String {
 /// Builds the timeline of `pod` for `trigger`.
 ///
 /// # Errors
-/// [`TimelineError`] when a probe trigger names a container that does not exist or has no such
-/// probe.
+/// [`TimelineError::NotApplicable`] when a probe trigger names a container that does not exist or
+/// has no such probe; [`TimelineError::GracefulShutdownDisabled`] for `node-shutdown` with
+/// graceful node shutdown off.
 pub fn explain(
     pod: &PodPlan,
     trigger: &Trigger,
@@ -250,8 +302,12 @@ pub fn explain(
     let version = opts.version;
     let tgps = pod.termination_grace_period_seconds;
 
-    if let Trigger::Liveness(name) | Trigger::Startup(name) = trigger {
-        return probe_kill(pod, trigger, name, opts);
+    let probed = probed_container(pod, trigger).map_err(|reason| TimelineError::NotApplicable {
+        pod: pod_name(pod),
+        reason,
+    })?;
+    if let Some((c, probe, kind)) = probed {
+        return Ok(probe_kill(pod, trigger, c, probe, kind, opts));
     }
 
     if *trigger == Trigger::NodeShutdown {
@@ -484,26 +540,34 @@ fn stop_signal(c: &ContainerPlan) -> String {
     }
 }
 
-/// The hook's end in the min and max cases, ms, and whether it runs at all.
-fn hook_ends(c: &ContainerPlan, kill: &KillContainer) -> Option<(i64, i64, i64)> {
+/// The hook's budget (seconds) and its end in the min and max cases (ms), or `None` when it
+/// does not run.
+fn hook_ends(c: &ContainerPlan, kill: &KillContainer) -> Option<(i64, i128, i128)> {
     let budget = kill.pre_stop_budget(c.pre_stop.is_some())?;
-    let budget_ms = budget.saturating_mul(1000);
-    let (lo, hi) = match c.pre_stop.as_ref().and_then(|h| h.known_duration_ms()) {
-        Some(d) => (d.min(budget_ms), d.min(budget_ms)),
+    let budget_ms = i128::from(budget) * 1000;
+    let (lo, hi) = match c.pre_stop.as_ref().and_then(|h| h.known_duration()) {
+        Some(d) => (d.ms().min(budget_ms), d.ms().min(budget_ms)),
         None => (0, budget_ms),
     };
     Some((budget, lo, hi))
 }
 
-/// One scenario (min or max) of one container: stop signal and kill instants, ms.
+/// One scenario (min or max) of one container: stop signal and kill instants (ms) and the
+/// StopContainer timeout (seconds).
 #[derive(Clone, Copy)]
 struct Instants {
-    stop_ms: i64,
-    kill_ms: i64,
+    stop_ms: i128,
+    kill_ms: i128,
     timeout_s: i64,
 }
 
-fn main_instants(kill: &KillContainer, hook_end_ms: Option<i64>) -> Instants {
+/// The kill instant: the StopContainer timeout after the stop signal (a timeout of 0 or less
+/// kills at once).
+fn kill_at(stop_ms: i128, timeout_s: i64) -> i128 {
+    stop_ms.saturating_add(i128::from(timeout_s.max(0)) * 1000)
+}
+
+fn main_instants(kill: &KillContainer, hook_end_ms: Option<i128>) -> Instants {
     let mut k = *kill;
     let stop_ms = hook_end_ms.unwrap_or(0);
     if hook_end_ms.is_some() {
@@ -512,7 +576,7 @@ fn main_instants(kill: &KillContainer, hook_end_ms: Option<i64>) -> Instants {
     let timeout_s = k.stop_timeout();
     Instants {
         stop_ms,
-        kill_ms: stop_ms.saturating_add(timeout_s.max(0).saturating_mul(1000)),
+        kill_ms: kill_at(stop_ms, timeout_s),
         timeout_s,
     }
 }
@@ -529,7 +593,7 @@ fn pod_kill(
     let mut out: Vec<ContainerTimeline> = Vec::new();
     // Exit instants of the containers already placed, per scenario: min (apps exit on the stop
     // signal) and max (apps run until SIGKILL).
-    let mut exits: Vec<(String, i64, i64)> = Vec::new();
+    let mut exits: Vec<(String, i128, i128)> = Vec::new();
     let mains: Vec<&ContainerPlan> = pod.containers.iter().collect();
     for c in &mains {
         let hook = hook_ends(c, &kill);
@@ -541,7 +605,7 @@ fn pod_kill(
     }
     let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
     let mut sidecar_entries = Vec::new();
-    let mut next_sidecar: Option<(i64, i64)> = None;
+    let mut next_sidecar: Option<(i128, i128)> = None;
     for c in sidecars.iter().rev() {
         let hook = hook_ends(c, &kill);
         let signal = stop_signal(c);
@@ -588,8 +652,8 @@ fn signal_effect(signal: &str, i: Instants) -> Instants {
 
 fn sidecar_instants(
     kill: &KillContainer,
-    hook_end_ms: Option<i64>,
-    prereq_exit_ms: Option<i64>,
+    hook_end_ms: Option<i128>,
+    prereq_exit_ms: Option<i128>,
 ) -> Instants {
     let mut k = *kill;
     let start = hook_end_ms.unwrap_or(0);
@@ -602,7 +666,7 @@ fn sidecar_instants(
     let timeout_s = k.stop_timeout();
     Instants {
         stop_ms,
-        kill_ms: stop_ms.saturating_add(timeout_s.max(0).saturating_mul(1000)),
+        kill_ms: kill_at(stop_ms, timeout_s),
         timeout_s,
     }
 }
@@ -610,7 +674,7 @@ fn sidecar_instants(
 fn timeline_entry(
     c: &ContainerPlan,
     signal: String,
-    hook: Option<(i64, i64, i64)>,
+    hook: Option<(i64, i128, i128)>,
     lo: Instants,
     hi: Instants,
 ) -> ContainerTimeline {
@@ -626,7 +690,7 @@ fn timeline_entry(
             .zip(c.pre_stop.as_ref())
             .map(|((_, lo_end, hi_end), h)| PreStop {
                 action: h.action(),
-                start_seconds: 0.0,
+                start_seconds: Seconds::ZERO,
                 end_seconds: Span::ms(lo_end, hi_end),
             }),
         // containerd sends no stop signal at all for a timeout of 0 or less.
@@ -647,32 +711,15 @@ fn timeline_entry(
 fn probe_kill(
     pod: &PodPlan,
     trigger: &Trigger,
-    name: &str,
+    c: &ContainerPlan,
+    probe: &crate::plan::Probe,
+    kind: &'static str,
     opts: &Options,
-) -> Result<Timeline, TimelineError> {
-    let known = || {
-        pod.running_containers()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+) -> Timeline {
+    let reason = match trigger {
+        Trigger::Startup(_) => KillReason::StartupProbe,
+        _ => KillReason::LivenessProbe,
     };
-    let c = pod
-        .running_containers()
-        .find(|c| c.name == name)
-        .ok_or_else(|| TimelineError::NoSuchContainer {
-            pod: pod_name(pod),
-            container: name.to_string(),
-            known: known(),
-        })?;
-    let (reason, probe, kind) = match trigger {
-        Trigger::Startup(_) => (KillReason::StartupProbe, &c.startup_probe, "startup"),
-        _ => (KillReason::LivenessProbe, &c.liveness_probe, "liveness"),
-    };
-    let probe = probe.as_ref().ok_or_else(|| TimelineError::NoProbe {
-        pod: pod_name(pod),
-        container: name.to_string(),
-        probe: kind,
-    })?;
     let base = kuberuntime::set_termination_grace_period(
         GraceFields {
             deletion_grace_period_seconds: None,
@@ -698,14 +745,14 @@ fn probe_kill(
     findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];
     container_findings(pod, &containers, base, opts.version, &mut findings);
-    Ok(Timeline {
+    Timeline {
         pod: pod_name(pod),
         trigger: trigger.to_string(),
         kubernetes_version: opts.version.to_string(),
         grace_period_seconds: base,
         containers,
         findings,
-    })
+    }
 }
 
 /// Findings that follow from the computed container timelines.
@@ -721,7 +768,7 @@ fn container_findings(
             continue;
         };
         let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
-        let kill_max = fmt_secs((t.kill_seconds.max * 1000.0) as i64);
+        let kill_max = t.kill_seconds.max;
         findings.extend(prestop_exceeds_grace(pod, c, t));
 
         if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
@@ -760,7 +807,7 @@ fn container_findings(
                 message: format!(
                     "container {}: its stop signal is SIGKILL, so it is killed at t={} without any chance to shut down; SIGKILL cannot be caught or handled",
                     t.name,
-                    fmt_secs((t.stop_signal_seconds.min * 1000.0) as i64)
+                    t.stop_signal_seconds.min
                 ),
             });
         }
@@ -786,7 +833,7 @@ fn container_findings(
                 ),
             });
         }
-        if t.kill_seconds.max > grace as f64 + 2.0 + 1e-9 {
+        if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
             let why = if version.at_least(1, 28) {
                 "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
             } else {
@@ -817,8 +864,8 @@ pub fn prestop_exceeds_grace(
 ) -> Option<Finding> {
     let budget = t.pre_stop_budget_seconds?;
     let hook = c.pre_stop.as_ref()?;
-    let d = hook.known_duration_ms()?;
-    if d < budget.saturating_mul(1000) {
+    let d = hook.known_duration()?;
+    if d < Seconds::from_secs(budget) {
         return None;
     }
     // The pod's own budget is a manifest error; a budget cut short by the trigger (force
@@ -829,7 +876,7 @@ pub fn prestop_exceeds_grace(
         crate::plan::Handler::Sleep { .. } => "sleep",
         _ => "exec sleep",
     };
-    let kill = fmt_secs((t.kill_seconds.max * 1000.0).round() as i64);
+    let kill = t.kill_seconds.max;
     if t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0 {
         // Kubelets up to 1.21 could hand the runtime a timeout of 0: SIGKILL, no stop signal.
         return Some(Finding {
@@ -838,7 +885,7 @@ pub fn prestop_exceeds_grace(
             message: format!(
                 "container {}: preStop {what} {} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
                 t.name,
-                fmt_secs(d),
+                d,
             ),
         });
     }
@@ -846,15 +893,15 @@ pub fn prestop_exceeds_grace(
         format!(
             "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds to at least {} + your drain time",
             t.name,
-            fmt_secs(d),
+            d,
             t.stop_signal,
-            fmt_secs(d),
+            d,
         )
     } else {
         format!(
             "container {}: preStop {what} {} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
             t.name,
-            fmt_secs(d),
+            d,
             t.stop_signal,
         )
     };
@@ -932,12 +979,7 @@ pub fn soft_eviction_is_immediate(
     })
 }
 
-/// Formats milliseconds as seconds without trailing zeros (`1.5`, `30`).
+/// Formats milliseconds as seconds without trailing zeros (`1.5`, `30`), exactly.
 pub fn fmt_secs(ms: i64) -> String {
-    if ms % 1000 == 0 {
-        format!("{}", ms / 1000)
-    } else {
-        let s = format!("{:.3}", ms as f64 / 1000.0);
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
+    Seconds::from_ms(ms.into()).to_string()
 }

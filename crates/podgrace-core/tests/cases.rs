@@ -34,7 +34,7 @@ fn container<'a>(t: &'a Timeline, name: &str) -> &'a ContainerTimeline {
 /// Asserts a span is exactly `[min, max]` seconds.
 fn span(s: podgrace_core::timeline::Span, min: f64, max: f64) {
     assert!(
-        (s.min - min).abs() < 1e-9 && (s.max - max).abs() < 1e-9,
+        (s.min.as_f64() - min).abs() < 1e-9 && (s.max.as_f64() - max).abs() < 1e-9,
         "got {s:?}, want [{min}, {max}]"
     );
 }
@@ -67,8 +67,8 @@ fn r09_pre_stop_longer_than_the_grace_period_is_cut() {
     let hook = c.pre_stop.as_ref().expect("hook runs");
     span(hook.end_seconds, 0.0, 30.0);
     // The hook that runs for minutes: SIGTERM at t=30, SIGKILL at t=32.
-    assert_eq!(c.stop_signal_seconds.max, 30.0);
-    assert_eq!(c.kill_seconds.max, 32.0);
+    assert_eq!(c.stop_signal_seconds.max.as_f64(), 30.0);
+    assert_eq!(c.kill_seconds.max.as_f64(), 32.0);
 
     let known = pod("  containers:\n    - name: app\n      image: busybox\n      command: [/app]\n      lifecycle:\n        preStop:\n          exec:\n            command: [sh, -c, sleep 300]\n");
     let t = timeline(&known, Trigger::Delete);
@@ -87,7 +87,7 @@ fn r10_hanging_pre_stop_is_abandoned_at_the_grace_period() {
     span(c.stop_signal_seconds, 60.0, 60.0);
     span(c.kill_seconds, 62.0, 62.0);
     // Invariant: stop-signal time + remainder <= TGPS + 2.
-    assert!(c.kill_seconds.max <= 60.0 + 2.0);
+    assert!(c.kill_seconds.max.as_f64() <= 60.0 + 2.0);
 }
 
 #[test]
@@ -140,8 +140,8 @@ fn r15_http_get_hook_that_fails_at_once_gives_sigterm_at_zero() {
     assert_eq!(c.pre_stop.as_ref().unwrap().action, "httpGet");
     // Refused at t≈0: SIGTERM at t≈0 and SIGKILL at t=90 (the min case); a hook that blocks
     // uses the whole budget (the max case).
-    assert_eq!(c.stop_signal_seconds.min, 0.0);
-    assert_eq!(c.kill_seconds.min, 90.0);
+    assert_eq!(c.stop_signal_seconds.min.as_f64(), 0.0);
+    assert_eq!(c.kill_seconds.min.as_f64(), 90.0);
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn r16_quit_hook_returns_at_once_and_sigterm_follows() {
     let t = timeline(&pod("  containers:\n    - name: web\n      image: bitnami/nginx:1.27\n      command: [nginx, -g, daemon off;]\n      lifecycle:\n        preStop:\n          exec:\n            command: [nginx, -s, quit]\n"), Trigger::Delete);
     let c = container(&t, "web");
     assert_eq!(c.stop_signal, "SIGTERM");
-    assert_eq!(c.stop_signal_seconds.min, 0.0);
+    assert_eq!(c.stop_signal_seconds.min.as_f64(), 0.0);
     // The official image stops with SIGQUIT (its STOPSIGNAL), the graceful quit.
     let t = timeline(&pod("  containers:\n    - name: web\n      image: nginx:1.27\n      command: [nginx, -g, daemon off;]\n"), Trigger::Delete);
     assert_eq!(container(&t, "web").stop_signal, "SIGQUIT");
@@ -421,4 +421,51 @@ fn container_names_must_be_rfc_1123_labels() {
     .unwrap_err()
     .to_string();
     assert!(err.starts_with("n.yaml:7:13: spec.containers[0].name: Invalid value: \"My_App\": a lowercase RFC 1123 label"), "{err}");
+}
+
+/// Not a field case: the largest grace period the API accepts (int64) is timed to the second,
+/// where an f64 of seconds or an i64 of milliseconds would round or saturate.
+#[test]
+fn int64_grace_periods_are_timed_exactly() {
+    use podgrace_core::Seconds;
+    let max = Seconds::from_secs(i64::MAX);
+    let two = Seconds::from_secs(2);
+    let yaml = pod("  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n    - name: app\n      image: x\n    - name: sleeper\n      image: x\n      lifecycle:\n        preStop:\n          sleep: {seconds: 9223372036854775807}\n    - name: curl\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [curl, -s, localhost/drain]}\n");
+    let t = timeline(&yaml, Trigger::Delete);
+    assert_eq!(t.grace_period_seconds, i64::MAX);
+    let app = container(&t, "app");
+    assert_eq!((app.kill_seconds.min, app.kill_seconds.max), (max, max));
+    assert_eq!(app.kill_seconds.max.to_string(), "9223372036854775807");
+    let sleeper = container(&t, "sleeper");
+    let end = sleeper.pre_stop.as_ref().expect("hook").end_seconds;
+    assert_eq!((end.min, end.max), (max, max));
+    // The hook uses the whole budget: the stop signal at the budget, SIGKILL 2 s (the floor)
+    // later, beyond i64::MAX seconds.
+    assert_eq!(sleeper.kill_seconds.max, max.saturating_add(two));
+    assert_eq!(sleeper.kill_seconds.max.to_string(), "9223372036854775809");
+    let curl = container(&t, "curl");
+    assert_eq!(curl.stop_signal_seconds.min, Seconds::ZERO);
+    assert_eq!(curl.stop_signal_seconds.max, max);
+    assert_eq!(
+        (curl.kill_seconds.min, curl.kill_seconds.max),
+        (max, max.saturating_add(two))
+    );
+    let json = serde_json::to_string(&curl.kill_seconds).expect("json");
+    assert_eq!(
+        json,
+        r#"{"min":9223372036854775807,"max":9223372036854775809}"#
+    );
+
+    // 1.22–1.27 re-grant the whole grace after the hook: SIGKILL at twice i64::MAX seconds.
+    let opts = Options {
+        version: KubeVersion::new(1, 27),
+        ..Options::default()
+    };
+    let curl_only = pod("  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n    - name: curl\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [curl, -s, localhost/drain]}\n");
+    let t = timeline_with(&curl_only, Trigger::Delete, opts);
+    let curl = container(&t, "curl");
+    assert_eq!(curl.kill_seconds.max, max.saturating_add(max));
+    assert_eq!(curl.kill_seconds.max.to_string(), "18446744073709551614");
+    assert!(t.findings.iter().any(|f| f.rule == "kill-beyond-grace"
+        && f.message.contains("as late as t=18446744073709551614,")));
 }

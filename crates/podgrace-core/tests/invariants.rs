@@ -8,7 +8,7 @@ use podgrace_core::plan::{
 use podgrace_core::rules::kuberuntime::KillContainer;
 use podgrace_core::rules::podworker::{PodUpdate, PodWorker, UpdateType};
 use podgrace_core::timeline::{explain, KubeletConfig, Options, Trigger};
-use podgrace_core::KubeVersion;
+use podgrace_core::{KubeVersion, Seconds};
 use proptest::prelude::*;
 
 fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> ContainerPlan {
@@ -102,17 +102,18 @@ proptest! {
         let p = pod(tgps, mains, sidecars);
         let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, ..Default::default() } };
         let tl = explain(&p, &t, &opts).unwrap();
-        let g = tl.grace_period_seconds as f64;
-        prop_assert!(g >= 1.0);
+        let g = tl.grace_period_seconds;
+        prop_assert!(g >= 1);
+        let secs = Seconds::from_secs;
         for c in &tl.containers {
             prop_assert!(c.stop_signal_seconds.min <= c.stop_signal_seconds.max);
-            prop_assert!(c.kill_seconds.min >= c.stop_signal_seconds.min + 2.0 - 1e-9, "{c:?}");
+            prop_assert!(c.kill_seconds.min >= c.stop_signal_seconds.min.saturating_add(secs(2)), "{c:?}");
             if c.role == "main" {
-                prop_assert!(c.kill_seconds.max <= g + 2.0 + 1e-9, "{c:?} grace {g}");
+                prop_assert!(c.kill_seconds.max <= secs(g + 2), "{c:?} grace {g}");
             } else {
                 // A sidecar deducts two truncated waits (its preStop and its turn), each of which
                 // can hide up to a second below the 2 s floor: upstream's bound is g + 3 (strict).
-                prop_assert!(c.kill_seconds.max < g + 3.0, "{c:?} grace {g}");
+                prop_assert!(c.kill_seconds.max < secs(g + 3), "{c:?} grace {g}");
             }
         }
     }
@@ -182,7 +183,7 @@ proptest! {
         let tl = explain(&p, &t, &opts).unwrap();
         for c in &tl.containers {
             prop_assert!(c.kill_seconds.max >= c.kill_seconds.min);
-            prop_assert!(c.kill_seconds.min >= 0.0, "{c:?}");
+            prop_assert!(c.kill_seconds.min >= Seconds::ZERO, "{c:?}");
         }
     }
 }

@@ -62,6 +62,43 @@ pub fn template_hint(doc: &Document) -> Option<String> {
     })
 }
 
+/// At most this many file names in a message about the whole input.
+const MAX_NAMED: usize = 5;
+
+/// "no pod or pod template found in ..." for an input without any: the files read (`<stdin>`
+/// for standard input; at most five, then how many more), or the paths given when no file was
+/// read at all (a directory without manifest files).
+pub fn no_pod_found(paths: &[PathBuf], docs: &[Document]) -> String {
+    if docs.is_empty() {
+        let given: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return format!(
+            "no pod or pod template found in {} (no *.yaml, *.yml or *.json file)",
+            given.join(", ")
+        );
+    }
+    let names: Vec<&str> = docs
+        .iter()
+        .take(MAX_NAMED)
+        .map(|d| d.name.as_str())
+        .collect();
+    let more = docs.len().saturating_sub(MAX_NAMED);
+    let more = match more {
+        0 => String::new(),
+        1 => " and 1 more file".to_string(),
+        n => format!(" and {n} more files"),
+    };
+    let empty = docs.iter().all(|d| d.text.trim().is_empty());
+    let what = match (docs.len(), empty) {
+        (1, true) => " (it is empty)",
+        (_, true) => " (they are empty)",
+        _ => "",
+    };
+    format!(
+        "no pod or pod template found in {}{more}{what}",
+        names.join(", ")
+    )
+}
+
 /// Reads exactly one file (or stdin).
 pub fn read_one(path: &Path) -> Result<Document, BadInput> {
     if path.is_dir() {

@@ -277,3 +277,266 @@ fn negative_or_disabled_shutdown_settings_are_rejected() {
         stderr(&out)
     );
 }
+
+/// A `List` of three pods: only `x/p` runs container `c` with a liveness probe; `x/cj` (a CronJob)
+/// runs a `c` without probes and `x/q` has no `c`.
+const THREE_PODS: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj", "namespace": "x"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}}},
+ {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "spec": {"containers": [{"name": "c", "image": "x", "livenessProbe": {"httpGet": {"port": 80}}}]}},
+ {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q", "namespace": "x"}, "spec": {"containers": [{"name": "d", "image": "x"}]}}
+]}
+"#;
+
+#[test]
+fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
+    let file = tmp_file("explain-probe", "list.json", THREE_PODS);
+    let path = file.to_str().unwrap();
+    let notes = |name: &str| {
+        format!(
+            "note: {name}:2:2: --trigger liveness:c skips pod x/cj: container \"c\" has no liveness probe\n\
+             note: {name}:4:2: --trigger liveness:c skips pod x/q: no container named \"c\" (containers: d)\n"
+        )
+    };
+
+    let out = podgrace(&["explain", path, "-t", "liveness:c"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let headers: Vec<&str> = text.lines().filter(|l| l.starts_with("Pod ")).collect();
+    assert_eq!(headers.len(), 1, "{text}");
+    assert!(
+        headers[0].starts_with(&format!("Pod x/p ({path}:3:2)  trigger liveness:c  ")),
+        "{text}"
+    );
+    assert_eq!(stderr(&out), notes(path));
+
+    // JSON: the same timelines, the same notes on stderr, stdout one valid document.
+    let out = podgrace(&["explain", path, "-t", "liveness:c", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let pods: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
+        .collect();
+    assert_eq!(pods, [("x/p", "liveness:c")]);
+    assert_eq!(stderr(&out), notes(path));
+
+    // Standard input is named <stdin>.
+    let out = podgrace_in(&["explain", "-", "-t", "liveness:c"], Some(THREE_PODS));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), notes("<stdin>"));
+
+    // With other triggers, every pod gets those; the probe trigger only where it applies.
+    let out = podgrace(&[
+        "explain",
+        path,
+        "-t",
+        "delete",
+        "-t",
+        "liveness:c",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let pods: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            ("x/cj", "delete"),
+            ("x/p", "delete"),
+            ("x/p", "liveness:c"),
+            ("x/q", "delete")
+        ]
+    );
+}
+
+#[test]
+fn a_probe_trigger_over_a_directory_skips_the_files_without_the_probe() {
+    let dir = tempdir("explain-probe-dir").join("manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n    - name: web\n      image: x\n      startupProbe: {tcpSocket: {port: 80}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: web, image: x}]\n",
+    )
+    .unwrap();
+    let out = podgrace(&["explain", dir.to_str().unwrap(), "-t", "startup:web"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("Pod a ("), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("Pod b"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "note: {}:1:1: --trigger startup:web skips pod b: container \"web\" has no startup probe\n",
+            dir.join("b.yaml").display()
+        )
+    );
+}
+
+#[test]
+fn a_probe_trigger_that_applies_to_no_pod_is_bad_input() {
+    let file = tmp_file("explain-probe", "none.json", THREE_PODS);
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path, "-t", "delete", "-t", "startup:c"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty(), "nothing is explained half-way");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: --trigger startup:c applies to none of the 3 pods of the input:\n\
+             error:   {path}:2:2: pod x/cj: container \"c\" has no startup probe\n\
+             error:   {path}:3:2: pod x/p: container \"c\" has no startup probe\n\
+             error:   {path}:4:2: pod x/q: no container named \"c\" (containers: d)\n"
+        )
+    );
+    // One pod: the one reason, as before.
+    let out = podgrace(&["explain", "examples/web.yaml", "-t", "liveness:nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: examples/web.yaml:3:1: pod web: no container named \"nope\" (containers: app)\n"
+    );
+}
+
+#[test]
+fn an_input_without_pods_is_named() {
+    let empty = tmp_file("explain-empty", "empty.yaml", "");
+    let empty = empty.to_str().unwrap();
+    let out = podgrace(&["explain", empty]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!("error: no pod or pod template found in {empty} (it is empty)\n")
+    );
+    let out = podgrace_in(&["explain", "-"], Some(""));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: no pod or pod template found in <stdin> (it is empty)\n"
+    );
+    let svc = tmp_file(
+        "explain-empty",
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n",
+    );
+    let svc = svc.to_str().unwrap();
+    let out = podgrace(&["explain", svc, empty, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+    assert_eq!(
+        stderr(&out),
+        format!("error: no pod or pod template found in {svc}, {empty}\n")
+    );
+    let dir = tempdir("explain-empty").join("no-manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = podgrace(&["explain", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: no pod or pod template found in {} (no *.yaml, *.yml or *.json file)\n",
+            dir.display()
+        )
+    );
+}
+
+#[test]
+fn errors_quote_a_short_excerpt_of_the_input() {
+    // A file that is not a manifest (as /etc/passwd) reads as one long YAML string.
+    let passwd: String = (0..200)
+        .map(|i| format!("user{i}:x:{i}:{i}::/home/user{i}:/bin/sh\n"))
+        .collect();
+    let file = tmp_file("explain-excerpt", "passwd", &passwd);
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!("error: {path}:1:1: expected a Kubernetes object (a mapping), found string \"user0:x:0:0::/home/user0:/bin/sh user1:x…\"\n")
+    );
+
+    // Long values and keys in type errors, unknown fields and API validation.
+    let long = "x".repeat(5000);
+    let key = "k".repeat(1000);
+    let cut = format!("{}…", "x".repeat(40));
+    let cut_key = format!("{}…", "k".repeat(40));
+    let file = tmp_file(
+        "explain-excerpt",
+        "long.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  terminationGracePeriodSeconds: \"{long}\"\n  containers: [{{name: a, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: q}}\nspec:\n  restartPolicy: \"{long}\"\n  containers: [{{name: \"{long}\", image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: r}}\nspec:\n  containers:\n    - name: a\n      image: x\n      {key}: 1\n"
+        ),
+    );
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {path}:5:34: spec.terminationGracePeriodSeconds: invalid type: string \"{cut}\", expected an integer\n\
+             error: {path}:12:18: spec.restartPolicy: Unsupported value: \"{cut}\": supported values: \"Always\", \"Never\", \"OnFailure\"\n\
+             error: {path}:13:23: spec.containers[0].name: Invalid value: \"{cut}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n\
+             error: {path}:22:7: spec.containers[0].{cut_key}: unknown field \"{cut_key}\"\n"
+        )
+    );
+}
+
+#[test]
+fn an_int64_grace_period_is_printed_exactly() {
+    let file = tmp_file(
+        "explain-huge",
+        "huge.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: huge}\nspec:\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n    - name: app\n      image: x\n    - name: half\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [sleep, \"1.5\"]}\n    - name: curl\n      image: x\n      lifecycle:\n        preStop:\n          exec: {command: [curl, localhost/drain]}\n",
+    );
+    let path = file.to_str().unwrap();
+    let out = podgrace(&["explain", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].ends_with("grace period 9223372036854775807 s"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        "  app        main     -                       SIGTERM at 0 s            at 9223372036854775807 s"
+    );
+    // `sleep 1.5` deducts one whole second: SIGKILL at 1.5 + (i64::MAX - 1) s.
+    assert_eq!(
+        lines[3],
+        "  half       main     exec 0 → 1.5 s          SIGTERM at 1.5 s          at 9223372036854775807.5 s"
+    );
+    assert_eq!(
+        lines[4],
+        "  curl       main     exec 0 → 0–9223372036854775807 s  SIGTERM at 0–9223372036854775807 s  at 9223372036854775807–9223372036854775809 s"
+    );
+
+    let out = podgrace(&["explain", path, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let raw = stdout(&out);
+    assert!(
+        raw.contains("\"max\": 9223372036854775807\n"),
+        "whole seconds are JSON integers: {raw}"
+    );
+    let v = json(&out);
+    let c = &v[0]["containers"];
+    assert_eq!(c[0]["killSeconds"]["max"].as_i64(), Some(i64::MAX));
+    assert_eq!(
+        c[2]["killSeconds"]["max"].as_u64(),
+        Some(9_223_372_036_854_775_809)
+    );
+    // Fractions stay fractions.
+    assert_eq!(c[1]["preStop"]["endSeconds"]["max"], 1.5);
+    assert_eq!(c[1]["stopSignalSeconds"]["min"], 1.5);
+}

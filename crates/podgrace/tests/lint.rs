@@ -312,3 +312,52 @@ fn corpus() {
         assert_eq!(got, want, "{file}");
     }
 }
+
+#[test]
+fn nothing_to_lint_passes_with_a_note() {
+    let empty = tmp("empty.yaml", "");
+    let empty = empty.to_str().expect("utf-8");
+    let o = podgrace(&["lint", empty]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "0 errors, 0 warnings, 0 info\n");
+    assert_eq!(
+        stderr(&o),
+        format!("note: no pod or pod template found in {empty} (it is empty): nothing to lint\n")
+    );
+    let o = podgrace_in(&["lint", "-", "-o", "json"], Some(""));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["summary"]["error"], 0);
+    assert_eq!(
+        stderr(&o),
+        "note: no pod or pod template found in <stdin> (it is empty): nothing to lint\n"
+    );
+    // Something linted: no note.
+    let web = tmp("web-noted.yaml", WEB);
+    let o = podgrace(&["lint", web.to_str().expect("utf-8"), empty]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn huge_grace_periods_are_linted_exactly_without_overflow() {
+    // A preStop of 9223372036854775 s leaves 2 s: the advice adds minDrainSeconds to the hook's
+    // length, next to the int64 limit.
+    let big = tmp(
+        "big.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  terminationGracePeriodSeconds: 9223372036854776\n  containers:\n    - name: app\n      image: x\n      lifecycle:\n        preStop:\n          sleep: {seconds: 9223372036854775}\n",
+    );
+    let path = big.to_str().expect("utf-8");
+    let o = podgrace(&["lint", path, "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let near = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["rule"] == "prestop-near-grace")
+        .expect("prestop-near-grace");
+    assert_eq!(
+        near["message"],
+        "container app: preStop 9223372036854775 s leaves 2 s of terminationGracePeriodSeconds 9223372036854776 s: SIGTERM comes at t=9223372036854775 and SIGKILL at t=9223372036854777, less than minDrainSeconds 5 for the app to drain; raise terminationGracePeriodSeconds to at least 9223372036854780"
+    );
+}

@@ -47,11 +47,13 @@ fn a_closed_stdout_ends_the_report_verbs_quietly() {
     // 300 pods whose preStop outlasts their grace: findings enough to fill the pipe; lint's own
     // exit code, 1, not a crash.
     let pod = |i: usize| {
-        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: x\n    lifecycle: {{preStop: {{sleep: {{seconds: 60}}}}}}\n")
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: x\n    lifecycle: {{preStop: {{exec: {{command: [sleep, \"60\"]}}}}}}\n")
     };
     let many: Vec<String> = (0..300).map(pod).collect();
     let file = tmp_file("closed-stdout", "many.yaml", &many.join("---\n"));
     assert_quiet(&["lint", file.to_str().unwrap()], 1);
+    assert_quiet(&["explain", file.to_str().unwrap()], 0);
+    assert_quiet(&["explain", file.to_str().unwrap(), "-o", "json"], 0);
     assert_quiet(&["lint", file.to_str().unwrap(), "-o", "sarif"], 1);
 }
 

@@ -1,9 +1,10 @@
 //! Grace budget rules: preStop length against the budget, TGPS 0, very large TGPS, Jobs with a
 //! short TGPS, and the kubelet's evictionMaxPodGracePeriod.
 
-use super::{secs, selects, PodCx, Sink};
+use super::{selects, PodCx, Sink};
 use crate::plan::{ContainerRole, Handler, WorkloadKind};
 use crate::timeline;
+use crate::Seconds;
 
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
     let pod = cx.pod;
@@ -24,14 +25,14 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         }
         let (Some(budget), Some(d)) = (
             t.pre_stop_budget_seconds,
-            c.pre_stop.as_ref().and_then(Handler::known_duration_ms),
+            c.pre_stop.as_ref().and_then(Handler::known_duration),
         ) else {
             continue;
         };
-        let left = t.kill_seconds.max - t.stop_signal_seconds.max;
-        let min = cx.config().min_drain_seconds as f64;
-        if d > 0 && budget == tgps && left < min {
-            let need = (d + 999) / 1000 + cx.config().min_drain_seconds;
+        let left = t.kill_seconds.max.saturating_sub(t.stop_signal_seconds.max);
+        let min = cx.config().min_drain_seconds;
+        if d > Seconds::ZERO && budget == tgps && left < Seconds::from_secs(min) {
+            let need = d.ceil_secs().saturating_add(min);
             sink.push(
                 cx,
                 "prestop-near-grace",
@@ -40,11 +41,11 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
                 format!(
                     "container {}: preStop {} s leaves {} s of terminationGracePeriodSeconds {tgps} s: {} comes at t={} and SIGKILL at t={}, less than minDrainSeconds {} for the app to drain; raise terminationGracePeriodSeconds to at least {need}",
                     c.name,
-                    timeline::fmt_secs(d),
-                    secs(left),
+                    d,
+                    left,
                     t.stop_signal,
-                    secs(t.stop_signal_seconds.max),
-                    secs(t.kill_seconds.max),
+                    t.stop_signal_seconds.max,
+                    t.kill_seconds.max,
                     cx.config().min_drain_seconds,
                 ),
             );

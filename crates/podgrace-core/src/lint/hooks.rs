@@ -3,7 +3,6 @@
 
 use super::{all_words, basename, show_cmd, PodCx, Sink};
 use crate::plan::{ContainerPlan, Handler, HttpGet, PortRef};
-use crate::timeline::fmt_secs;
 
 /// Binaries a minimal image does not ship.
 const UTILITIES: &[&str] = &[
@@ -53,10 +52,11 @@ fn binary_missing(
     if !minimal_image(image) || !UTILITIES.contains(&basename(prog)) {
         return;
     }
-    let fix = match h.known_duration_ms() {
-        Some(ms) if cx.opts.version.at_least(1, 30) => format!(
+    let fix = match h.known_duration() {
+        // sleep.seconds is a whole number: a fractional sleep is rounded up.
+        Some(d) if cx.opts.version.at_least(1, 30) => format!(
             "use the sleep action instead: `lifecycle.preStop.sleep.seconds: {}`",
-            fmt_secs(ms)
+            d.ceil_secs()
         ),
         Some(_) => "use the sleep action (Kubernetes 1.30+) or an httpGet hook".into(),
         None => "use an httpGet hook, the sleep action, or ship the binary in the image".into(),
@@ -201,6 +201,15 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert!(
             f[0].message.contains("sleep.seconds: 5"),
+            "{}",
+            f[0].message
+        );
+        // sleep.seconds is an integer: a fractional sleep is suggested rounded up.
+        let f = run(&c("          image: gcr.io/distroless/static:nonroot\n          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"1.5\"]\n"));
+        let f = of(&f, "prestop-binary-missing");
+        assert!(
+            f[0].message
+                .contains("`lifecycle.preStop.sleep.seconds: 2`"),
             "{}",
             f[0].message
         );

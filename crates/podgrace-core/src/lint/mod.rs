@@ -6,7 +6,7 @@
 //!
 //! Every number comes from the rules engine: the preStop budget, stop-signal and SIGKILL times
 //! from [`timeline::explain`] for the `delete` trigger, the stop signal from
-//! [`crate::rules::runtime`], hook lengths from [`crate::plan::Handler::known_duration_ms`].
+//! [`crate::rules::runtime`], hook lengths from [`crate::plan::Handler::known_duration`].
 //! Findings explain also reports (`prestop-exceeds-grace`, `zero-grace-force-deletes`,
 //! `probe-kill-uses-pod-grace`, `soft-eviction-is-immediate`) come from the same functions in
 //! [`timeline`], under the same ids.

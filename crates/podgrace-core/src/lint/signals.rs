@@ -2,7 +2,7 @@
 //! signal, and hooks that signal the app themselves.
 
 use super::{
-    all_words, argv, basename, image_name, is_shell, script_commands, secs, shell_script, show_cmd,
+    all_words, argv, basename, image_name, is_shell, script_commands, shell_script, show_cmd,
     PodCx, Sink,
 };
 use crate::plan::{ContainerPlan, Handler};
@@ -43,8 +43,8 @@ fn stop_and_kill(cx: &PodCx<'_>, c: &ContainerPlan) -> (String, String, String) 
     match cx.timeline_of(c) {
         Some(t) => (
             t.stop_signal.clone(),
-            secs(t.stop_signal_seconds.max),
-            secs(t.kill_seconds.max),
+            t.stop_signal_seconds.max.to_string(),
+            t.kill_seconds.max.to_string(),
         ),
         None => ("SIGTERM".into(), "0".into(), cx.tgps().max(2).to_string()),
     }

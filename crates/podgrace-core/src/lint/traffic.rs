@@ -63,7 +63,7 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         };
         // Hooks of unknown length get the benefit of the doubt: their max is the budget.
         let stop = t.stop_signal_seconds.max;
-        if stop >= lag {
+        if stop.as_f64() >= lag {
             continue;
         }
         let Some(why) = serves(cx, c) else {
@@ -71,7 +71,7 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         };
         let delay = match &c.pre_stop {
             None => "no preStop delay".to_string(),
-            Some(_) => format!("a preStop of only {} s", secs(stop)),
+            Some(_) => format!("a preStop of only {stop} s"),
         };
         let sleep = lag.ceil().max(5.0) as i64;
         let fix = if cx.opts.version.at_least(1, 30) {
@@ -95,7 +95,7 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
                 "container {} serves traffic ({why}) but gets {} at t={} with {delay}: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about {} s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least {} s, e.g. {fix}, and keep terminationGracePeriodSeconds ({} s) ≥ preStop + drain time",
                 c.name,
                 t.stop_signal,
-                secs(stop),
+                stop,
                 secs(lag),
                 secs(lag),
                 cx.tgps(),

@@ -14,7 +14,8 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, V
 
 use super::tree::{Entry, Node, Pos, Value};
 
-/// A field path from the object root, rendered kubectl style only when needed.
+/// A field path from the object root, rendered kubectl style only when needed (keys longer than
+/// [`super::excerpt::MAX_CHARS`] cut).
 #[derive(Clone, Copy)]
 pub(crate) enum Path<'p> {
     Root,
@@ -27,6 +28,8 @@ impl fmt::Display for Path<'_> {
         match self {
             Path::Root => Ok(()),
             Path::Key(parent, key) => {
+                // Keys are the user's text when unknown: a long one is cut.
+                let key = super::excerpt::key(key);
                 if matches!(parent, Path::Root) {
                     write!(f, "{key}")
                 } else {
@@ -78,7 +81,7 @@ impl std::error::Error for DeError {}
 impl de::Error for DeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
         DeError {
-            message: kubectl_words(msg.to_string()),
+            message: kubectl_words(super::excerpt::shorten_quoted(&msg.to_string()).into_owned()),
             at: None,
         }
     }

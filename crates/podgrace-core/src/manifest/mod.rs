@@ -14,6 +14,7 @@
 
 mod convert;
 mod de;
+mod excerpt;
 mod tree;
 mod validate;
 
@@ -84,10 +85,10 @@ impl Manifest {
                         continue;
                     }
                     return Err(format!(
-                        "container {:?}: {} {:?} not found (CreateContainerConfigError): podgrace reads envFrom sources from the same input",
+                        "container {:?}: {} {} not found (CreateContainerConfigError): podgrace reads envFrom sources from the same input",
                         c.name,
                         src.kind.to_ascii_lowercase(),
-                        src.name
+                        excerpt::quote(&src.name)
                     ));
                 };
                 for (k, v) in data {
@@ -206,7 +207,7 @@ pub enum ManifestErrorKind {
     #[error("{0}")]
     NotAnObject(String),
     /// A kind the API server does not serve under this `apiVersion` (kubectl's wording).
-    #[error("no matches for kind {kind:?} in version {api_version:?}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    #[error("no matches for kind {} in version {}{}", excerpt::quote(kind), excerpt::quote(api_version), hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     UnsupportedVersion {
         kind: String,
         api_version: String,
@@ -217,10 +218,10 @@ pub enum ManifestErrorKind {
     #[error("{0}")]
     Type(String),
     /// A field the type does not have (the API server's strict field validation rejects it).
-    #[error("unknown field {field:?}{}", hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
+    #[error("unknown field {}{}", excerpt::quote(field), hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
     UnknownField { field: String, hint: Option<String> },
     /// The same key twice in one mapping.
-    #[error("duplicate field {field:?}")]
+    #[error("duplicate field {}", excerpt::quote(field))]
     DuplicateField { field: String },
     /// A value the API server's validation rejects, worded as the API server words it.
     #[error("{0}")]

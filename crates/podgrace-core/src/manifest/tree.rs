@@ -84,14 +84,15 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// A short description for type errors (`integer 8080`, `a mapping`).
+    /// A short description for type errors (`integer 8080`, `a mapping`; a string is quoted as
+    /// an excerpt, see [`super::excerpt::quote`]).
     pub fn describe(&self) -> String {
         match &self.value {
             Value::Null => "null".to_string(),
             Value::Bool(b) => format!("boolean `{b}`"),
             Value::Int(i) => format!("integer `{i}`"),
             Value::Float(f) => format!("floating point `{f}`"),
-            Value::Str(s) => format!("string {s:?}"),
+            Value::Str(s) => format!("string {}", super::excerpt::quote(s)),
             Value::Seq(_) => "a sequence".to_string(),
             Value::Map(_) => "a mapping".to_string(),
         }

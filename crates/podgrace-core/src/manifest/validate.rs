@@ -9,6 +9,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::excerpt::quote;
 use super::tree::{Node, Pos};
 use crate::plan::WorkloadKind;
 use crate::KubeVersion;
@@ -17,7 +18,7 @@ use crate::KubeVersion;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldErrorKind {
     /// `Invalid value: VALUE: DETAIL` (`field.Invalid`); `value` is rendered as Go's `%v`
-    /// (numbers bare, strings quoted).
+    /// (numbers bare, strings quoted, a long string cut: [`super::excerpt::quote`]).
     Invalid { value: String, detail: String },
     /// `Required value[: DETAIL]` (`field.Required`).
     Required { detail: String },
@@ -51,7 +52,7 @@ impl fmt::Display for FieldErrorKind {
             }
             FieldErrorKind::Forbidden { detail } => write!(f, "Forbidden: {detail}"),
             FieldErrorKind::NotSupported { value, supported } => {
-                let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+                let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
                 write!(
                     f,
                     "Unsupported value: {value}: supported values: {}",
@@ -234,7 +235,7 @@ fn restart_policy(c: &mut Checker<'_, '_, '_>, spec: &PodSpec, kind: WorkloadKin
         c.push(
             &segs,
             FieldErrorKind::NotSupported {
-                value: format!("{policy:?}"),
+                value: quote(policy),
                 supported: vec!["Always".into(), "Never".into(), "OnFailure".into()],
             },
         );
@@ -244,7 +245,7 @@ fn restart_policy(c: &mut Checker<'_, '_, '_>, spec: &PodSpec, kind: WorkloadKin
         c.push(
             &segs,
             FieldErrorKind::NotSupported {
-                value: format!("{policy:?}"),
+                value: quote(policy),
                 supported: vec!["OnFailure".into(), "Never".into()],
             },
         );
@@ -274,7 +275,7 @@ fn container<'s>(
         c.push(
             &with(base, &[Seg::Key("name")]),
             FieldErrorKind::Invalid {
-                value: format!("{:?}", ctr.name),
+                value: quote(&ctr.name),
                 detail: DNS1123_LABEL_ERROR.into(),
             },
         );
@@ -282,7 +283,7 @@ fn container<'s>(
         c.push(
             &with(base, &[Seg::Key("name")]),
             FieldErrorKind::Duplicate {
-                value: format!("{:?}", ctr.name),
+                value: quote(&ctr.name),
             },
         );
     } else {
@@ -309,7 +310,7 @@ fn container<'s>(
             c.push(
                 &with(base, &[Seg::Key("restartPolicy")]),
                 FieldErrorKind::NotSupported {
-                    value: format!("{policy:?}"),
+                    value: quote(policy),
                     supported: vec!["Always".into()],
                 },
             );
@@ -496,7 +497,7 @@ fn http_get(
         c.push(
             &with(base, &[Seg::Key("scheme")]),
             FieldErrorKind::NotSupported {
-                value: format!("{scheme:?}"),
+                value: quote(scheme),
                 supported: vec!["HTTP".into(), "HTTPS".into()],
             },
         );
@@ -531,7 +532,7 @@ fn port_num_or_name(c: &mut Checker<'_, '_, '_>, port: &IntOrString, segs: &[Seg
                 c.push(
                     segs,
                     FieldErrorKind::Invalid {
-                        value: format!("{s:?}"),
+                        value: quote(s),
                         detail:
                             "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"
                                 .into(),
@@ -650,7 +651,7 @@ fn stop_signal(c: &mut Checker<'_, '_, '_>, sig: &str, spec: &PodSpec, segs: &[S
         c.push(
             segs,
             FieldErrorKind::NotSupported {
-                value: format!("{sig:?}"),
+                value: quote(sig),
                 supported: supported.iter().map(|s| s.to_string()).collect(),
             },
         );

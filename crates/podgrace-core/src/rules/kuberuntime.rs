@@ -3,7 +3,8 @@
 //!
 //! Source: `pkg/kubelet/kuberuntime/kuberuntime_container.go` (`setTerminationGracePeriod`,
 //! `killContainer`, `executePreStopHook`) and `kuberuntime_termination_order.go`.
-//! Grace periods are whole seconds; elapsed times are milliseconds (`_ms`).
+//! Grace periods are whole seconds (`i64`); elapsed times are milliseconds (`_ms`), taken as
+//! `i128` so that a wait as long as an int64 grace period (9223372036854775807 s) fits.
 
 use crate::KubeVersion;
 
@@ -58,9 +59,11 @@ pub fn set_termination_grace_period(fields: GraceFields, reason: KillReason) -> 
     probe.unwrap_or(tgps)
 }
 
-/// Whole seconds of an elapsed time, truncated as Go's `int64(d.Seconds())` does.
-pub fn truncated_seconds(elapsed_ms: i64) -> i64 {
-    elapsed_ms.max(0) / 1000
+/// Whole seconds of an elapsed time (negative counts as 0), truncated as Go's
+/// `int64(d.Seconds())` does, saturating at `i64::MAX`.
+pub fn truncated_seconds(elapsed_ms: impl Into<i128>) -> i64 {
+    let s = elapsed_ms.into().max(0) / 1000;
+    i64::try_from(s).unwrap_or(i64::MAX)
 }
 
 /// The `killContainer` arithmetic, step by step, so that a caller with real timers (the local
@@ -110,7 +113,7 @@ impl KillContainer {
     /// Deducts a preStop hook that ran for `elapsed_ms` milliseconds. The kubelet stops waiting at
     /// the budget, so at most `g` whole seconds are deducted; the hook itself is not cancelled.
     /// Returns the whole seconds deducted.
-    pub fn pre_stop_finished(&mut self, elapsed_ms: i64) -> i64 {
+    pub fn pre_stop_finished(&mut self, elapsed_ms: impl Into<i128>) -> i64 {
         if self.grace <= 0 {
             return 0;
         }
@@ -126,7 +129,7 @@ impl KillContainer {
 
     /// Deducts the wait for this container's turn (`waitForTurn`), `waited_ms` milliseconds
     /// (bounded by [`Self::turn_budget`]). Returns the whole seconds deducted.
-    pub fn turn_finished(&mut self, waited_ms: i64) -> i64 {
+    pub fn turn_finished(&mut self, waited_ms: impl Into<i128>) -> i64 {
         if self.grace <= 0 {
             return 0;
         }
@@ -191,14 +194,14 @@ pub fn termination_ordering(containers: &[OrderedContainer]) -> Vec<(String, Vec
 ///
 /// Source: `kuberuntime_termination_order.go` `terminationOrdering.waitForTurn`.
 pub fn wait_for_turn_ms(
-    start_ms: i64,
-    prerequisite_exits_ms: &[Option<i64>],
+    start_ms: i128,
+    prerequisite_exits_ms: &[Option<i128>],
     grace_seconds: i64,
-) -> i64 {
+) -> i128 {
     if grace_seconds <= 0 {
         return 0;
     }
-    let bound = grace_seconds.saturating_mul(1000);
+    let bound = i128::from(grace_seconds) * 1000;
     let mut latest = 0;
     for exit in prerequisite_exits_ms {
         match exit {
@@ -218,7 +221,7 @@ pub fn simulate_ordering(
     exit_after_turn_ms: impl Fn(&str) -> i64,
 ) -> Vec<(String, i64)> {
     let ordering = termination_ordering(containers);
-    let mut exits: Vec<(String, i64)> = Vec::new();
+    let mut exits: Vec<(String, i128)> = Vec::new();
     let mut waits: Vec<(String, i64)> = Vec::new();
     // Mains first, then sidecars from the last declared to the first: each one's prerequisites
     // are then known.
@@ -227,13 +230,17 @@ pub fn simulate_ordering(
         .filter(|(_, p)| p.is_empty())
         .chain(ordering.iter().filter(|(_, p)| !p.is_empty()).rev());
     for (name, prereq) in order {
-        let prereq_exits: Vec<Option<i64>> = prereq
+        let prereq_exits: Vec<Option<i128>> = prereq
             .iter()
             .map(|p| exits.iter().find(|(n, _)| n == p).map(|(_, t)| *t))
             .collect();
         let wait = wait_for_turn_ms(0, &prereq_exits, grace_seconds(name));
-        exits.push((name.clone(), wait + exit_after_turn_ms(name)));
-        waits.push((name.clone(), wait));
+        exits.push((
+            name.clone(),
+            wait.saturating_add(exit_after_turn_ms(name).into()),
+        ));
+        // Saturating: only a grace beyond 292 million years waits longer than an i64 of ms.
+        waits.push((name.clone(), i64::try_from(wait).unwrap_or(i64::MAX)));
     }
     containers
         .iter()

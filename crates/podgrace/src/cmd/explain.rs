@@ -1,11 +1,12 @@
 //! `podgrace explain FILE...`: the termination timeline of every pod, per trigger.
 
-use crate::{input, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, Outcome};
 use podgrace_core::manifest;
+use podgrace_core::plan::PodPlan;
 use podgrace_core::timeline::{
-    self, fmt_secs, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, Trigger,
+    self, ContainerTimeline, KubeletConfig, Options, Severity, Timeline, TimelineError, Trigger,
 };
-use podgrace_core::KubeVersion;
+use podgrace_core::{KubeVersion, Seconds};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -87,41 +88,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         return Err(BadInput(errors.join("\n")).into());
     }
     if pods.is_empty() {
-        return Err(BadInput("no pod or pod template found in the input".into()).into());
+        return Err(BadInput(input::no_pod_found(&args.files, &docs)).into());
     }
-    // A probe trigger names a container: it applies to the pods that run one of that name
-    // (with a single pod it always applies, so that a wrong name is reported).
-    let applies = |pod: &podgrace_core::plan::PodPlan, t: &Trigger| match t {
-        Trigger::Liveness(c) | Trigger::Startup(c) => {
-            pods.len() == 1 || pod.running_containers().any(|x| &x.name == c)
-        }
-        _ => true,
-    };
-    if let Some(t) = triggers
-        .iter()
-        .find(|t| !pods.iter().any(|p| applies(p, t)))
-    {
-        let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
-        return Err(BadInput(format!(
-            "--trigger {t}: no pod in the input runs that container (pods: {})",
-            names.join(", ")
-        ))
-        .into());
-    }
-    let mut timelines = Vec::new();
-    for pod in &pods {
-        for t in triggers.iter().filter(|t| applies(pod, t)) {
-            let tl = timeline::explain(pod, t, &opts).map_err(|e| {
-                let at = &pod.span;
-                BadInput(format!("{}:{}:{}: {e}", at.file, at.line, at.column))
-            })?;
-            timelines.push((pod, tl));
-        }
-    }
+    let timelines = explain_all(&pods, &triggers, &opts)?;
     match args.output {
         Format::Json => {
             let all: Vec<&Timeline> = timelines.iter().map(|(_, t)| t).collect();
-            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut w = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut w, &all)?;
             writeln!(w)?;
             w.flush()?;
@@ -134,28 +107,88 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 }
                 render(&mut out, pod, tl);
             }
-            print!("{out}");
+            write!(Out, "{out}")?;
         }
     }
     Ok(Outcome::Success)
 }
 
-/// Width of the chart, in characters.
-const CHART: usize = 48;
+/// At most this many pods are listed when a trigger applies to none of them.
+const MAX_LISTED: usize = 10;
 
-fn range(s: timeline::Span) -> String {
-    let (lo, hi) = (
-        (s.min * 1000.0).round() as i64,
-        (s.max * 1000.0).round() as i64,
-    );
-    if lo == hi {
-        format!("{} s", fmt_secs(lo))
+/// The timelines of every pod for every trigger that applies to it, pods in input order and the
+/// triggers of each pod in the order given. A probe trigger (`liveness:C`, `startup:C`) that
+/// does not apply to some pods (no container C, or C without that probe) skips them with a note
+/// on stderr; one that applies to no pod at all is bad input, as is any other failure.
+fn explain_all<'p>(
+    pods: &'p [PodPlan],
+    triggers: &[Trigger],
+    opts: &Options,
+) -> Result<Vec<(&'p PodPlan, Timeline)>, BadInput> {
+    let at = |pod: &PodPlan| {
+        let s = &pod.span;
+        format!("{}:{}:{}", s.file, s.line, s.column)
+    };
+    let mut timelines = Vec::new();
+    // Per trigger, the pods it skipped: (location, pod, why).
+    let mut skipped: Vec<Vec<(String, String, String)>> = vec![Vec::new(); triggers.len()];
+    let mut applied = vec![false; triggers.len()];
+    for pod in pods {
+        for (i, t) in triggers.iter().enumerate() {
+            match timeline::explain(pod, t, opts) {
+                Ok(tl) => {
+                    applied[i] = true;
+                    timelines.push((pod, tl));
+                }
+                Err(TimelineError::NotApplicable { pod: name, reason }) => {
+                    skipped[i].push((at(pod), name, reason.to_string()));
+                }
+                Err(e) => return Err(BadInput(format!("{}: {e}", at(pod)))),
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    for (i, t) in triggers.iter().enumerate() {
+        let why = &skipped[i];
+        if applied[i] {
+            for (at, pod, reason) in why {
+                eprintln!("note: {at}: --trigger {t} skips pod {pod}: {reason}");
+            }
+        } else if let [(at, pod, reason)] = why.as_slice() {
+            errors.push(format!("{at}: pod {pod}: {reason}"));
+        } else {
+            errors.push(format!(
+                "--trigger {t} applies to none of the {} pods of the input:",
+                why.len()
+            ));
+            for (at, pod, reason) in why.iter().take(MAX_LISTED) {
+                errors.push(format!("  {at}: pod {pod}: {reason}"));
+            }
+            if why.len() > MAX_LISTED {
+                errors.push(format!("  ... and {} more", why.len() - MAX_LISTED));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(timelines)
     } else {
-        format!("{}–{} s", fmt_secs(lo), fmt_secs(hi))
+        Err(BadInput(errors.join("\n")))
     }
 }
 
-fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
+/// Width of the chart, in characters.
+const CHART: usize = 48;
+
+/// `5 s`, or `0–30 s` when the time depends on how long hooks and apps take (exact).
+fn range(s: timeline::Span) -> String {
+    if s.min == s.max {
+        format!("{} s", s.min)
+    } else {
+        format!("{}–{} s", s.min, s.max)
+    }
+}
+
+fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
     let span = &pod.span;
     let _ = writeln!(
         out,
@@ -201,7 +234,7 @@ fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
         .containers
         .iter()
         .map(|c| c.kill_seconds.max)
-        .fold(1.0_f64, f64::max);
+        .fold(Seconds::from_secs(1), Seconds::max);
     let _ = writeln!(out);
     let _ = writeln!(out, "  {:name_w$}  {}", "", axis(end));
     for c in &tl.containers {
@@ -235,13 +268,15 @@ fn render(out: &mut String, pod: &podgrace_core::plan::PodPlan, tl: &Timeline) {
     }
 }
 
-fn col(t: f64, end: f64) -> usize {
-    (((t / end) * CHART as f64).round() as usize).min(CHART)
+/// The chart column of `t` on a chart ending at `end` (> 0).
+fn col(t: Seconds, end: Seconds) -> usize {
+    // Only the ratio matters, so f64 precision is plenty here.
+    (((t.as_f64() / end.as_f64()) * CHART as f64).round() as usize).min(CHART)
 }
 
 /// The time axis: `0` at the left, the last SIGKILL at the right.
-fn axis(end: f64) -> String {
-    let label = format!("{} s", fmt_secs((end * 1000.0).round() as i64));
+fn axis(end: Seconds) -> String {
+    let label = format!("{end} s");
     let pad = (CHART + 1).saturating_sub(1 + label.len());
     format!("0{}{label}", " ".repeat(pad))
 }
@@ -249,13 +284,13 @@ fn axis(end: f64) -> String {
 /// One run of a container through termination: hooks and apps at their fastest or slowest.
 #[derive(PartialEq)]
 struct Scenario {
-    hook_end: Option<f64>,
-    stop: f64,
-    kill: f64,
+    hook_end: Option<Seconds>,
+    stop: Seconds,
+    kill: Seconds,
 }
 
 impl Scenario {
-    fn of(c: &ContainerTimeline, pick: impl Fn(timeline::Span) -> f64) -> Scenario {
+    fn of(c: &ContainerTimeline, pick: impl Fn(timeline::Span) -> Seconds) -> Scenario {
         Scenario {
             hook_end: c.pre_stop.as_ref().map(|p| pick(p.end_seconds)),
             stop: pick(c.stop_signal_seconds),
@@ -263,10 +298,10 @@ impl Scenario {
         }
     }
 
-    fn bar(&self, end: f64) -> String {
+    fn bar(&self, end: Seconds) -> String {
         let mut s = vec![' '; CHART + 1];
         let (stop, kill) = (col(self.stop, end), col(self.kill, end));
-        let hook_end = col(self.hook_end.unwrap_or(0.0), end);
+        let hook_end = col(self.hook_end.unwrap_or(Seconds::ZERO), end);
         for slot in s.iter_mut().take(hook_end) {
             *slot = '=';
         }

@@ -100,6 +100,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         manifests.push(m);
     }
     findings.extend(lint::lint(&manifests, &opts));
+    // Nothing to lint is not a failure (a chart may render no pod for some values), but it is
+    // said, so that a wrong path does not pass silently.
+    if errors.is_empty()
+        && findings.is_empty()
+        && manifests.iter().all(|m| m.pods().next().is_none())
+    {
+        eprintln!(
+            "note: {}: nothing to lint",
+            input::no_pod_found(&args.paths, &docs)
+        );
+    }
     let mut out = std::io::BufWriter::new(Out);
     match args.output {
         Format::Text => {
