@@ -843,11 +843,14 @@ pub fn prestop_exceeds_grace(
         });
     }
     let message = if own_budget {
+        // The hook alone takes the whole budget (d ≥ TGPS), so the advice names a value above
+        // both the hook and the current TGPS: the hook's length plus the app's drain time.
         format!(
-            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds to at least {} + your drain time",
+            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {} s plus your app's drain time",
             t.name,
             fmt_secs(d),
             t.stop_signal,
+            fmt_secs(d),
             fmt_secs(d),
         )
     } else {

@@ -142,11 +142,40 @@ mod tests {
     }
 
     #[test]
+    fn prestop_exceeds_grace_advises_a_value_above_the_current_one() {
+        // sleep 60 with TGPS 60 is accepted by the API server; the hook takes the whole grace
+        // and the app gets only the 2 s floor, so the advice must go above 60.
+        let y = deploy("      terminationGracePeriodSeconds: 60\n      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 60\n");
+        let f = run(&y);
+        let f = of(&f, "prestop-exceeds-grace");
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            f[0].message,
+            "container app: preStop sleep 60 s ≥ terminationGracePeriodSeconds 60 s: SIGTERM comes at t=60 and SIGKILL at t=62, leaving the app no time to drain; raise terminationGracePeriodSeconds above 60, to the preStop's 60 s plus your app's drain time"
+        );
+        // A hook longer than the grace: the advice is above the hook, so above the grace too.
+        let f = run(&c("          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"40\"]\n"));
+        assert!(
+            of(&f, "prestop-exceeds-grace")[0]
+                .message
+                .ends_with("raise terminationGracePeriodSeconds above 40, to the preStop's 40 s plus your app's drain time"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
     fn prestop_near_grace() {
         let f = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 28\n"));
         let f = of(&f, "prestop-near-grace");
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].message.contains("SIGKILL at t=30"), "{}", f[0].message);
+        // The advice is above the current 30 s: the hook's 28 s plus minDrainSeconds 5.
+        assert!(
+            f[0].message
+                .ends_with("raise terminationGracePeriodSeconds to at least 33"),
+            "{}",
+            f[0].message
+        );
         let ok = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 20\n"));
         assert!(of(&ok, "prestop-near-grace").is_empty());
     }

@@ -43,7 +43,7 @@ pub const CATALOGUE: &[Rule] = &[
         id: "prestop-exceeds-grace",
         severity: Severity::Error,
         title: "a preStop hook of known length is as long as the grace budget or longer",
-        doc: "The kubelet runs the preStop hook with the grace period as its budget and abandons it when the budget runs out (FailedPreStopHook). The stop signal then comes at t=budget and SIGKILL 2 s later (the minimumGracePeriodInSeconds floor), so the app gets no time to drain. Lengths are known for the sleep action and for exec `sleep N` / `sh -c \"sleep N\"`.\n\nUpstream: pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer / executePreStopHook.\nCases: kubernetes/kubernetes#65496, #23515 (R09).\nFix: raise terminationGracePeriodSeconds to at least the hook's length plus the app's drain time, or shorten the hook.\nAlso reported by `podgrace explain` under the same id.",
+        doc: "The kubelet runs the preStop hook with the grace period as its budget and abandons it when the budget runs out (FailedPreStopHook). The stop signal then comes at t=budget and SIGKILL 2 s later (the minimumGracePeriodInSeconds floor), so the app gets no time to drain. Lengths are known for the sleep action and for exec `sleep N` / `sh -c \"sleep N\"`.\n\nUpstream: pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer / executePreStopHook.\nCases: kubernetes/kubernetes#65496, #23515 (R09).\nFix: raise terminationGracePeriodSeconds above the hook's length, to the hook's length plus the app's drain time (a value equal to the hook leaves the app only the 2 s floor), or shorten the hook.\nAlso reported by `podgrace explain` under the same id.",
     },
     Rule {
         id: "prestop-near-grace",
