@@ -215,6 +215,44 @@ fn stdin_and_sleep_rejection() {
 }
 
 #[test]
+fn negative_grace_period_is_a_finding_and_explain_uses_1_s() {
+    let p = tmp(
+        "negative.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: neg\nspec:\n  terminationGracePeriodSeconds: -5\n  containers:\n    - name: app\n      image: app\n",
+    );
+    let p = p.to_str().expect("utf-8");
+    let o = podgrace(&["lint", p]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("Pod neg ({p}:1:1)\n  {p}:6:3  error    negative-grace-period  terminationGracePeriodSeconds is -5: negative values are invalid; the API server accepts them with a warning and Kubernetes treats them as 1, so the pod gets a grace period of 1 s")),
+        "{}",
+        stdout(&o)
+    );
+    let o = podgrace(&["lint", p, "-o", "sarif"]);
+    let v = json(&o);
+    let rules = v["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .expect("rules");
+    let rule = rules
+        .iter()
+        .find(|r| r["id"] == "negative-grace-period")
+        .expect("negative-grace-period in the SARIF rules");
+    assert_eq!(rule["defaultConfiguration"]["level"], "error");
+    assert_eq!(
+        v["runs"][0]["results"][0]["ruleId"],
+        "negative-grace-period"
+    );
+    let o = podgrace(&["lint", "--explain", "negative-grace-period"]);
+    assert!(stdout(&o).starts_with("negative-grace-period (error): "));
+    // explain works with the 1 s and says why.
+    let o = podgrace(&["explain", p, "-o", "json"]);
+    let v = json(&o);
+    assert_eq!(v[0]["gracePeriodSeconds"], 1);
+    assert_eq!(v[0]["containers"][0]["killSeconds"]["max"], 2.0);
+    assert_eq!(v[0]["findings"][0]["rule"], "negative-grace-period");
+}
+
+#[test]
 fn readme_rule_table_matches_the_catalogue() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
     let table = podgrace_core::lint::catalogue::markdown_table();

@@ -1,5 +1,5 @@
-//! Grace budget rules: preStop length against the budget, TGPS 0, very large TGPS, Jobs with a
-//! short TGPS, and the kubelet's evictionMaxPodGracePeriod.
+//! Grace budget rules: preStop length against the budget, negative TGPS, TGPS 0, very large
+//! TGPS, Jobs with a short TGPS, and the kubelet's evictionMaxPodGracePeriod.
 
 use super::{secs, selects, PodCx, Sink};
 use crate::plan::{ContainerRole, Handler, WorkloadKind};
@@ -51,6 +51,9 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         }
     }
     let tgps_span = || pod.field_span("terminationGracePeriodSeconds");
+    if let Some(f) = timeline::negative_grace_period(pod, &cx.timeline.containers) {
+        sink.shared(cx, f, None, tgps_span());
+    }
     if let Some(f) = timeline::zero_grace_force_deletes(pod) {
         sink.shared(cx, f, None, tgps_span());
     }
@@ -200,6 +203,27 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(of(&run_with(&zero, &old), "sleep-action-rejected").len(), 1);
+    }
+
+    #[test]
+    fn negative_grace() {
+        let y = deploy("      terminationGracePeriodSeconds: -5\n      containers:\n        - name: app\n          image: app\n");
+        let f = run(&y);
+        let f = of(&f, "negative-grace-period");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Error);
+        assert_eq!((f[0].span.line, f[0].span.column), (15, 7));
+        assert_eq!(
+            f[0].span.path,
+            "spec.template.spec.terminationGracePeriodSeconds"
+        );
+        assert_eq!(
+            f[0].message,
+            "terminationGracePeriodSeconds is -5: negative values are invalid; the API server accepts them with a warning and Kubernetes treats them as 1, so the pod gets a grace period of 1 s: the preStop hook has at most 1 s, and SIGKILL comes by t=2; set terminationGracePeriodSeconds to the time the app needs to drain (0 or more; the default is 30)"
+        );
+        assert!(of(&run(&c("")), "negative-grace-period").is_empty());
+        let zero = deploy("      terminationGracePeriodSeconds: 0\n      containers:\n        - name: app\n          image: app\n");
+        assert!(of(&run(&zero), "negative-grace-period").is_empty());
     }
 
     #[test]

@@ -58,6 +58,12 @@ pub const CATALOGUE: &[Rule] = &[
         doc: "The API server validates `lifecycle.preStop.sleep.seconds` (and postStart): it must be > 0 and not above terminationGracePeriodSeconds (the message says \"less than\", the code accepts equality). From Kubernetes 1.33 (PodLifecycleSleepActionAllowZero, on by default) 0 is accepted. The object cannot be applied at all. `--kubernetes-version` selects the rule. The same delay written as exec `sleep N` is accepted and silently cut at the budget (see prestop-exceeds-grace).\n\nUpstream: pkg/apis/core/validation/validation.go validateSleepAction.\nCases: zalando-incubator/kubernetes-on-aws#9426 (R14).\nFix: keep sleep.seconds ≤ terminationGracePeriodSeconds, or raise terminationGracePeriodSeconds.",
     },
     Rule {
+        id: "negative-grace-period",
+        severity: Severity::Error,
+        title: "a negative terminationGracePeriodSeconds, which Kubernetes treats as 1 s",
+        doc: "A negative terminationGracePeriodSeconds is invalid, yet the API server accepts it with only a warning (must be >= 0) and Kubernetes treats it as 1 s: on the delete path since 1.22, for every Pod since 1.27. With a grace period of 1 s the preStop hook has at most 1 s and SIGKILL follows about 2 s after the stop signal (the minimumGracePeriodInSeconds floor). `-1` does not mean \"no limit\". `podgrace explain` and lint work with the 1 s.\n\nUpstream: pkg/api/pod/warnings.go warningsForPodSpecAndMeta (the warning); pkg/registry/core/pod/strategy.go CheckGracefulDelete and staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go BeforeDelete (negative becomes 1); kubernetes/kubernetes#98866, #115606, #103476.\nFix: set terminationGracePeriodSeconds to the time the app needs to drain (0 or more; the default is 30).\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
         id: "zero-grace-force-deletes",
         severity: Severity::Error,
         title: "terminationGracePeriodSeconds 0: a plain delete is a force delete",

@@ -7,7 +7,8 @@
 //! Every number comes from the rules engine: the preStop budget, stop-signal and SIGKILL times
 //! from [`timeline::explain`] for the `delete` trigger, the stop signal from
 //! [`crate::rules::runtime`], hook lengths from [`crate::plan::Handler::known_duration_ms`].
-//! Findings explain also reports (`prestop-exceeds-grace`, `zero-grace-force-deletes`,
+//! Findings explain also reports (`prestop-exceeds-grace`, `negative-grace-period`,
+//! `zero-grace-force-deletes`,
 //! `probe-kill-uses-pod-grace`, `soft-eviction-is-immediate`) come from the same functions in
 //! [`timeline`], under the same ids.
 //!
@@ -521,6 +522,7 @@ mod tests {
         // Shared ids emitted by the timeline are in the catalogue too.
         for id in [
             "prestop-exceeds-grace",
+            "negative-grace-period",
             "zero-grace-force-deletes",
             "probe-kill-uses-pod-grace",
             "soft-eviction-is-immediate",

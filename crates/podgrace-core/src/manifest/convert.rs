@@ -577,6 +577,7 @@ impl Loader<'_> {
             termination_grace_period_seconds: tgps
                 .map_or(DEFAULT_TGPS, |t| if t < 0 { 1 } else { t }),
             termination_grace_period_defaulted: tgps.is_none(),
+            termination_grace_period_written: tgps,
             priority: spec.priority,
             priority_class_name: spec.priority_class_name,
             restart_policy,
