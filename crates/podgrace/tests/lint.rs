@@ -177,6 +177,34 @@ fn disable_and_config() {
         "{}",
         stderr(&o)
     );
+    // Bad values too: file, line, column and field path, like the unknown key.
+    for (name, text, want) in [
+        (
+            "bad-severity.yaml",
+            "severity:\n  endpoint-race: fatal\n",
+            "bad-severity.yaml:2:18: severity.endpoint-race: Unsupported value: \"fatal\": supported values: \"error\", \"warning\", \"info\"",
+        ),
+        (
+            "bad-rule.yaml",
+            "disable: [no-such-rule]\n",
+            "bad-rule.yaml:1:11: disable[0]: Invalid value: \"no-such-rule\": unknown rule",
+        ),
+        (
+            "bad-lag.yaml",
+            "endpointLagSeconds: -1\n",
+            "bad-lag.yaml:1:21: endpointLagSeconds: Invalid value: -1: must be greater than or equal to 0",
+        ),
+    ] {
+        let bad = tmp(name, text);
+        let o = podgrace(&[
+            "lint",
+            web.to_str().expect("utf-8"),
+            "--config",
+            bad.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
     let kubelet = tmp("kubelet.yaml", "kubelet:\n  evictionMaxPodGracePeriod: 0\n");
     let o = podgrace(&[
         "lint",
