@@ -240,6 +240,22 @@ fn stdin_and_sleep_rejection() {
             ("zero-grace-force-deletes", 19, "<stdin>")
         ]
     );
+    // The rejected object's header is its start, as for every other finding; the line below
+    // places the field.
+    let o = podgrace_in(&["lint", "-"], Some(text));
+    assert!(
+        stdout(&o).contains(
+            "Pod a (<stdin>:1:1)\n  <stdin>:12:13  error    sleep-action-rejected  containers[0]: preStop sleep.seconds 60 is rejected"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o)
+            .contains("Pod b (<stdin>:14:1)\n  <stdin>:19:3  error    zero-grace-force-deletes"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

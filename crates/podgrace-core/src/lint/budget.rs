@@ -196,13 +196,31 @@ mod tests {
             "{}",
             f[0].message
         );
+        // Grouped under the object's start, like every other finding; placed at the field.
+        assert_eq!((f[0].object_span.line, f[0].object_span.column), (1, 1));
+        assert_eq!(f[0].object_span.path, "");
+        assert_eq!((f[0].span.line, f[0].span.column), (21, 17));
+        // The advice names a value above the sleep, and does not lead into
+        // prestop-exceeds-grace ("at most terminationGracePeriodSeconds" would).
+        assert!(
+            f[0].message.ends_with("so the Deployment cannot be applied; shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out, or raise terminationGracePeriodSeconds above 60, to the sleep's 60 s plus your app's drain time"),
+            "{}",
+            f[0].message
+        );
         let zero = c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 0\n");
         assert!(of(&run(&zero), "sleep-action-rejected").is_empty());
         let old = LintOptions {
             version: crate::KubeVersion::new(1, 32),
             ..Default::default()
         };
-        assert_eq!(of(&run_with(&zero, &old), "sleep-action-rejected").len(), 1);
+        let f = run_with(&zero, &old);
+        let f = of(&f, "sleep-action-rejected");
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message.ends_with("so the Deployment cannot be applied; use a positive number of seconds, or remove the sleep (Kubernetes 1.33 and later accept 0)"),
+            "{}",
+            f[0].message
+        );
     }
 
     #[test]

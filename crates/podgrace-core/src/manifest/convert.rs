@@ -75,6 +75,7 @@ impl Loader<'_> {
             span: self.span(pos, path.into()),
             kind,
             object: None,
+            object_span: None,
         }
     }
 
@@ -502,6 +503,7 @@ impl Loader<'_> {
             for e in field_errors {
                 errors.push(ManifestError {
                     object: Some(object.clone()),
+                    object_span: Some(self.span(doc.pos, String::new())),
                     ..self.error(e.pos, e.path, ManifestErrorKind::Field(e.kind))
                 });
             }

@@ -175,6 +175,8 @@ pub struct ManifestError {
     /// The object the error belongs to, when it got as far as API validation (so lint can
     /// report API rejections as findings of that object).
     pub object: Option<ObjectRef>,
+    /// Where that object starts (its first key; `path` empty), with [`Self::object`].
+    pub object_span: Option<SourceSpan>,
 }
 
 /// Which object: kind, namespace and name, as written.
@@ -291,6 +293,7 @@ fn syntax_error(file: &str, e: tree::SyntaxError) -> ManifestError {
         },
         kind: ManifestErrorKind::Syntax(e.message),
         object: None,
+        object_span: None,
     }
 }
 
@@ -406,6 +409,7 @@ pub fn parse_only(text: &str) -> Result<usize, Box<ManifestError>> {
             },
             kind: ManifestErrorKind::Syntax(e.message),
             object: None,
+            object_span: None,
         })),
     }
 }
