@@ -270,12 +270,16 @@ fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     if sig == Ok(Signal::SIGQUIT) {
         return;
     }
-    // A hook that drains (anything but a quit-and-return) handles the shutdown. A hook that
-    // quits and returns is reported by prestop-signals-without-wait, which names the hook and
-    // the stop signal that follows it (the same root cause, the same fixes).
+    // A hook that drains (anything but a quit-and-return) handles the shutdown. When the hook
+    // quits and returns into nginx's fast shutdown, prestop-signals-without-wait reports it,
+    // naming the hook and the stop signal that follows (the same root cause, the same fixes).
     if let Some(h) = &c.pre_stop {
+        let fast = matches!(
+            hook_finding(cx, c),
+            Some((HookCase::FastByHook | HookCase::FastFollows, _))
+        );
         if signals_without_wait(h).is_none()
-            || (sink.enabled("prestop-signals-without-wait") && hook_message(cx, c).is_some())
+            || (fast && sink.enabled("prestop-signals-without-wait"))
         {
             return;
         }
@@ -310,7 +314,7 @@ fn nginx_fast(sig: Signal) -> bool {
 }
 
 fn hook_signals(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
-    if let Some(message) = hook_message(cx, c) {
+    if let Some((_, message)) = hook_finding(cx, c) {
         sink.push(
             cx,
             "prestop-signals-without-wait",
@@ -321,9 +325,22 @@ fn hook_signals(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     }
 }
 
-/// The `prestop-signals-without-wait` message for container `c`, if its preStop signals the app
+/// What a preStop that signals the app and returns at once gets wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HookCase {
+    /// It asks nginx for its fast shutdown itself (`nginx -s stop`).
+    FastByHook,
+    /// The stop signal repeats the hook's signal: only the missing delay is wrong.
+    SameSignal,
+    /// nginx's graceful quit, then its fast shutdown as the stop signal.
+    FastFollows,
+    /// Another signal follows and can cut the shutdown short.
+    Other,
+}
+
+/// The `prestop-signals-without-wait` finding for container `c`, if its preStop signals the app
 /// and returns at once, worded after what the stop signal that follows does to the app.
-fn hook_message(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
+fn hook_finding(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<(HookCase, String)> {
     let hook = signals_without_wait(c.pre_stop.as_ref()?)?;
     let (stop, _, _) = stop_and_kill(cx, c);
     let stop_sig = runtime::parse_signal(&stop).ok();
@@ -340,37 +357,43 @@ fn hook_message(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
     } else {
         format!("`sleep {delay}`, then signal, then poll with `kill -0` or `pgrep` and `sleep 1`")
     };
-    let message = match hook.signal {
-        Some(sig) if nginx && nginx_fast(sig) => format!(
+    let case = match hook.signal {
+        Some(sig) if nginx && nginx_fast(sig) => HookCase::FastByHook,
+        Some(sig) if stop_sig == Some(sig) => HookCase::SameSignal,
+        Some(sig) if nginx && sig == Signal::SIGQUIT && stop_sig.is_some_and(nginx_fast) => {
+            HookCase::FastFollows
+        }
+        _ => HookCase::Other,
+    };
+    // With the same signal, the hook's only effect is that it gives no delay: the endpoint
+    // race. endpoint-race reports it for a container that serves traffic as far as lint can
+    // tell (it is the rule `endpointLagSeconds` and its severity configure); this finding
+    // covers the rest, so the cause is reported once.
+    if case == HookCase::SameSignal
+        && (!traffic::race_applies(cx) || traffic::serves(cx, c).is_some())
+    {
+        return None;
+    }
+    let lag = secs(cx.config().endpoint_lag_seconds);
+    let message = match case {
+        HookCase::FastByHook => format!(
             "container {}: the preStop hook `{cmd}` sends {sent}, nginx's fast shutdown, which drops the requests in flight, and returns at once, so {stop} follows right after (t≈0); quit gracefully and wait in the hook instead (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
             c.name
         ),
-        Some(sig) if stop_sig == Some(sig) => {
-            // The stop signal repeats what the hook asked for, so the only effect of the hook is
-            // that it gives no delay: the endpoint race. endpoint-race reports it for a
-            // container that serves traffic as far as lint can tell (and is the rule that
-            // `endpointLagSeconds` and its severity configure); this finding covers the rest.
-            let lag = cx.config().endpoint_lag_seconds;
-            if !traffic::race_applies(cx) || traffic::serves(cx, c).is_some() {
-                return None;
-            }
-            format!(
-                "container {}: the preStop hook `{cmd}` sends {sent}, the same signal the kubelet sends as the stop signal right after the hook returns (t≈0), so the hook delays nothing: the app starts shutting down at t≈0 while the EndpointSlice update still takes about {} s (endpointLagSeconds) to reach kube-proxy, ingress controllers and load balancers, and if a Service sends this container traffic, requests sent to it meanwhile fail; replace the hook with a delay of at least {} s, e.g. {delay_fix} ({stop} then follows the delay), within terminationGracePeriodSeconds {tgps} s",
-                c.name,
-                secs(lag),
-                secs(lag),
-            )
-        }
-        Some(_) if nginx && stop_sig.is_some_and(nginx_fast) => format!(
+        HookCase::SameSignal => format!(
+            "container {}: the preStop hook `{cmd}` sends {sent}, the same signal the kubelet sends as the stop signal right after the hook returns (t≈0), so the hook delays nothing: the app starts shutting down at t≈0 while the EndpointSlice update still takes about {lag} s (endpointLagSeconds) to reach kube-proxy, ingress controllers and load balancers, and if a Service sends this container traffic, requests sent to it meanwhile fail; replace the hook with a delay of at least {lag} s, e.g. {delay_fix} ({stop} then follows the delay), within terminationGracePeriodSeconds {tgps} s",
+            c.name
+        ),
+        HookCase::FastFollows => format!(
             "container {}: the preStop hook `{cmd}` asks nginx to quit gracefully ({sent}) and returns at once, so the kubelet sends {stop} right after (t≈0), nginx's fast shutdown, which drops the requests in flight; make {sent} the stop signal, or wait in the hook until nginx has exited (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
             c.name
         ),
-        _ => format!(
+        HookCase::Other => format!(
             "container {}: the preStop hook `{cmd}` sends {sent} to the app and returns at once, so the kubelet's stop signal {stop} follows right after (t≈0) and can cut short the shutdown the hook started; wait in the hook until the app has exited (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
             c.name
         ),
     };
-    Some(message)
+    Some((case, message))
 }
 
 #[cfg(test)]
@@ -514,6 +537,16 @@ mod tests {
             of(&f, "prestop-signals-without-wait")[0]
                 .message
                 .contains("sends SIGTERM, nginx's fast shutdown, which drops the requests in flight, and returns at once, so SIGQUIT follows right after (t≈0)"),
+            "{f:?}"
+        );
+        // A reload is no graceful quit: the generic wording, and nginx-stop-signal still
+        // reports nginx's fast shutdown on SIGTERM.
+        let f = run(&hook("bitnami/nginx:1.25", "[sh, -c, \"kill -HUP 1\"]"));
+        assert_eq!(of(&f, "nginx-stop-signal").len(), 1, "{f:?}");
+        assert!(
+            of(&f, "prestop-signals-without-wait")[0]
+                .message
+                .contains("`kill -HUP 1` sends SIGHUP to the app and returns at once, so the kubelet's stop signal SIGTERM follows right after (t≈0)"),
             "{f:?}"
         );
         // Another app: a different signal follows and can cut the shutdown short.
