@@ -312,6 +312,9 @@ pub struct PodPlan {
     pub termination_grace_period_seconds: i64,
     /// `true` if the manifest left TGPS unset and the default of 30 applies.
     pub termination_grace_period_defaulted: bool,
+    /// `spec.terminationGracePeriodSeconds` as written, before defaulting and before a negative
+    /// value is treated as 1; `None` when unset.
+    pub termination_grace_period_written: Option<i64>,
     /// `spec.priority`, if given.
     pub priority: Option<i32>,
     /// `spec.priorityClassName`, if given.

@@ -374,6 +374,9 @@ pub fn explain(
     }
     let ordering = version.at_least(1, 29) && pod.sidecars().next().is_some();
     let containers = pod_kill(pod, base, override_seconds, version, ordering);
+    if let Some(f) = negative_grace_period(pod, &containers) {
+        findings.insert(0, f);
+    }
     container_findings(pod, &containers, effective, version, &mut findings);
     Ok(Timeline {
         pod: pod_name(pod),
@@ -742,8 +745,12 @@ fn probe_kill(
     let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2)));
     let entry = timeline_entry(c, signal, hook, lo, hi);
     let mut findings = Vec::new();
-    findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     let containers = vec![entry];
+    if base == pod.termination_grace_period_seconds {
+        // The probe kill uses the pod's grace (no probe-level one): the negative value matters.
+        findings.extend(negative_grace_period(pod, &containers));
+    }
+    findings.extend(probe_kill_uses_pod_grace(pod, kind, probe));
     container_findings(pod, &containers, base, opts.version, &mut findings);
     Timeline {
         pod: pod_name(pod),
@@ -890,11 +897,14 @@ pub fn prestop_exceeds_grace(
         });
     }
     let message = if own_budget {
+        // The hook alone takes the whole budget (d ≥ TGPS), so the advice names a value above
+        // both the hook and the current TGPS: the hook's length plus the app's drain time.
         format!(
-            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds to at least {} + your drain time",
+            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {} s plus your app's drain time",
             t.name,
             d,
             t.stop_signal,
+            d,
             d,
         )
     } else {
@@ -913,6 +923,30 @@ pub fn prestop_exceeds_grace(
             Severity::Warning
         },
         message,
+    })
+}
+
+/// `negative-grace-period`: a negative `terminationGracePeriodSeconds`. The API server accepts
+/// it with a warning (`pkg/api/pod/warnings.go` `warningsForPodSpecAndMeta`: must be >= 0,
+/// treated as 1) and Kubernetes treats it as 1 s: on the delete path since 1.22
+/// (`pkg/registry/core/pod/strategy.go` `CheckGracefulDelete`, kubernetes/kubernetes#98866),
+/// for every Pod since 1.27 (#115606). The plan already holds the 1; `containers` (the
+/// timeline computed from it) gives the latest SIGKILL. Shared by explain and lint.
+pub fn negative_grace_period(pod: &PodPlan, containers: &[ContainerTimeline]) -> Option<Finding> {
+    let written = pod.termination_grace_period_written.filter(|t| *t < 0)?;
+    let used = pod.termination_grace_period_seconds;
+    let kill = containers
+        .iter()
+        .map(|t| t.kill_seconds.max)
+        .max()
+        .map(|k| format!(", and SIGKILL comes by t={k}"))
+        .unwrap_or_default();
+    Some(Finding {
+        rule: "negative-grace-period",
+        severity: Severity::Error,
+        message: format!(
+            "terminationGracePeriodSeconds is {written}: negative values are invalid; the API server accepts them with a warning and Kubernetes treats them as {used}, so the pod gets a grace period of {used} s: the preStop hook has at most {used} s{kill}; set terminationGracePeriodSeconds to the time the app needs to drain (0 or more; the default is 30)"
+        ),
     })
 }
 

@@ -42,6 +42,7 @@ fn pod(tgps: i64, mains: Vec<ContainerPlan>, sidecars: Vec<ContainerPlan>) -> Po
         labels: Default::default(),
         termination_grace_period_seconds: tgps,
         termination_grace_period_defaulted: false,
+        termination_grace_period_written: Some(tgps),
         priority: None,
         priority_class_name: None,
         restart_policy: RestartPolicy::Always,

@@ -101,10 +101,23 @@ fn r15_httpget_hook_goes_to_the_pod_ip() {
 fn r16_hook_quits_nginx_and_returns() {
     let f = lint(&pod("  containers:\n    - name: nginx\n      image: nginx:1.27\n      lifecycle:\n        preStop:\n          exec:\n            command: [nginx, -s, quit]\n"));
     assert_eq!(ids(&f), vec![("prestop-signals-without-wait", 10)]);
-    // The official image's stop signal is SIGQUIT, so nginx-stop-signal stays quiet; the
-    // kubelet's SIGQUIT follows at once.
+    // The official image's stop signal is SIGQUIT, so nginx-stop-signal stays quiet, and the
+    // kubelet's SIGQUIT repeats the graceful quit: what the hook gets wrong is that it gives no
+    // delay before the endpoint removal, not a fast shutdown.
     assert!(
-        f[0].message.contains("sends SIGQUIT right after"),
+        f[0].message.contains(
+            "sends SIGQUIT, the same signal the kubelet sends as the stop signal right after the hook returns (t≈0), so the hook delays nothing"
+        ),
+        "{}",
+        f[0].message
+    );
+    assert!(!f[0].message.contains("fast shutdown"), "{}", f[0].message);
+    // With a readiness probe the container serves traffic: endpoint-race reports the race
+    // (the hook gets no benefit of the doubt), once.
+    let f = lint(&pod("  containers:\n    - name: nginx\n      image: nginx:1.27\n      readinessProbe:\n        httpGet:\n          path: /\n          port: 80\n      lifecycle:\n        preStop:\n          exec:\n            command: [nginx, -s, quit]\n"));
+    assert_eq!(ids(&f), vec![("endpoint-race", 14)]);
+    assert!(
+        f[0].message.contains("gets SIGQUIT at t=0 with a preStop (`nginx -s quit`) that signals the app and returns at once"),
         "{}",
         f[0].message
     );

@@ -177,6 +177,34 @@ fn disable_and_config() {
         "{}",
         stderr(&o)
     );
+    // Bad values too: file, line, column and field path, like the unknown key.
+    for (name, text, want) in [
+        (
+            "bad-severity.yaml",
+            "severity:\n  endpoint-race: fatal\n",
+            "bad-severity.yaml:2:18: severity.endpoint-race: Unsupported value: \"fatal\": supported values: \"error\", \"warning\", \"info\"",
+        ),
+        (
+            "bad-rule.yaml",
+            "disable: [no-such-rule]\n",
+            "bad-rule.yaml:1:11: disable[0]: Invalid value: \"no-such-rule\": unknown rule",
+        ),
+        (
+            "bad-lag.yaml",
+            "endpointLagSeconds: -1\n",
+            "bad-lag.yaml:1:21: endpointLagSeconds: Invalid value: -1: must be greater than or equal to 0",
+        ),
+    ] {
+        let bad = tmp(name, text);
+        let o = podgrace(&[
+            "lint",
+            web.to_str().expect("utf-8"),
+            "--config",
+            bad.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
     let kubelet = tmp("kubelet.yaml", "kubelet:\n  evictionMaxPodGracePeriod: 0\n");
     let o = podgrace(&[
         "lint",
@@ -212,6 +240,60 @@ fn stdin_and_sleep_rejection() {
             ("zero-grace-force-deletes", 19, "<stdin>")
         ]
     );
+    // The rejected object's header is its start, as for every other finding; the line below
+    // places the field.
+    let o = podgrace_in(&["lint", "-"], Some(text));
+    assert!(
+        stdout(&o).contains(
+            "Pod a (<stdin>:1:1)\n  <stdin>:12:13  error    sleep-action-rejected  containers[0]: preStop sleep.seconds 60 is rejected"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o)
+            .contains("Pod b (<stdin>:14:1)\n  <stdin>:19:3  error    zero-grace-force-deletes"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn negative_grace_period_is_a_finding_and_explain_uses_1_s() {
+    let p = tmp(
+        "negative.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: neg\nspec:\n  terminationGracePeriodSeconds: -5\n  containers:\n    - name: app\n      image: app\n",
+    );
+    let p = p.to_str().expect("utf-8");
+    let o = podgrace(&["lint", p]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("Pod neg ({p}:1:1)\n  {p}:6:3  error    negative-grace-period  terminationGracePeriodSeconds is -5: negative values are invalid; the API server accepts them with a warning and Kubernetes treats them as 1, so the pod gets a grace period of 1 s")),
+        "{}",
+        stdout(&o)
+    );
+    let o = podgrace(&["lint", p, "-o", "sarif"]);
+    let v = json(&o);
+    let rules = v["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .expect("rules");
+    let rule = rules
+        .iter()
+        .find(|r| r["id"] == "negative-grace-period")
+        .expect("negative-grace-period in the SARIF rules");
+    assert_eq!(rule["defaultConfiguration"]["level"], "error");
+    assert_eq!(
+        v["runs"][0]["results"][0]["ruleId"],
+        "negative-grace-period"
+    );
+    let o = podgrace(&["lint", "--explain", "negative-grace-period"]);
+    assert!(stdout(&o).starts_with("negative-grace-period (error): "));
+    // explain works with the 1 s and says why.
+    let o = podgrace(&["explain", p, "-o", "json"]);
+    let v = json(&o);
+    assert_eq!(v[0]["gracePeriodSeconds"], 1);
+    assert_eq!(v[0]["containers"][0]["killSeconds"]["max"], 2.0);
+    assert_eq!(v[0]["findings"][0]["rule"], "negative-grace-period");
 }
 
 #[test]

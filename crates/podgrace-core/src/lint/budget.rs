@@ -1,5 +1,5 @@
-//! Grace budget rules: preStop length against the budget, TGPS 0, very large TGPS, Jobs with a
-//! short TGPS, and the kubelet's evictionMaxPodGracePeriod.
+//! Grace budget rules: preStop length against the budget, negative TGPS, TGPS 0, very large
+//! TGPS, Jobs with a short TGPS, and the kubelet's evictionMaxPodGracePeriod.
 
 use super::{selects, PodCx, Sink};
 use crate::plan::{ContainerRole, Handler, WorkloadKind};
@@ -52,6 +52,9 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         }
     }
     let tgps_span = || pod.field_span("terminationGracePeriodSeconds");
+    if let Some(f) = timeline::negative_grace_period(pod, &cx.timeline.containers) {
+        sink.shared(cx, f, None, tgps_span());
+    }
     if let Some(f) = timeline::zero_grace_force_deletes(pod) {
         sink.shared(cx, f, None, tgps_span());
     }
@@ -143,11 +146,40 @@ mod tests {
     }
 
     #[test]
+    fn prestop_exceeds_grace_advises_a_value_above_the_current_one() {
+        // sleep 60 with TGPS 60 is accepted by the API server; the hook takes the whole grace
+        // and the app gets only the 2 s floor, so the advice must go above 60.
+        let y = deploy("      terminationGracePeriodSeconds: 60\n      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 60\n");
+        let f = run(&y);
+        let f = of(&f, "prestop-exceeds-grace");
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            f[0].message,
+            "container app: preStop sleep 60 s ≥ terminationGracePeriodSeconds 60 s: SIGTERM comes at t=60 and SIGKILL at t=62, leaving the app no time to drain; raise terminationGracePeriodSeconds above 60, to the preStop's 60 s plus your app's drain time"
+        );
+        // A hook longer than the grace: the advice is above the hook, so above the grace too.
+        let f = run(&c("          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"40\"]\n"));
+        assert!(
+            of(&f, "prestop-exceeds-grace")[0]
+                .message
+                .ends_with("raise terminationGracePeriodSeconds above 40, to the preStop's 40 s plus your app's drain time"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
     fn prestop_near_grace() {
         let f = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 28\n"));
         let f = of(&f, "prestop-near-grace");
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].message.contains("SIGKILL at t=30"), "{}", f[0].message);
+        // The advice is above the current 30 s: the hook's 28 s plus minDrainSeconds 5.
+        assert!(
+            f[0].message
+                .ends_with("raise terminationGracePeriodSeconds to at least 33"),
+            "{}",
+            f[0].message
+        );
         let ok = run(&c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 20\n"));
         assert!(of(&ok, "prestop-near-grace").is_empty());
     }
@@ -165,13 +197,52 @@ mod tests {
             "{}",
             f[0].message
         );
+        // Grouped under the object's start, like every other finding; placed at the field.
+        assert_eq!((f[0].object_span.line, f[0].object_span.column), (1, 1));
+        assert_eq!(f[0].object_span.path, "");
+        assert_eq!((f[0].span.line, f[0].span.column), (21, 17));
+        // The advice names a value above the sleep, and does not lead into
+        // prestop-exceeds-grace ("at most terminationGracePeriodSeconds" would).
+        assert!(
+            f[0].message.ends_with("so the Deployment cannot be applied; shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out, or raise terminationGracePeriodSeconds above 60, to the sleep's 60 s plus your app's drain time"),
+            "{}",
+            f[0].message
+        );
         let zero = c("          lifecycle:\n            preStop:\n              sleep:\n                seconds: 0\n");
         assert!(of(&run(&zero), "sleep-action-rejected").is_empty());
         let old = LintOptions {
             version: crate::KubeVersion::new(1, 32),
             ..Default::default()
         };
-        assert_eq!(of(&run_with(&zero, &old), "sleep-action-rejected").len(), 1);
+        let f = run_with(&zero, &old);
+        let f = of(&f, "sleep-action-rejected");
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].message.ends_with("so the Deployment cannot be applied; use a positive number of seconds, or remove the sleep (Kubernetes 1.33 and later accept 0)"),
+            "{}",
+            f[0].message
+        );
+    }
+
+    #[test]
+    fn negative_grace() {
+        let y = deploy("      terminationGracePeriodSeconds: -5\n      containers:\n        - name: app\n          image: app\n");
+        let f = run(&y);
+        let f = of(&f, "negative-grace-period");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Error);
+        assert_eq!((f[0].span.line, f[0].span.column), (15, 7));
+        assert_eq!(
+            f[0].span.path,
+            "spec.template.spec.terminationGracePeriodSeconds"
+        );
+        assert_eq!(
+            f[0].message,
+            "terminationGracePeriodSeconds is -5: negative values are invalid; the API server accepts them with a warning and Kubernetes treats them as 1, so the pod gets a grace period of 1 s: the preStop hook has at most 1 s, and SIGKILL comes by t=2; set terminationGracePeriodSeconds to the time the app needs to drain (0 or more; the default is 30)"
+        );
+        assert!(of(&run(&c("")), "negative-grace-period").is_empty());
+        let zero = deploy("      terminationGracePeriodSeconds: 0\n      containers:\n        - name: app\n          image: app\n");
+        assert!(of(&run(&zero), "negative-grace-period").is_empty());
     }
 
     #[test]

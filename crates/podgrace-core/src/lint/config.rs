@@ -1,5 +1,6 @@
 //! The lint configuration file (`podgrace lint --config FILE`), read with the manifest loader's
-//! strict checks so an unknown key is an error at `file:line:column`.
+//! strict checks so an unknown key, and a bad value, is an error at `file:line:column` with its
+//! field path.
 //!
 //! ```yaml
 //! disable: [prestop-httpget-pod-ip]
@@ -16,7 +17,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{catalogue, parse_severity, Severity};
-use crate::manifest::{self, ManifestErrors};
+use crate::manifest::{self, Fields, ManifestErrors, Seg};
+use crate::plan::SourceSpan;
 
 /// Settings of the lint rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,32 +78,25 @@ struct KubeletFile {
     eviction_max_pod_grace_period: Option<i64>,
 }
 
-/// A configuration file that cannot be used.
+/// A configuration file that cannot be used. Every error names `file:line:column` and the
+/// field path, as the manifest loader's errors do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// Syntax, type, unknown or duplicate keys, each at `file:line:column`.
+    /// Syntax, type, unknown or duplicate keys.
     #[error("{0}")]
     Load(#[from] ManifestErrors),
-    /// A rule id that is not in the catalogue.
-    #[error("{file}: {what}: unknown rule {id:?} (see `podgrace lint --explain`)")]
-    UnknownRule {
-        file: String,
-        what: &'static str,
-        id: String,
-    },
+    /// A rule id that is not in the catalogue (in `disable`, or a key of `severity`).
+    #[error("{}:{}:{}: {}: Invalid value: {id:?}: unknown rule (`podgrace lint --explain all` lists the rules)", span.file, span.line, span.column, span.path)]
+    UnknownRule { span: SourceSpan, id: String },
     /// A severity word that is not `error`, `warning` or `info`.
-    #[error("{file}: severity.{rule}: {value:?} is not one of error, warning, info")]
-    BadSeverity {
-        file: String,
-        rule: String,
-        value: String,
-    },
+    #[error("{}:{}:{}: {}: Unsupported value: {value:?}: supported values: \"error\", \"warning\", \"info\"", span.file, span.line, span.column, span.path)]
+    BadSeverity { span: SourceSpan, value: String },
     /// A number out of range.
-    #[error("{file}: {key}: {detail}")]
+    #[error("{}:{}:{}: {}: Invalid value: {value}: {detail}", span.file, span.line, span.column, span.path)]
     BadValue {
-        file: String,
-        key: &'static str,
-        detail: String,
+        span: SourceSpan,
+        value: String,
+        detail: &'static str,
     },
 }
 
@@ -110,75 +105,102 @@ impl LintConfig {
     /// their defaults.
     ///
     /// # Errors
-    /// [`ConfigError`] for unknown keys (with line and column), unknown rule ids, bad
-    /// severities and out-of-range numbers.
+    /// [`ConfigError`] for unknown keys, unknown rule ids, bad severities and out-of-range
+    /// numbers, each with its line, column and field path.
     pub fn parse(text: &str, file: &str) -> Result<LintConfig, ConfigError> {
-        let mut cfg = LintConfig::default();
-        let Some(f) = manifest::load_typed::<File>(text, file)? else {
-            return Ok(cfg);
-        };
-        for id in f.disable.unwrap_or_default() {
-            check_rule(&id, file, "disable")?;
-            cfg.disable.push(id);
+        match manifest::load_typed_at(text, file, from_file)? {
+            Some(cfg) => cfg,
+            None => Ok(LintConfig::default()),
         }
-        for (rule, value) in f.severity.unwrap_or_default() {
-            check_rule(&rule, file, "severity")?;
-            let Some(s) = parse_severity(&value) else {
-                return Err(ConfigError::BadSeverity {
-                    file: file.to_string(),
-                    rule,
-                    value,
-                });
-            };
-            cfg.severity.insert(rule, s);
-        }
-        let bad = |key: &'static str, detail: &str| ConfigError::BadValue {
-            file: file.to_string(),
-            key,
-            detail: detail.to_string(),
-        };
-        if let Some(l) = f.endpoint_lag_seconds {
-            if !l.is_finite() || l < 0.0 {
-                return Err(bad("endpointLagSeconds", "must be a number ≥ 0"));
-            }
-            cfg.endpoint_lag_seconds = l;
-        }
-        if let Some(v) = f.large_termination_grace_period_seconds {
-            if v < 1 {
-                return Err(bad("largeTerminationGracePeriodSeconds", "must be ≥ 1"));
-            }
-            cfg.large_termination_grace_period_seconds = v;
-        }
-        if let Some(v) = f.job_min_termination_grace_period_seconds {
-            if v < 0 {
-                return Err(bad("jobMinTerminationGracePeriodSeconds", "must be ≥ 0"));
-            }
-            cfg.job_min_termination_grace_period_seconds = v;
-        }
-        if let Some(v) = f.min_drain_seconds {
-            if v < 0 {
-                return Err(bad("minDrainSeconds", "must be ≥ 0"));
-            }
-            cfg.min_drain_seconds = v;
-        }
-        if let Some(k) = f.kubelet {
-            cfg.kubelet.eviction_max_pod_grace_period = k.eviction_max_pod_grace_period;
-        }
-        Ok(cfg)
     }
 }
 
-/// Checks a rule id given on the command line or in a configuration file.
+/// Checks the values of a file that loaded and applies them over the defaults.
+fn from_file(f: File, at: &Fields<'_, '_>) -> Result<LintConfig, ConfigError> {
+    let mut cfg = LintConfig::default();
+    for (i, id) in f.disable.unwrap_or_default().into_iter().enumerate() {
+        check_rule(&id, || at.span(&[Seg::Key("disable"), Seg::Index(i)]))?;
+        cfg.disable.push(id);
+    }
+    for (rule, value) in f.severity.unwrap_or_default() {
+        let segs = [Seg::Key("severity"), Seg::Key(&rule)];
+        check_rule(&rule, || at.key_span(&segs))?;
+        let Some(s) = parse_severity(&value) else {
+            return Err(ConfigError::BadSeverity {
+                span: at.span(&segs),
+                value,
+            });
+        };
+        cfg.severity.insert(rule, s);
+    }
+    let bad = |key: &'static str, value: String, detail: &'static str| ConfigError::BadValue {
+        span: at.span(&[Seg::Key(key)]),
+        value,
+        detail,
+    };
+    if let Some(l) = f.endpoint_lag_seconds {
+        if !l.is_finite() {
+            return Err(bad(
+                "endpointLagSeconds",
+                l.to_string(),
+                "must be a finite number",
+            ));
+        }
+        if l < 0.0 {
+            return Err(bad(
+                "endpointLagSeconds",
+                l.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+        cfg.endpoint_lag_seconds = l;
+    }
+    if let Some(v) = f.large_termination_grace_period_seconds {
+        if v < 1 {
+            return Err(bad(
+                "largeTerminationGracePeriodSeconds",
+                v.to_string(),
+                "must be greater than or equal to 1",
+            ));
+        }
+        cfg.large_termination_grace_period_seconds = v;
+    }
+    if let Some(v) = f.job_min_termination_grace_period_seconds {
+        if v < 0 {
+            return Err(bad(
+                "jobMinTerminationGracePeriodSeconds",
+                v.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+        cfg.job_min_termination_grace_period_seconds = v;
+    }
+    if let Some(v) = f.min_drain_seconds {
+        if v < 0 {
+            return Err(bad(
+                "minDrainSeconds",
+                v.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+        cfg.min_drain_seconds = v;
+    }
+    if let Some(k) = f.kubelet {
+        cfg.kubelet.eviction_max_pod_grace_period = k.eviction_max_pod_grace_period;
+    }
+    Ok(cfg)
+}
+
+/// Checks a rule id given in a configuration file; `span` places it.
 ///
 /// # Errors
 /// [`ConfigError::UnknownRule`] when the id is not in the catalogue.
-pub(crate) fn check_rule(id: &str, file: &str, what: &'static str) -> Result<(), ConfigError> {
+fn check_rule(id: &str, span: impl FnOnce() -> SourceSpan) -> Result<(), ConfigError> {
     if catalogue::rule(id).is_some() {
         Ok(())
     } else {
         Err(ConfigError::UnknownRule {
-            file: file.to_string(),
-            what,
+            span: span(),
             id: id.to_string(),
         })
     }
@@ -219,11 +241,51 @@ mod tests {
         assert_eq!(s.lines().count(), 1, "one error for one unknown key: {s}");
         let e = LintConfig::parse("kubelet:\n  evictionMaxPodGrace: 1\n", "c.yaml").unwrap_err();
         assert!(e.to_string().starts_with("c.yaml:2:3: "), "{e}");
-        let e = LintConfig::parse("disable: [no-such-rule]\n", "c.yaml").unwrap_err();
-        assert!(matches!(e, ConfigError::UnknownRule { .. }));
-        let e = LintConfig::parse("severity: {endpoint-race: fatal}\n", "c.yaml").unwrap_err();
-        assert!(matches!(e, ConfigError::BadSeverity { .. }));
-        let e = LintConfig::parse("endpointLagSeconds: -1\n", "c.yaml").unwrap_err();
-        assert!(matches!(e, ConfigError::BadValue { .. }));
+    }
+
+    #[test]
+    fn bad_values_are_errors_with_position_and_path() {
+        let err = |text: &str| LintConfig::parse(text, "c.yaml").unwrap_err().to_string();
+        assert_eq!(
+            err("severity:\n  endpoint-race: fatal\n"),
+            "c.yaml:2:18: severity.endpoint-race: Unsupported value: \"fatal\": supported values: \"error\", \"warning\", \"info\""
+        );
+        assert_eq!(
+            err("disable:\n  - endpoint-race\n  - no-such-rule\n"),
+            "c.yaml:3:5: disable[1]: Invalid value: \"no-such-rule\": unknown rule (`podgrace lint --explain all` lists the rules)"
+        );
+        assert_eq!(
+            err("disable: [no-such-rule]\n"),
+            "c.yaml:1:11: disable[0]: Invalid value: \"no-such-rule\": unknown rule (`podgrace lint --explain all` lists the rules)"
+        );
+        // An unknown rule as a key of severity is placed at the key.
+        assert_eq!(
+            err("severity: {nope: error}\n"),
+            "c.yaml:1:12: severity.nope: Invalid value: \"nope\": unknown rule (`podgrace lint --explain all` lists the rules)"
+        );
+        assert_eq!(
+            err("disable: []\nendpointLagSeconds: -1\n"),
+            "c.yaml:2:21: endpointLagSeconds: Invalid value: -1: must be greater than or equal to 0"
+        );
+        assert_eq!(
+            err("endpointLagSeconds: .inf\n"),
+            "c.yaml:1:21: endpointLagSeconds: Invalid value: inf: must be a finite number"
+        );
+        assert_eq!(
+            err("largeTerminationGracePeriodSeconds: 0\n"),
+            "c.yaml:1:37: largeTerminationGracePeriodSeconds: Invalid value: 0: must be greater than or equal to 1"
+        );
+        assert_eq!(
+            err("jobMinTerminationGracePeriodSeconds: -3\n"),
+            "c.yaml:1:38: jobMinTerminationGracePeriodSeconds: Invalid value: -3: must be greater than or equal to 0"
+        );
+        assert_eq!(
+            err("minDrainSeconds: -2\n"),
+            "c.yaml:1:18: minDrainSeconds: Invalid value: -2: must be greater than or equal to 0"
+        );
+        assert!(matches!(
+            LintConfig::parse("disable: [nope]\n", "c.yaml"),
+            Err(ConfigError::UnknownRule { .. })
+        ));
     }
 }

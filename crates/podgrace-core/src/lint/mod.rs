@@ -7,7 +7,8 @@
 //! Every number comes from the rules engine: the preStop budget, stop-signal and SIGKILL times
 //! from [`timeline::explain`] for the `delete` trigger, the stop signal from
 //! [`crate::rules::runtime`], hook lengths from [`crate::plan::Handler::known_duration`].
-//! Findings explain also reports (`prestop-exceeds-grace`, `zero-grace-force-deletes`,
+//! Findings explain also reports (`prestop-exceeds-grace`, `negative-grace-period`,
+//! `zero-grace-force-deletes`,
 //! `probe-kill-uses-pod-grace`, `soft-eviction-is-immediate`) come from the same functions in
 //! [`timeline`], under the same ids.
 //!
@@ -170,8 +171,17 @@ pub fn rejections(
                     "postStart"
                 };
                 let container = container_of_path(&e.span.path);
+                // Rejected for being above the grace, or for not being positive (0 is accepted
+                // from 1.33): the fix names a value on the right side of the limit.
+                let fix = match value.parse::<i64>() {
+                    Ok(v) if v > 0 => format!(
+                        "shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out, or raise terminationGracePeriodSeconds above {v}, to the sleep's {v} s plus your app's drain time"
+                    ),
+                    Ok(0) => "use a positive number of seconds, or remove the sleep (Kubernetes 1.33 and later accept 0)".to_string(),
+                    _ => "use a positive number of seconds, or remove the sleep".to_string(),
+                };
                 let message = format!(
-                    "{}{hook} sleep.seconds {value} is rejected by the API server (Kubernetes {}: {detail}), so the {} cannot be applied; use at most terminationGracePeriodSeconds, or raise terminationGracePeriodSeconds to at least {value} + the app's drain time",
+                    "{}{hook} sleep.seconds {value} is rejected by the API server (Kubernetes {}: {detail}), so the {} cannot be applied; {fix}",
                     container
                         .as_deref()
                         .map(|c| format!("{c}: "))
@@ -179,10 +189,12 @@ pub fn rejections(
                     opts.version,
                     obj.kind,
                 );
-                let object_span = SourceSpan {
+                // The object's start, like every other finding's header (the field's own
+                // position is the finding's span).
+                let object_span = e.object_span.clone().unwrap_or_else(|| SourceSpan {
                     path: String::new(),
                     ..e.span.clone()
-                };
+                });
                 sink.push_at(
                     "sleep-action-rejected",
                     None,
@@ -521,6 +533,7 @@ mod tests {
         // Shared ids emitted by the timeline are in the catalogue too.
         for id in [
             "prestop-exceeds-grace",
+            "negative-grace-period",
             "zero-grace-force-deletes",
             "probe-kill-uses-pod-grace",
             "soft-eviction-is-immediate",

@@ -2,6 +2,8 @@
 
 use super::{image_name, PodCx, Sink};
 use crate::plan::{ContainerPlan, WorkloadKind};
+use crate::timeline::{ContainerTimeline, Span};
+use crate::Seconds;
 
 /// What kind of proxy a container is, judged from its name and image.
 fn proxy_kind(c: &ContainerPlan) -> Option<&'static str> {
@@ -21,6 +23,73 @@ fn proxy_kind(c: &ContainerPlan) -> Option<&'static str> {
     }
 }
 
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// `at t=5`, or `between t=0 and t=30` for a hook of unknown length.
+fn at(s: Span) -> String {
+    if s.max == s.min {
+        format!("at t={}", s.max)
+    } else {
+        format!("between t={} and t={}", s.min, s.max)
+    }
+}
+
+/// When the other regular containers and the proxy get their stop signals, from the delete
+/// timeline: `api and nginx get their stop signals at t=0; ` (empty when all come together with
+/// the proxy's) and `it gets SIGTERM at t=300 (after its preStop)[ together with ...]`. Regular
+/// containers are killed in parallel, each after its own preStop
+/// (`killContainersWithSyncResult`), so the instants differ when their hooks do.
+fn stop_instants(
+    t: &ContainerTimeline,
+    apps: &[(&ContainerPlan, &ContainerTimeline)],
+) -> (String, String) {
+    let mut groups: Vec<(Span, Vec<&str>)> = Vec::new();
+    for (a, at) in apps {
+        let s = at.stop_signal_seconds;
+        match groups.iter_mut().find(|(g, _)| *g == s) {
+            Some((_, names)) => names.push(a.name.as_str()),
+            None => groups.push((s, vec![a.name.as_str()])),
+        }
+    }
+    let mut others = String::new();
+    for (s, names) in groups.iter().filter(|(s, _)| *s != t.stop_signal_seconds) {
+        if others.is_empty() {
+            let verb = if names.len() == 1 {
+                "gets its stop signal"
+            } else {
+                "get their stop signals"
+            };
+            others = format!("{} {verb} {}", and_list(names), at(*s));
+        } else {
+            others.push_str(&format!(", {} {}", and_list(names), at(*s)));
+        }
+    }
+    if !others.is_empty() {
+        others.push_str("; ");
+    }
+    let after_hook = if t.pre_stop.is_some() && t.stop_signal_seconds.max > Seconds::ZERO {
+        " (after its preStop)"
+    } else {
+        ""
+    };
+    let mut own = format!(
+        "it gets {} {}{after_hook}",
+        t.stop_signal,
+        at(t.stop_signal_seconds)
+    );
+    if let Some((_, names)) = groups.iter().find(|(s, _)| *s == t.stop_signal_seconds) {
+        own.push_str(&format!(" together with {}", and_list(names)));
+    }
+    (others, own)
+}
+
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
     let pod = cx.pod;
     if pod.containers.len() < 2 {
@@ -30,28 +99,42 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         let Some(kind) = proxy_kind(c) else {
             continue;
         };
-        let apps: Vec<&str> = pod
+        let Some(t) = cx.timeline_of(c) else {
+            continue;
+        };
+        let apps: Vec<(&ContainerPlan, &ContainerTimeline)> = pod
             .containers
             .iter()
             .filter(|o| o.name != c.name && proxy_kind(o).is_none())
-            .map(|o| o.name.as_str())
+            .filter_map(|o| cx.timeline_of(o).map(|ot| (o, ot)))
             .collect();
         if apps.is_empty() {
             continue;
         }
-        let tgps = cx.tgps();
+        let names: Vec<&str> = apps.iter().map(|(a, _)| a.name.as_str()).collect();
+        let (others, own) = stop_instants(t, &apps);
+        // The apps may run (serving, or calling out through the proxy) until their SIGKILL.
+        let until = apps
+            .iter()
+            .map(|(_, at)| at.kill_seconds.max)
+            .max()
+            .unwrap_or(Seconds::ZERO);
         let drain = c
             .env
             .iter()
             .find(|(k, _)| k == "TERMINATION_DRAIN_DURATION_SECONDS")
             .and_then(|(_, v)| v.as_deref()?.parse::<i64>().ok());
+        let (stop, kill) = (t.stop_signal_seconds.max, t.kill_seconds.max);
         let drain_note = match (kind.starts_with("istio"), drain) {
-            (_, Some(d)) if d >= tgps => format!(
-                "; its drain of {d} s (TERMINATION_DRAIN_DURATION_SECONDS) is not below terminationGracePeriodSeconds {tgps} s, so it is SIGKILLed mid-drain"
+            (_, Some(d)) if stop.saturating_add(Seconds::from_secs(d)) >= kill => format!(
+                "; its drain of {d} s (TERMINATION_DRAIN_DURATION_SECONDS) would end at t={}, not before its SIGKILL at t={kill}, so it is SIGKILLed mid-drain",
+                stop.saturating_add(Seconds::from_secs(d)),
             ),
-            (_, Some(d)) => format!(" after its {d} s drain"),
-            (true, None) => " after its drain (terminationDrainDuration, 5 s by default)".into(),
-            (false, None) => String::new(),
+            (_, Some(d)) => format!(" and stops after its {d} s drain"),
+            (true, None) => {
+                " and stops after its drain (terminationDrainDuration, 5 s by default)".into()
+            }
+            (false, None) => " and stops".into(),
         };
         let job = if matches!(pod.kind, WorkloadKind::Job | WorkloadKind::CronJob) {
             "; in a Job the pod does not complete while the proxy runs"
@@ -69,9 +152,11 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             Some(c),
             c.span.clone(),
             format!(
-                "container {}: {kind} runs as a regular container, so it gets its stop signal at t=0 together with {} and stops{drain_note}, while the app may still be serving or calling out through it until t={tgps}{job}; {fix}",
+                "container {}: {kind} runs as a regular container, so it is stopped in parallel with {}, not after {}: {others}{own}{drain_note}, while the app may still be serving or calling out through it until t={}{job}; {fix}",
                 c.name,
-                apps.join(", "),
+                and_list(&names),
+                if names.len() == 1 { "it" } else { "them" },
+                until,
             ),
         );
     }
@@ -94,5 +179,28 @@ mod tests {
         let alone =
             deploy("      containers:\n        - name: envoy\n          image: envoyproxy/envoy\n");
         assert!(of(&run(&alone), "sidecar-as-regular-container").is_empty());
+    }
+
+    #[test]
+    fn stop_signal_instants_come_from_the_timeline() {
+        // The proxy's preStop holds its SIGTERM back to t=300; api and nginx get theirs at
+        // t=0 (nginx's is the image's SIGQUIT), and run until SIGKILL at t=600.
+        let y = deploy("      terminationGracePeriodSeconds: 600\n      containers:\n        - name: api\n          image: api\n        - name: nginx\n          image: nginx:1.25\n        - name: istio-proxy\n          image: docker.io/istio/proxyv2:1.22\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 300\n");
+        let f = run(&y);
+        let s = of(&f, "sidecar-as-regular-container");
+        assert_eq!(s.len(), 1, "{f:?}");
+        assert_eq!(
+            s[0].message,
+            "container istio-proxy: istio-proxy (envoy) runs as a regular container, so it is stopped in parallel with api and nginx, not after them: api and nginx get their stop signals at t=0; it gets SIGTERM at t=300 (after its preStop) and stops after its drain (terminationDrainDuration, 5 s by default), while the app may still be serving or calling out through it until t=600; run it as a native sidecar (move it to initContainers with restartPolicy: Always), which is stopped only after the app has exited"
+        );
+        // Each regular container after its own preStop: the app's 10 s hook, the proxy at t=0
+        // together with the worker; a drain that does not fit before the proxy's SIGKILL.
+        let y = deploy("      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: 10\n        - name: worker\n          image: worker\n        - name: envoy\n          image: envoyproxy/envoy\n          env:\n            - name: TERMINATION_DRAIN_DURATION_SECONDS\n              value: \"30\"\n");
+        let f = run(&y);
+        let m = &of(&f, "sidecar-as-regular-container")[0].message;
+        assert!(
+            m.contains("not after them: app gets its stop signal at t=10; it gets SIGTERM at t=0 together with worker; its drain of 30 s (TERMINATION_DRAIN_DURATION_SECONDS) would end at t=30, not before its SIGKILL at t=30, so it is SIGKILLed mid-drain, while the app may still be serving or calling out through it until t=30;"),
+            "{m}"
+        );
     }
 }

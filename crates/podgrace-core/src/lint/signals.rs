@@ -2,8 +2,8 @@
 //! signal, and hooks that signal the app themselves.
 
 use super::{
-    all_words, argv, basename, image_name, is_shell, script_commands, shell_script, show_cmd,
-    PodCx, Sink,
+    all_words, argv, basename, image_name, is_shell, script_commands, secs, shell_script, show_cmd,
+    traffic, PodCx, Sink,
 };
 use crate::plan::{ContainerPlan, Handler};
 use crate::rules::runtime::{self, Signal};
@@ -39,8 +39,17 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
     }
 }
 
+/// The stop signal of `c` and when it and SIGKILL come (the latest case), from the delete
+/// timeline. A preStop that only signals the app and returns ([`signals_without_wait`]) gets no
+/// benefit of the doubt: the earliest case, as if it returned at once.
 fn stop_and_kill(cx: &PodCx<'_>, c: &ContainerPlan) -> (String, String, String) {
+    let quick = c.pre_stop.as_ref().and_then(signals_without_wait).is_some();
     match cx.timeline_of(c) {
+        Some(t) if quick => (
+            t.stop_signal.clone(),
+            t.stop_signal_seconds.min.to_string(),
+            t.kill_seconds.min.to_string(),
+        ),
         Some(t) => (
             t.stop_signal.clone(),
             t.stop_signal_seconds.max.to_string(),
@@ -154,26 +163,99 @@ fn nginx_like(image: &str) -> bool {
     (n.contains("nginx") || n.contains("openresty")) && !n.contains("exporter")
 }
 
-/// `nginx -s quit|stop`, `kill`, `pkill`, `killall` in a hook, without a wait.
-fn signals_without_wait(h: &Handler) -> Option<String> {
+/// A preStop hook that signals the app (`nginx -s quit|stop`, `kill`, `pkill`, `killall`) and
+/// has nothing that waits (`sleep`, `while`/`until` loops, `wait`, `pgrep`, `tail`), so it returns
+/// at once.
+pub(super) struct SignalHook {
+    /// The hook's command, shortened for messages.
+    pub cmd: String,
+    /// The signal the first signalling command sends, when it can be read: `nginx -s quit` is
+    /// SIGQUIT and `-s stop` SIGTERM (nginx's `ngx_signal_process`); `kill`, `pkill` and
+    /// `killall` send SIGTERM unless told otherwise.
+    pub signal: Option<Signal>,
+    /// The hook talks to nginx (`nginx -s ...`).
+    pub nginx: bool,
+}
+
+/// The signal a `kill`/`pkill`/`killall` command line sends (`words[0]` is the program):
+/// `-QUIT`, `-SIGQUIT`, `-3`, `-s QUIT` (kill, killall), `-n 3` (kill), `--signal QUIT`;
+/// SIGTERM without one. `None` for `kill -l` (lists signals) or a signal that is not readable
+/// (`-$SIG`).
+fn kill_signal(words: &[&str]) -> Option<Signal> {
+    let prog = basename(words.first()?);
+    let mut it = words[1..]
+        .iter()
+        .map(|w| w.trim_end_matches([';', '&', '|']));
+    while let Some(w) = it.next() {
+        match w {
+            "-l" | "-L" | "--list" | "--table" => return None,
+            "--" => break,
+            "--signal" => return runtime::parse_signal(it.next()?).ok(),
+            "-s" if prog != "pkill" => return runtime::parse_signal(it.next()?).ok(),
+            "-n" if prog == "kill" => return runtime::parse_signal(it.next()?).ok(),
+            _ => {}
+        }
+        if let Some(v) = w.strip_prefix("--signal=") {
+            return runtime::parse_signal(v).ok();
+        }
+        match w.strip_prefix('-') {
+            Some(flag) if !flag.is_empty() && !flag.starts_with('-') => {
+                if let Ok(sig) = runtime::parse_signal(flag) {
+                    return Some(sig);
+                }
+                if flag.starts_with('$') {
+                    return None;
+                }
+                // Another option (`pkill -f`, `killall -q`): keep looking.
+            }
+            _ => break,
+        }
+    }
+    Some(Signal::SIGTERM)
+}
+
+/// See [`SignalHook`].
+pub(super) fn signals_without_wait(h: &Handler) -> Option<SignalHook> {
     let Handler::Exec { command } = h else {
         return None;
     };
     let words: Vec<&str> = command.iter().map(String::as_str).collect();
     let words = all_words(&words);
-    let signals = words
-        .windows(3)
-        .any(|w| basename(w[0]) == "nginx" && w[1] == "-s" && matches!(w[2], "quit" | "stop"))
-        || words
-            .iter()
-            .any(|w| matches!(basename(w), "kill" | "pkill" | "killall"));
     let waits = words.iter().any(|w| {
         matches!(
             basename(w.trim_end_matches(';')),
             "sleep" | "while" | "until" | "wait" | "pgrep" | "tail"
         )
     });
-    (signals && !waits).then(|| show_cmd(&words))
+    if waits {
+        return None;
+    }
+    for (i, w) in words.iter().enumerate() {
+        let rest = &words[i..];
+        match basename(w) {
+            "nginx" | "openresty" if rest.len() >= 3 && rest[1] == "-s" => {
+                let signal = match rest[2].trim_end_matches([';', '&', '|']) {
+                    "quit" => Signal::SIGQUIT,
+                    "stop" => Signal::SIGTERM,
+                    _ => continue,
+                };
+                return Some(SignalHook {
+                    cmd: show_cmd(&words),
+                    signal: Some(signal),
+                    nginx: true,
+                });
+            }
+            "kill" | "pkill" | "killall" => {
+                return Some(SignalHook {
+                    cmd: show_cmd(&words),
+                    signal: kill_signal(rest),
+                    nginx: false,
+                });
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
@@ -188,9 +270,17 @@ fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     if sig == Ok(Signal::SIGQUIT) {
         return;
     }
-    // A hook that drains (anything but a quit-and-return) handles the shutdown.
+    // A hook that drains (anything but a quit-and-return) handles the shutdown. When the hook
+    // quits and returns into nginx's fast shutdown, prestop-signals-without-wait reports it,
+    // naming the hook and the stop signal that follows (the same root cause, the same fixes).
     if let Some(h) = &c.pre_stop {
-        if signals_without_wait(h).is_none() {
+        let fast = matches!(
+            hook_finding(cx, c),
+            Some((HookCase::FastByHook | HookCase::FastFollows, _))
+        );
+        if signals_without_wait(h).is_none()
+            || (fast && sink.enabled("prestop-signals-without-wait"))
+        {
             return;
         }
     }
@@ -217,25 +307,93 @@ fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     );
 }
 
+/// nginx's fast shutdown signals (SIGTERM, SIGINT); SIGQUIT is its graceful shutdown
+/// (nginx `ngx_signal_process`, "Controlling nginx").
+fn nginx_fast(sig: Signal) -> bool {
+    sig == Signal::SIGTERM || sig == Signal::SIGINT
+}
+
 fn hook_signals(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
-    let Some(h) = &c.pre_stop else {
-        return;
-    };
-    let Some(cmd) = signals_without_wait(h) else {
-        return;
-    };
+    if let Some((_, message)) = hook_finding(cx, c) {
+        sink.push(
+            cx,
+            "prestop-signals-without-wait",
+            Some(c),
+            c.field_span("lifecycle.preStop"),
+            message,
+        );
+    }
+}
+
+/// What a preStop that signals the app and returns at once gets wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HookCase {
+    /// It asks nginx for its fast shutdown itself (`nginx -s stop`).
+    FastByHook,
+    /// The stop signal repeats the hook's signal: only the missing delay is wrong.
+    SameSignal,
+    /// nginx's graceful quit, then its fast shutdown as the stop signal.
+    FastFollows,
+    /// Another signal follows and can cut the shutdown short.
+    Other,
+}
+
+/// The `prestop-signals-without-wait` finding for container `c`, if its preStop signals the app
+/// and returns at once, worded after what the stop signal that follows does to the app.
+fn hook_finding(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<(HookCase, String)> {
+    let hook = signals_without_wait(c.pre_stop.as_ref()?)?;
     let (stop, _, _) = stop_and_kill(cx, c);
-    sink.push(
-        cx,
-        "prestop-signals-without-wait",
-        Some(c),
-        c.field_span("lifecycle.preStop"),
-        format!(
-            "container {}: the preStop hook `{cmd}` signals the app and returns at once, so the kubelet sends {stop} right after (t≈0) and a graceful quit turns into a fast shutdown; wait in the hook until the process has exited (e.g. `nginx -s quit; while pgrep -x nginx; do sleep 1; done`) within terminationGracePeriodSeconds {} s",
-            c.name,
-            cx.tgps()
+    let stop_sig = runtime::parse_signal(&stop).ok();
+    let nginx = hook.nginx || c.image.as_deref().is_some_and(nginx_like);
+    let tgps = cx.tgps();
+    let cmd = &hook.cmd;
+    let sent = hook
+        .signal
+        .map_or_else(|| "a signal".to_string(), Signal::name);
+    let (delay, delay_fix) = traffic::delay_fix(cx);
+    // The example first waits out the endpoint lag, then quits and waits for the exit.
+    let wait_example = if nginx {
+        format!("`sleep {delay}; nginx -s quit; while pgrep -x nginx; do sleep 1; done`")
+    } else {
+        format!("`sleep {delay}`, then signal, then poll with `kill -0` or `pgrep` and `sleep 1`")
+    };
+    let case = match hook.signal {
+        Some(sig) if nginx && nginx_fast(sig) => HookCase::FastByHook,
+        Some(sig) if stop_sig == Some(sig) => HookCase::SameSignal,
+        Some(sig) if nginx && sig == Signal::SIGQUIT && stop_sig.is_some_and(nginx_fast) => {
+            HookCase::FastFollows
+        }
+        _ => HookCase::Other,
+    };
+    // With the same signal, the hook's only effect is that it gives no delay: the endpoint
+    // race. endpoint-race reports it for a container that serves traffic as far as lint can
+    // tell (it is the rule `endpointLagSeconds` and its severity configure); this finding
+    // covers the rest, so the cause is reported once.
+    if case == HookCase::SameSignal
+        && (!traffic::race_applies(cx) || traffic::serves(cx, c).is_some())
+    {
+        return None;
+    }
+    let lag = secs(cx.config().endpoint_lag_seconds);
+    let message = match case {
+        HookCase::FastByHook => format!(
+            "container {}: the preStop hook `{cmd}` sends {sent}, nginx's fast shutdown, which drops the requests in flight, and returns at once, so {stop} follows right after (t≈0); quit gracefully and wait in the hook instead (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
+            c.name
         ),
-    );
+        HookCase::SameSignal => format!(
+            "container {}: the preStop hook `{cmd}` sends {sent}, the same signal the kubelet sends as the stop signal right after the hook returns (t≈0), so the hook delays nothing: the app starts shutting down at t≈0 while the EndpointSlice update still takes about {lag} s (endpointLagSeconds) to reach kube-proxy, ingress controllers and load balancers, and if a Service sends this container traffic, requests sent to it meanwhile fail; replace the hook with a delay of at least {lag} s, e.g. {delay_fix} ({stop} then follows the delay), within terminationGracePeriodSeconds {tgps} s",
+            c.name
+        ),
+        HookCase::FastFollows => format!(
+            "container {}: the preStop hook `{cmd}` asks nginx to quit gracefully ({sent}) and returns at once, so the kubelet sends {stop} right after (t≈0), nginx's fast shutdown, which drops the requests in flight; make {sent} the stop signal, or wait in the hook until nginx has exited (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
+            c.name
+        ),
+        HookCase::Other => format!(
+            "container {}: the preStop hook `{cmd}` sends {sent} to the app and returns at once, so the kubelet's stop signal {stop} follows right after (t≈0) and can cut short the shutdown the hook started; wait in the hook until the app has exited (e.g. {wait_example}) within terminationGracePeriodSeconds {tgps} s",
+            c.name
+        ),
+    };
+    Some((case, message))
 }
 
 #[cfg(test)]
@@ -325,5 +483,98 @@ mod tests {
         assert_eq!(of(&f, "prestop-signals-without-wait").len(), 1);
         let ok = run(&c("          image: nginx\n          lifecycle:\n            preStop:\n              exec:\n                command: [sh, -c, \"nginx -s quit; while pgrep -x nginx; do sleep 1; done\"]\n"));
         assert!(of(&ok, "prestop-signals-without-wait").is_empty());
+    }
+
+    fn hook(image: &str, command: &str) -> String {
+        c(&format!("          image: {image}\n          lifecycle:\n            preStop:\n              exec:\n                command: {command}\n"))
+    }
+
+    #[test]
+    fn same_graceful_signal_is_the_endpoint_race_not_a_fast_shutdown() {
+        // nginx:1.25 stops with SIGQUIT (its STOPSIGNAL): the kubelet's SIGQUIT after
+        // `nginx -s quit` is the same graceful quit; what goes wrong is the missing delay.
+        let f = run(&hook("nginx:1.25", "[nginx, -s, quit]"));
+        let h = of(&f, "prestop-signals-without-wait");
+        assert_eq!(h.len(), 1, "{f:?}");
+        assert_eq!(
+            h[0].message,
+            "container app: the preStop hook `nginx -s quit` sends SIGQUIT, the same signal the kubelet sends as the stop signal right after the hook returns (t≈0), so the hook delays nothing: the app starts shutting down at t≈0 while the EndpointSlice update still takes about 1 s (endpointLagSeconds) to reach kube-proxy, ingress controllers and load balancers, and if a Service sends this container traffic, requests sent to it meanwhile fail; replace the hook with a delay of at least 1 s, e.g. `lifecycle.preStop.sleep.seconds: 5` (SIGQUIT then follows the delay), within terminationGracePeriodSeconds 30 s"
+        );
+        assert!(!h[0].message.contains("fast shutdown"), "{}", h[0].message);
+        // The same with lifecycle.stopSignal: SIGQUIT on an image podgrace does not know.
+        let y = deploy("      os:\n        name: linux\n      containers:\n        - name: app\n          image: bitnami/nginx\n          lifecycle:\n            stopSignal: SIGQUIT\n            preStop:\n              exec:\n                command: [nginx, -s, quit]\n");
+        let f = run(&y);
+        assert!(of(&f, "prestop-signals-without-wait")[0]
+            .message
+            .contains("sends SIGQUIT, the same signal the kubelet sends as the stop signal"));
+        // Without an endpoint lag there is no race, and nothing else is wrong.
+        let mut opts = crate::lint::LintOptions::default();
+        opts.config.endpoint_lag_seconds = 0.0;
+        let f = run_with(&hook("nginx:1.25", "[nginx, -s, quit]"), &opts);
+        assert!(of(&f, "prestop-signals-without-wait").is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn a_fast_stop_signal_after_a_graceful_quit() {
+        // bitnami/nginx keeps SIGTERM: nginx's fast shutdown follows the graceful quit. One
+        // finding (the hook's), not also nginx-stop-signal for the same cause.
+        let f = run(&hook("bitnami/nginx:1.25", "[nginx, -s, quit]"));
+        assert!(of(&f, "nginx-stop-signal").is_empty(), "{f:?}");
+        assert_eq!(
+            of(&f, "prestop-signals-without-wait")[0].message,
+            "container app: the preStop hook `nginx -s quit` asks nginx to quit gracefully (SIGQUIT) and returns at once, so the kubelet sends SIGTERM right after (t≈0), nginx's fast shutdown, which drops the requests in flight; make SIGQUIT the stop signal, or wait in the hook until nginx has exited (e.g. `sleep 5; nginx -s quit; while pgrep -x nginx; do sleep 1; done`) within terminationGracePeriodSeconds 30 s"
+        );
+        // With prestop-signals-without-wait off, nginx-stop-signal still reports the signal.
+        let mut opts = crate::lint::LintOptions::default();
+        opts.config
+            .disable
+            .push("prestop-signals-without-wait".into());
+        let f = run_with(&hook("bitnami/nginx:1.25", "[nginx, -s, quit]"), &opts);
+        assert_eq!(of(&f, "nginx-stop-signal").len(), 1, "{f:?}");
+        // `nginx -s stop` is a fast shutdown by itself, whatever follows.
+        let f = run(&hook("nginx:1.25", "[nginx, -s, stop]"));
+        assert!(
+            of(&f, "prestop-signals-without-wait")[0]
+                .message
+                .contains("sends SIGTERM, nginx's fast shutdown, which drops the requests in flight, and returns at once, so SIGQUIT follows right after (t≈0)"),
+            "{f:?}"
+        );
+        // A reload is no graceful quit: the generic wording, and nginx-stop-signal still
+        // reports nginx's fast shutdown on SIGTERM.
+        let f = run(&hook("bitnami/nginx:1.25", "[sh, -c, \"kill -HUP 1\"]"));
+        assert_eq!(of(&f, "nginx-stop-signal").len(), 1, "{f:?}");
+        assert!(
+            of(&f, "prestop-signals-without-wait")[0]
+                .message
+                .contains("`kill -HUP 1` sends SIGHUP to the app and returns at once, so the kubelet's stop signal SIGTERM follows right after (t≈0)"),
+            "{f:?}"
+        );
+        // Another app: a different signal follows and can cut the shutdown short.
+        let f = run(&hook("app", "[sh, -c, \"kill -QUIT 1\"]"));
+        assert!(
+            of(&f, "prestop-signals-without-wait")[0]
+                .message
+                .contains("`kill -QUIT 1` sends SIGQUIT to the app and returns at once, so the kubelet's stop signal SIGTERM follows right after (t≈0)"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn kill_signals() {
+        use super::kill_signal;
+        use crate::rules::runtime::Signal;
+        let k = |s: &str| kill_signal(&s.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(k("kill 1"), Some(Signal::SIGTERM));
+        assert_eq!(k("kill -QUIT 1"), Some(Signal::SIGQUIT));
+        assert_eq!(k("kill -SIGQUIT 1;"), Some(Signal::SIGQUIT));
+        assert_eq!(k("kill -3 1"), Some(Signal::SIGQUIT));
+        assert_eq!(k("kill -s INT 1"), Some(Signal::SIGINT));
+        assert_eq!(k("kill -n 1 1"), Some(Signal::SIGHUP));
+        assert_eq!(k("/bin/kill --signal=USR1 1"), Some(Signal::SIGUSR1));
+        assert_eq!(k("pkill -f gunicorn"), Some(Signal::SIGTERM));
+        assert_eq!(k("pkill -f -QUIT gunicorn"), Some(Signal::SIGQUIT));
+        assert_eq!(k("killall -s QUIT nginx"), Some(Signal::SIGQUIT));
+        assert_eq!(k("kill -$SIG 1"), None);
+        assert_eq!(k("kill -l"), None);
     }
 }

@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::signals::signals_without_wait;
 use super::{object_ref, related, secs, selects, PodCx, Sink};
 use crate::manifest::Object;
 use crate::plan::{ContainerPlan, ContainerRole, PodPlan, WorkloadKind};
@@ -32,8 +33,9 @@ fn selector(svc: &Service) -> Option<&std::collections::BTreeMap<String, String>
     svc.spec.as_ref().and_then(|s| s.selector.as_ref())
 }
 
-/// Why container `c` serves traffic, if it does.
-fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
+/// Why container `c` serves traffic, if it does as far as the input shows: a Service of the
+/// input selects one of its ports, or it has a readiness probe.
+pub(super) fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
     for (o, svc) in cx.services {
         if !cx.related(o) {
             continue;
@@ -50,10 +52,27 @@ fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
         .then(|| "it has a readiness probe".to_string())
 }
 
+/// Whether the endpoint race can hurt this pod at all: not a Job or CronJob (no Service
+/// traffic), and a lag above 0.
+pub(super) fn race_applies(cx: &PodCx<'_>) -> bool {
+    !matches!(cx.pod.kind, WorkloadKind::Job | WorkloadKind::CronJob)
+        && cx.config().endpoint_lag_seconds > 0.0
+}
+
+/// The preStop delay lint suggests against the endpoint lag (the lag rounded up, at least 5 s)
+/// and how to write it for the Kubernetes version (the sleep action from 1.30).
+pub(super) fn delay_fix(cx: &PodCx<'_>) -> (i64, String) {
+    let sleep = cx.config().endpoint_lag_seconds.ceil().max(5.0) as i64;
+    let fix = if cx.opts.version.at_least(1, 30) {
+        format!("`lifecycle.preStop.sleep.seconds: {sleep}`")
+    } else {
+        format!("an exec `sleep {sleep}` preStop")
+    };
+    (sleep, fix)
+}
+
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
-    if !sink.enabled("endpoint-race")
-        || matches!(cx.pod.kind, WorkloadKind::Job | WorkloadKind::CronJob)
-    {
+    if !sink.enabled("endpoint-race") || !race_applies(cx) {
         return;
     }
     let lag = cx.config().endpoint_lag_seconds;
@@ -61,24 +80,30 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         let Some(t) = cx.timeline_of(c) else {
             continue;
         };
-        // Hooks of unknown length get the benefit of the doubt: their max is the budget.
-        let stop = t.stop_signal_seconds.max;
+        // Hooks of unknown length get the benefit of the doubt (their max is the budget),
+        // except one that only signals the app and returns (prestop-signals-without-wait): it
+        // gives no delay, so its stop signal comes at the timeline's min.
+        let quick = c.pre_stop.as_ref().and_then(signals_without_wait);
+        let stop = if quick.is_some() {
+            t.stop_signal_seconds.min
+        } else {
+            t.stop_signal_seconds.max
+        };
         if stop.as_f64() >= lag {
             continue;
         }
         let Some(why) = serves(cx, c) else {
             continue;
         };
-        let delay = match &c.pre_stop {
-            None => "no preStop delay".to_string(),
-            Some(_) => format!("a preStop of only {stop} s"),
+        let delay = match (&c.pre_stop, &quick) {
+            (None, _) => "no preStop delay".to_string(),
+            (Some(_), Some(h)) => format!(
+                "a preStop (`{}`) that signals the app and returns at once, so it delays nothing",
+                h.cmd
+            ),
+            (Some(_), None) => format!("a preStop of only {stop} s"),
         };
-        let sleep = lag.ceil().max(5.0) as i64;
-        let fix = if cx.opts.version.at_least(1, 30) {
-            format!("`lifecycle.preStop.sleep.seconds: {sleep}`")
-        } else {
-            format!("an exec `sleep {sleep}` preStop")
-        };
+        let (_, fix) = delay_fix(cx);
         let span = if c.pre_stop.is_some() {
             c.field_span("lifecycle.preStop")
         } else if c.readiness_probe.is_some() {
@@ -202,6 +227,28 @@ mod tests {
             "{}",
             e[0].message
         );
+    }
+
+    #[test]
+    fn a_hook_that_signals_and_returns_gets_no_benefit_of_the_doubt() {
+        // nginx:1.25 stops with SIGQUIT; `nginx -s quit` sends the same and returns at once:
+        // no delay before the endpoint removal reaches the proxies. Reported once, here.
+        let y = deploy("      containers:\n        - name: nginx\n          image: nginx:1.25\n          ports:\n            - containerPort: 8080\n          readinessProbe:\n            tcpSocket:\n              port: 8080\n          lifecycle:\n            preStop:\n              exec:\n                command: [nginx, -s, quit]\n");
+        let f = run(&y);
+        let e = of(&f, "endpoint-race");
+        assert_eq!(e.len(), 1, "{f:?}");
+        assert_eq!(
+            e[0].message,
+            "container nginx serves traffic (it has a readiness probe) but gets SIGQUIT at t=0 with a preStop (`nginx -s quit`) that signals the app and returns at once, so it delays nothing: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about 1 s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least 1 s, e.g. `lifecycle.preStop.sleep.seconds: 5`, and keep terminationGracePeriodSeconds (30 s) ≥ preStop + drain time"
+        );
+        assert_eq!(e[0].span.line, 24);
+        assert!(of(&f, "prestop-signals-without-wait").is_empty(), "{f:?}");
+        // A hook of unknown length that may wait keeps the benefit of the doubt.
+        let waits = y.replace(
+            "[nginx, -s, quit]",
+            "[sh, -c, \"sleep 5; nginx -s quit; while pgrep -x nginx; do sleep 1; done\"]",
+        );
+        assert!(of(&run(&waits), "endpoint-race").is_empty());
     }
 
     #[test]

@@ -75,6 +75,7 @@ impl Loader<'_> {
             span: self.span(pos, path.into()),
             kind,
             object: None,
+            object_span: None,
         }
     }
 
@@ -502,6 +503,7 @@ impl Loader<'_> {
             for e in field_errors {
                 errors.push(ManifestError {
                     object: Some(object.clone()),
+                    object_span: Some(self.span(doc.pos, String::new())),
                     ..self.error(e.pos, e.path, ManifestErrorKind::Field(e.kind))
                 });
             }
@@ -577,6 +579,7 @@ impl Loader<'_> {
             termination_grace_period_seconds: tgps
                 .map_or(DEFAULT_TGPS, |t| if t < 0 { 1 } else { t }),
             termination_grace_period_defaulted: tgps.is_none(),
+            termination_grace_period_written: tgps,
             priority: spec.priority,
             priority_class_name: spec.priority_class_name,
             restart_policy,

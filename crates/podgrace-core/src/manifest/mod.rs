@@ -29,6 +29,7 @@ use crate::plan::{PodPlan, SourceSpan};
 use crate::KubeVersion;
 
 pub use validate::FieldErrorKind;
+pub(crate) use validate::Seg;
 
 /// How to load: the Kubernetes release whose API server and defaults are mirrored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -175,6 +176,8 @@ pub struct ManifestError {
     /// The object the error belongs to, when it got as far as API validation (so lint can
     /// report API rejections as findings of that object).
     pub object: Option<ObjectRef>,
+    /// Where that object starts (its first key; `path` empty), with [`Self::object`].
+    pub object_span: Option<SourceSpan>,
 }
 
 /// Which object: kind, namespace and name, as written.
@@ -291,6 +294,7 @@ fn syntax_error(file: &str, e: tree::SyntaxError) -> ManifestError {
         },
         kind: ManifestErrorKind::Syntax(e.message),
         object: None,
+        object_span: None,
     }
 }
 
@@ -305,6 +309,20 @@ pub fn load_typed<T: serde::de::DeserializeOwned>(
     text: &str,
     file: &str,
 ) -> Result<Option<T>, ManifestErrors> {
+    load_typed_at(text, file, |v: T, _| v)
+}
+
+/// Like [`load_typed`], and hands the value to `check` together with [`Fields`], which places
+/// the document's fields at `file:line:column` with their path, so that checks of values (a
+/// range, a name from a list) are reported like the loader's own errors.
+///
+/// # Errors
+/// Every problem the loader finds, as for [`load_typed`]; `check` runs only without them.
+pub(crate) fn load_typed_at<T: serde::de::DeserializeOwned, R>(
+    text: &str,
+    file: &str,
+    check: impl FnOnce(T, &Fields<'_, '_>) -> R,
+) -> Result<Option<R>, ManifestErrors> {
     let (docs, syntax) = tree::parse_documents(text);
     let loader = convert::Loader {
         file,
@@ -320,8 +338,57 @@ pub fn load_typed<T: serde::de::DeserializeOwned>(
     };
     let value = loader.typed::<T>(doc, &mut errors);
     match value {
-        Some(v) if errors.is_empty() => Ok(Some(v)),
+        Some(v) if errors.is_empty() => {
+            let fields = Fields {
+                file,
+                at: validate::SpecAt {
+                    node: Some(doc),
+                    fallback: doc.pos,
+                    prefix: &[],
+                },
+            };
+            Ok(Some(check(v, &fields)))
+        }
         _ => Err(ManifestErrors(errors)),
+    }
+}
+
+/// Where the fields of a document read by [`load_typed_at`] are written.
+pub(crate) struct Fields<'n, 'a> {
+    file: &'n str,
+    at: validate::SpecAt<'n, 'a>,
+}
+
+impl Fields<'_, '_> {
+    /// The value at `segs` (`severity`, `endpoint-race`): the position of the deepest node
+    /// written along the path, and the path (`severity.endpoint-race`, `disable[0]`).
+    pub fn span(&self, segs: &[Seg<'_>]) -> SourceSpan {
+        let (path, pos) = self.at.locate(segs);
+        self.at_pos(pos, path)
+    }
+
+    /// Like [`Self::span`], but at the key of the last segment when it names a mapping entry
+    /// (for a key that is itself the wrong value, such as an unknown rule id).
+    pub fn key_span(&self, segs: &[Seg<'_>]) -> SourceSpan {
+        let (path, pos) = self.at.locate(segs);
+        let key_pos = match segs.split_last() {
+            Some((Seg::Key(k), parent)) => self
+                .at
+                .node_at(parent)
+                .and_then(|n| n.entry(k))
+                .map(|e| e.key_pos),
+            _ => None,
+        };
+        self.at_pos(key_pos.unwrap_or(pos), path)
+    }
+
+    fn at_pos(&self, pos: tree::Pos, path: String) -> SourceSpan {
+        SourceSpan {
+            file: self.file.to_string(),
+            line: pos.line as usize,
+            column: pos.col as usize,
+            path,
+        }
     }
 }
 
@@ -343,6 +410,7 @@ pub fn parse_only(text: &str) -> Result<usize, Box<ManifestError>> {
             },
             kind: ManifestErrorKind::Syntax(e.message),
             object: None,
+            object_span: None,
         })),
     }
 }

@@ -80,7 +80,8 @@ pub(crate) struct FieldError {
     pub kind: FieldErrorKind,
 }
 
-/// Where the pod spec sits: its node (if written) and its path from the object root.
+/// Where the pod spec (or the part of a document checked) sits: its node (if written) and its
+/// path from the object root.
 pub(crate) struct SpecAt<'n, 'a> {
     pub node: Option<&'n Node<'a>>,
     /// Position used when `node` is absent (the object).
