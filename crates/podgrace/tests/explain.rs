@@ -287,6 +287,15 @@ const THREE_PODS: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
 ]}
 "#;
 
+/// `(pod, trigger)` of each timeline of explain's JSON, in order.
+fn pods_and_triggers(v: &serde_json::Value) -> Vec<(&str, &str)> {
+    v.as_array()
+        .expect("an array of timelines")
+        .iter()
+        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
+        .collect()
+}
+
 #[test]
 fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
     let file = tmp_file("explain-probe", "list.json", THREE_PODS);
@@ -313,12 +322,7 @@ fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
     let out = podgrace(&["explain", path, "-t", "liveness:c", "-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
-    let pods: Vec<(&str, &str)> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
-        .collect();
+    let pods = pods_and_triggers(&v);
     assert_eq!(pods, [("x/p", "liveness:c")]);
     assert_eq!(stderr(&out), notes(path));
 
@@ -340,12 +344,7 @@ fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
-    let pods: Vec<(&str, &str)> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (t["pod"].as_str().unwrap(), t["trigger"].as_str().unwrap()))
-        .collect();
+    let pods = pods_and_triggers(&v);
     assert_eq!(
         pods,
         [
