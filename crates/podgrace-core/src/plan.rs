@@ -308,6 +308,9 @@ pub struct PodPlan {
     pub kind: WorkloadKind,
     /// Pod template labels (for Service selectors).
     pub labels: BTreeMap<String, String>,
+    /// Pod template annotations (settings that live there, such as istio's
+    /// `proxy.istio.io/config`).
+    pub annotations: BTreeMap<String, String>,
     /// `spec.terminationGracePeriodSeconds`, defaulted to 30, seconds.
     pub termination_grace_period_seconds: i64,
     /// `true` if the manifest left TGPS unset and the default of 30 applies.

@@ -40,6 +40,7 @@ fn pod(tgps: i64, mains: Vec<ContainerPlan>, sidecars: Vec<ContainerPlan>) -> Po
         namespace: None,
         kind: WorkloadKind::Pod,
         labels: Default::default(),
+        annotations: Default::default(),
         termination_grace_period_seconds: tgps,
         termination_grace_period_defaulted: false,
         termination_grace_period_written: Some(tgps),

@@ -170,6 +170,48 @@ fn r22_istio_proxy_as_regular_container() {
         .contains("drain of 45 s"));
 }
 
+/// R22 with its numbers: 20 s requests, istio's drain of 5 s set per pod in
+/// `proxy.istio.io/config`, TGPS 30. The drain ends at t=5 and cuts the requests in flight; the
+/// fix is a drain ≥ the longest request and < TGPS (25 s), or a native sidecar.
+#[test]
+fn r22_a_drain_shorter_than_the_longest_request() {
+    let spec = |drain: &str| {
+        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: case}}\nspec:\n  selector: {{matchLabels: {{app: case}}}}\n  template:\n    metadata:\n      labels: {{app: case}}\n      annotations:\n        proxy.istio.io/config: |\n          terminationDrainDuration: {drain}\n    spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n        - name: app\n          image: app\n        - name: istio-proxy\n          image: docker.io/istio/proxyv2:1.22\n")
+    };
+    let mut opts = LintOptions::default();
+    opts.config.longest_request_seconds = Some(20);
+    let f = lint_with(&spec("5s"), &opts);
+    let m = &one(&f, "sidecar-as-regular-container").message;
+    assert!(
+        m.contains("stops after its 5 s drain (terminationDrainDuration in proxy.istio.io/config); that drain is shorter than the longest request (20 s, longestRequestSeconds): requests still in flight through the proxy at t=5 fail, and so do the app's calls out through it from then on; set the drain to at least 20 s and below terminationGracePeriodSeconds (30 s)"),
+        "{m}"
+    );
+    // The fix's drain of 25 s: no cut; still a regular container (the finding stays, without
+    // the request note). A Go duration with minutes reads the same.
+    for fixed in ["25s", "0m25s"] {
+        let f = lint_with(&spec(fixed), &opts);
+        let m = &one(&f, "sidecar-as-regular-container").message;
+        assert!(m.contains("stops after its 25 s drain"), "{m}");
+        assert!(!m.contains("longest request"), "{m}");
+    }
+    // A drain at or past the grace period: SIGKILLed mid-drain.
+    let f = lint_with(&spec("30s"), &opts);
+    assert!(one(&f, "sidecar-as-regular-container")
+        .message
+        .contains("its drain of 30 s (terminationDrainDuration in proxy.istio.io/config) would end at t=30, not before its SIGKILL at t=30"));
+    // Without longestRequestSeconds, lint cannot know the requests' length and says nothing of it.
+    let f = lint(&spec("5s"));
+    assert!(!one(&f, "sidecar-as-regular-container")
+        .message
+        .contains("longest request"));
+    // istio's default drain (5 s) counts too when the pod sets none.
+    let plain = pod("  containers:\n    - name: app\n      image: app\n    - name: istio-proxy\n      image: docker.io/istio/proxyv2:1.22\n");
+    let f = lint_with(&plain, &opts);
+    assert!(one(&f, "sidecar-as-regular-container")
+        .message
+        .contains("5 s by default); that drain is shorter than the longest request (20 s"));
+}
+
 #[test]
 fn r25_cloud_lb_lag_longer_than_prestop() {
     let spec = |sleep: i64, tgps: i64| {

@@ -9,6 +9,7 @@
 //! largeTerminationGracePeriodSeconds: 300
 //! jobMinTerminationGracePeriodSeconds: 30
 //! minDrainSeconds: 5
+//! longestRequestSeconds: 20
 //! kubelet: {evictionMaxPodGracePeriod: 0}
 //! ```
 
@@ -35,6 +36,9 @@ pub struct LintConfig {
     pub job_min_termination_grace_period_seconds: i64,
     /// The least time an app needs between its stop signal and SIGKILL (`prestop-near-grace`).
     pub min_drain_seconds: i64,
+    /// The longest request the app serves or makes, seconds, if known
+    /// (`sidecar-as-regular-container`: a proxy's drain shorter than it cuts requests).
+    pub longest_request_seconds: Option<i64>,
     /// The kubelet's settings, when known.
     pub kubelet: KubeletSettings,
 }
@@ -48,6 +52,7 @@ impl Default for LintConfig {
             large_termination_grace_period_seconds: 300,
             job_min_termination_grace_period_seconds: 30,
             min_drain_seconds: 5,
+            longest_request_seconds: None,
             kubelet: KubeletSettings::default(),
         }
     }
@@ -69,6 +74,7 @@ struct File {
     large_termination_grace_period_seconds: Option<i64>,
     job_min_termination_grace_period_seconds: Option<i64>,
     min_drain_seconds: Option<i64>,
+    longest_request_seconds: Option<i64>,
     kubelet: Option<KubeletFile>,
 }
 
@@ -185,6 +191,16 @@ fn from_file(f: File, at: &Fields<'_, '_>) -> Result<LintConfig, ConfigError> {
         }
         cfg.min_drain_seconds = v;
     }
+    if let Some(v) = f.longest_request_seconds {
+        if v < 0 {
+            return Err(bad(
+                "longestRequestSeconds",
+                v.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+        cfg.longest_request_seconds = Some(v);
+    }
     if let Some(k) = f.kubelet {
         cfg.kubelet.eviction_max_pod_grace_period = k.eviction_max_pod_grace_period;
     }
@@ -213,10 +229,11 @@ mod tests {
     #[test]
     fn parses_every_key() {
         let c = LintConfig::parse(
-            "disable: [endpoint-race]\nseverity:\n  shell-form-command: error\nendpointLagSeconds: 5\nlargeTerminationGracePeriodSeconds: 600\njobMinTerminationGracePeriodSeconds: 60\nminDrainSeconds: 3\nkubelet:\n  evictionMaxPodGracePeriod: -1\n",
+            "disable: [endpoint-race]\nseverity:\n  shell-form-command: error\nendpointLagSeconds: 5\nlargeTerminationGracePeriodSeconds: 600\njobMinTerminationGracePeriodSeconds: 60\nminDrainSeconds: 3\nlongestRequestSeconds: 20\nkubelet:\n  evictionMaxPodGracePeriod: -1\n",
             "c.yaml",
         )
         .unwrap();
+        assert_eq!(c.longest_request_seconds, Some(20));
         assert_eq!(c.disable, vec!["endpoint-race"]);
         assert_eq!(c.severity["shell-form-command"], Severity::Error);
         assert_eq!(c.endpoint_lag_seconds, 5.0);
@@ -282,6 +299,10 @@ mod tests {
         assert_eq!(
             err("minDrainSeconds: -2\n"),
             "c.yaml:1:18: minDrainSeconds: Invalid value: -2: must be greater than or equal to 0"
+        );
+        assert_eq!(
+            err("longestRequestSeconds: -1\n"),
+            "c.yaml:1:24: longestRequestSeconds: Invalid value: -1: must be greater than or equal to 0"
         );
         assert!(matches!(
             LintConfig::parse("disable: [nope]\n", "c.yaml"),

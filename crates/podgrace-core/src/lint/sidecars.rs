@@ -1,7 +1,7 @@
 //! Sidecar rules: proxies that run as regular containers and are stopped with the app.
 
 use super::{image_name, PodCx, Sink};
-use crate::plan::{ContainerPlan, WorkloadKind};
+use crate::plan::{ContainerPlan, PodPlan, WorkloadKind};
 use crate::timeline::{ContainerTimeline, Span};
 use crate::Seconds;
 
@@ -90,6 +90,47 @@ fn stop_instants(
     (others, own)
 }
 
+/// istio's default `terminationDrainDuration`.
+const ISTIO_DEFAULT_DRAIN: Seconds = Seconds::from_secs(5);
+
+/// A proxy's drain after its stop signal and where it is set: `terminationDrainDuration` in the
+/// pod's `proxy.istio.io/config` annotation (a Go duration such as `20s`; istio's per-pod
+/// ProxyConfig, which overrides the mesh's), else the container's
+/// `TERMINATION_DRAIN_DURATION_SECONDS` (the older pilot-agent setting); `None` if neither is
+/// given or readable.
+fn drain_setting(pod: &PodPlan, c: &ContainerPlan) -> Option<(Seconds, &'static str)> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ProxyConfig {
+        termination_drain_duration: Option<String>,
+    }
+    let annotated = pod
+        .annotations
+        .get("proxy.istio.io/config")
+        .and_then(|text| serde_saphyr::from_str::<ProxyConfig>(text).ok())
+        .and_then(|p| p.termination_drain_duration)
+        .and_then(|d| go_duration(&d));
+    if let Some(d) = annotated {
+        return Some((d, "terminationDrainDuration in proxy.istio.io/config"));
+    }
+    c.env
+        .iter()
+        .find(|(k, _)| k == "TERMINATION_DRAIN_DURATION_SECONDS")
+        .and_then(|(_, v)| v.as_deref()?.trim().parse::<i64>().ok())
+        .map(|s| (Seconds::from_secs(s), "TERMINATION_DRAIN_DURATION_SECONDS"))
+}
+
+/// A Go `time.Duration` string (`5s`, `1m30s`, `500ms`, `1.5s`), to the millisecond.
+fn go_duration(s: &str) -> Option<Seconds> {
+    let s = s.trim();
+    if let Some(n) = s.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
+        return (n.is_finite() && n >= 0.0).then(|| Seconds::from_ms((n * 1000.0).round() as i128));
+    }
+    humantime::parse_duration(s)
+        .ok()
+        .map(|d| Seconds::from_ms(d.as_millis() as i128))
+}
+
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
     let pod = cx.pod;
     if pod.containers.len() < 2 {
@@ -119,23 +160,35 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             .map(|(_, at)| at.kill_seconds.max)
             .max()
             .unwrap_or(Seconds::ZERO);
-        let drain = c
-            .env
-            .iter()
-            .find(|(k, _)| k == "TERMINATION_DRAIN_DURATION_SECONDS")
-            .and_then(|(_, v)| v.as_deref()?.parse::<i64>().ok());
+        let istio = kind.starts_with("istio");
+        let drain = drain_setting(pod, c);
         let (stop, kill) = (t.stop_signal_seconds.max, t.kill_seconds.max);
-        let drain_note = match (kind.starts_with("istio"), drain) {
-            (_, Some(d)) if stop.saturating_add(Seconds::from_secs(d)) >= kill => format!(
-                "; its drain of {d} s (TERMINATION_DRAIN_DURATION_SECONDS) would end at t={}, not before its SIGKILL at t={kill}, so it is SIGKILLed mid-drain",
-                stop.saturating_add(Seconds::from_secs(d)),
+        let mut drain_note = match (istio, drain) {
+            (_, Some((d, src))) if stop.saturating_add(d) >= kill => format!(
+                "; its drain of {d} s ({src}) would end at t={}, not before its SIGKILL at t={kill}, so it is SIGKILLed mid-drain",
+                stop.saturating_add(d),
             ),
-            (_, Some(d)) => format!(" and stops after its {d} s drain"),
+            (_, Some((d, src))) => format!(" and stops after its {d} s drain ({src})"),
             (true, None) => {
                 " and stops after its drain (terminationDrainDuration, 5 s by default)".into()
             }
             (false, None) => " and stops".into(),
         };
+        // A drain shorter than the longest request cuts what is still in flight when it ends
+        // (case R22: 20 s requests behind istio's default 5 s drain).
+        let effective = drain
+            .map(|(d, _)| d)
+            .or(istio.then_some(ISTIO_DEFAULT_DRAIN));
+        if let (Some(d), Some(longest)) = (effective, cx.config().longest_request_seconds) {
+            let longest = Seconds::from_secs(longest);
+            if d < longest {
+                let tgps = pod.termination_grace_period_seconds;
+                drain_note.push_str(&format!(
+                    "; that drain is shorter than the longest request ({longest} s, longestRequestSeconds): requests still in flight through the proxy at t={} fail, and so do the app's calls out through it from then on; set the drain to at least {longest} s and below terminationGracePeriodSeconds ({tgps} s)",
+                    stop.saturating_add(d)
+                ));
+            }
+        }
         let job = if matches!(pod.kind, WorkloadKind::Job | WorkloadKind::CronJob) {
             "; in a Job the pod does not complete while the proxy runs"
         } else {

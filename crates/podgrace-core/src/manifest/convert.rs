@@ -514,6 +514,11 @@ impl Loader<'_> {
             .as_ref()
             .and_then(|m| m.labels.clone())
             .unwrap_or_default();
+        let annotations = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.clone())
+            .unwrap_or_default();
         let name = meta.name.or(meta.generate_name).unwrap_or_default();
         Some(self.plan(
             spec,
@@ -523,6 +528,7 @@ impl Loader<'_> {
                 namespace: meta.namespace,
                 kind,
                 labels,
+                annotations,
                 replicas,
                 span: self.span(doc.pos, String::new()),
             },
@@ -574,6 +580,7 @@ impl Loader<'_> {
             namespace: head.namespace,
             kind: head.kind,
             labels: head.labels,
+            annotations: head.annotations,
             // Negative TGPS is accepted by validation and treated as 1 (delete path since 1.22,
             // defaulting since 1.27: kubernetes/kubernetes#98866, #115606).
             termination_grace_period_seconds: tgps
@@ -726,6 +733,7 @@ struct PlanHead {
     namespace: Option<String>,
     kind: WorkloadKind,
     labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
     replicas: Option<i32>,
     span: SourceSpan,
 }
