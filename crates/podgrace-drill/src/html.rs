@@ -218,6 +218,22 @@ pub fn html_report(
         max = report.latency_ms.max,
     );
     h.push_str(&timeline_svg(records, events));
+    if !report.failures_by_pod.is_empty() {
+        h.push_str("\n<h2>Failures by pod</h2>\n<table class=\"by-pod\">\n<tr><th>pod</th><th>failed</th><th>before stop signal</th><th>after stop signal</th><th>after SIGKILL</th></tr>\n");
+        for f in &report.failures_by_pod {
+            let p = &f.failures_by_phase;
+            let _ = writeln!(
+                h,
+                "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(f.pod.as_deref().unwrap_or("(no pod)")),
+                f.failed,
+                p.before_stop_signal,
+                p.after_stop_signal,
+                p.after_kill
+            );
+        }
+        h.push_str("</table>\n");
+    }
     if let Some(st) = &report.streams {
         let _ = write!(
             h,

@@ -111,6 +111,11 @@ fn the_page_is_self_contained() {
     report.advice = vec!["add a preStop sleep of at least 1 s (<lag>)".into()];
     let page = html_report("drill & report", &report, &recs, &events());
     assert!(page.contains("<li>add a preStop sleep of at least 1 s (&lt;lag&gt;)</li>"));
+    // The 100 failures reached no pod here (no proxy records): one row, named so.
+    assert!(
+        page.contains("<tr><th>(no pod)</th><td>100</td><td>100</td><td>0</td><td>0</td></tr>"),
+        "{page}"
+    );
     assert!(
         !page.contains("<h2>Streams</h2>"),
         "no streams in this drill"
