@@ -329,6 +329,10 @@ pub struct PodPlan {
     pub os: Option<String>,
     /// Replicas of the workload (Deployment, StatefulSet, ReplicaSet, RC); `None` otherwise.
     pub replicas: Option<i32>,
+    /// `spec.minReadySeconds` of a Deployment, StatefulSet or ReplicaSet (0 when unset or for
+    /// other objects), seconds: how long a new pod must have been Ready before it counts as
+    /// available, and so before a rollout deletes an old pod for it.
+    pub min_ready_seconds: i64,
     /// Init containers (regular and native sidecars) in declaration order.
     pub init_containers: Vec<ContainerPlan>,
     /// Regular containers in declaration order.

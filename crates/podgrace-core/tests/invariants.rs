@@ -51,6 +51,7 @@ fn pod(tgps: i64, mains: Vec<ContainerPlan>, sidecars: Vec<ContainerPlan>) -> Po
         share_process_namespace: false,
         os: None,
         replicas: None,
+        min_ready_seconds: 0,
         init_containers: sidecars,
         containers: mains,
         span: SourceSpan::default(),

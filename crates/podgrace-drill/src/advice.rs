@@ -87,6 +87,17 @@ pub struct Inputs<'a> {
     pub port: u16,
     pub timeout: Duration,
     pub template: &'a PodPlan,
+    /// When each pod's endpoint reached the proxy as ready (empty: not known, the check of
+    /// failures with no live pod routable is skipped).
+    pub routable: &'a [Routable],
+}
+
+/// A pod and, since the epoch, when its ready endpoint reached the proxy: at once for the
+/// pods that were ready before the load, a lag after Ready for the pods a rollout adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routable {
+    pub pod: String,
+    pub since: Duration,
 }
 
 /// `findings` of the drill JSON: what the advice found, as data.
@@ -168,6 +179,50 @@ fn race_line(lag: f64, pre_stop: f64, raced: &str, pod: &str) -> String {
             "make the preStop sleep longer than the endpoint lag, at least {need} s (it waits {pre_stop:.1} s and the endpoint lag is {lag:.1} s, so the stop signal and the endpoint removal race): {tail}"
         )
     }
+}
+
+/// Requests that failed after their pod's stop signal while no other live pod was routable:
+/// the rollout deleted an old pod before its replacement's endpoint had reached the proxy (a
+/// new pod joins a lag after it is Ready, as a leaving one stays a lag after it is deleted).
+/// A pod counts as live until its stop signal; as routable from its [`Routable::since`] until
+/// a lag after its termination started. The Deployment controller deletes the old pod once the
+/// new one is available, Ready for `minReadySeconds` (`deployment/util`
+/// `IsPodAvailable`), so a `minReadySeconds` of at least the lag keeps a replacement routable
+/// before its predecessor goes.
+fn no_live_endpoint(inp: &Inputs) -> Option<String> {
+    if inp.routable.is_empty() {
+        return None;
+    }
+    let lag = inp.endpoint_lag;
+    let termination = |pod: &str| inp.terminations.iter().find(|t| t.pod == pod);
+    let live = |pod: &str, at: Duration| {
+        termination(pod)
+            .and_then(|t| t.stop_signal)
+            .is_none_or(|s| s > at)
+    };
+    let routed = |r: &Routable, at: Duration| {
+        r.since <= at && termination(&r.pod).is_none_or(|t| t.started + lag > at)
+    };
+    let stranded = inp
+        .requests
+        .iter()
+        .filter(|a| a.phase == Phase::AfterStopSignal)
+        .filter(|a| {
+            !inp.routable.iter().any(|r| {
+                a.pod.as_deref() != Some(r.pod.as_str()) && routed(r, a.at) && live(&r.pod, a.at)
+            })
+        })
+        .count();
+    if stranded == 0 {
+        return None;
+    }
+    let need = (lag.as_secs_f64().ceil() as i64).max(1);
+    Some(format!(
+        "{} while no live pod was routable: the rollout deleted old pods before their replacements' endpoints reached the proxy (a new pod joins {:.1} s after it is Ready); set the Deployment's minReadySeconds to at least {need} s (it is {}), so that an old pod goes only once its replacement is routable",
+        counted(stranded, "request failed", "requests failed"),
+        lag.as_secs_f64(),
+        inp.template.min_ready_seconds
+    ))
 }
 
 /// The advice lines of a drill, most specific first for each pod.
@@ -321,6 +376,7 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
             "{unrouted} found no endpoint: keep more replicas ready during the disruption (maxUnavailable 0, a readiness probe that passes)"
         ));
     }
+    out.extend(no_live_endpoint(inp));
     out
 }
 
@@ -662,6 +718,7 @@ mod tests {
             port: 8080,
             timeout: s(2.0),
             template,
+            routable: &[],
         }
     }
 
@@ -745,6 +802,7 @@ mod tests {
             port: 8080,
             timeout: s(2.0),
             template: &template,
+            routable: &[],
         };
         let d = diagnose(&inp);
         let c = &d.advice;

@@ -31,7 +31,7 @@ use podgrace_node::sandbox::NetworkConfig;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::advice::{self, ContainerStop, Inputs};
+use crate::advice::{self, ContainerStop, Inputs, Routable};
 use crate::endpoints::{Endpoint, EndpointsHandle};
 use crate::html::ChartEvent;
 use crate::load::{self, LoadConfig, LoadResult, Protocol};
@@ -216,6 +216,14 @@ pub async fn run_drill(
         table.update(&r.name, &r.status.borrow());
     }
     endpoints.publish_now(table.set());
+    // When each pod's ready endpoint reaches the proxy: the first ones at once.
+    let mut routable: Vec<Routable> = replicas
+        .iter()
+        .map(|r| Routable {
+            pod: r.name.clone(),
+            since: Duration::ZERO,
+        })
+        .collect();
     let feeder = tokio::spawn(feed_endpoints(change_rx, table, endpoints.clone()));
 
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -292,11 +300,26 @@ pub async fn run_drill(
     match config.scenario {
         Scenario::Rollout => {
             let old: Vec<usize> = (0..replicas.len()).collect();
+            // The Deployment controller deletes an old pod once the new one is available:
+            // Ready for minReadySeconds (`IsPodAvailable`).
+            let min_ready = Duration::from_secs(template.min_ready_seconds.max(0) as u64);
             for i in old {
                 let new = start_pod(&mut replicas);
                 wait_ready(&replicas[new], config.port).await?;
+                routable.push(Routable {
+                    pod: replicas[new].name.clone(),
+                    since: epoch.elapsed() + config.endpoint_lag,
+                });
+                if !min_ready.is_zero() {
+                    let _ = log.send(format!(
+                        "{}: ready; available after minReadySeconds {} s",
+                        replicas[new].name,
+                        min_ready.as_secs()
+                    ));
+                    tokio::time::sleep(min_ready).await;
+                }
                 let _ = log.send(format!(
-                    "{}: ready; deleting {}",
+                    "{}: available; deleting {}",
                     replicas[new].name, replicas[i].name
                 ));
                 replicas[i]
@@ -458,6 +481,7 @@ pub async fn run_drill(
         }
     }
     let inputs = Inputs {
+        routable: &routable,
         requests: &attributions,
         streams: &stream_attributions,
         request_records: &load.records,

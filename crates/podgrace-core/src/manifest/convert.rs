@@ -376,10 +376,11 @@ impl Loader<'_> {
         kind: WorkloadKind,
         errors: &mut Vec<ManifestError>,
     ) -> Option<PodPlan> {
-        let (meta, template, replicas, prefix): (
+        // (replicas, minReadySeconds) of the workloads that have them.
+        let (meta, template, (replicas, min_ready_seconds), prefix): (
             ObjectMeta,
             Option<PodTemplateSpec>,
-            Option<i32>,
+            (Option<i32>, Option<i32>),
             &'static [&'static str],
         ) = match kind {
             WorkloadKind::Pod => {
@@ -389,14 +390,14 @@ impl Loader<'_> {
                     metadata: Some(p.metadata.clone()),
                     spec: Some(s),
                 });
-                (p.metadata, tpl, None, &["spec"])
+                (p.metadata, tpl, (None, None), &["spec"])
             }
             WorkloadKind::Deployment => {
                 let d: Deployment = self.typed(doc, errors)?;
                 (
                     d.metadata,
                     Some(d.spec.template),
-                    Some(d.spec.replicas.unwrap_or(1)),
+                    (Some(d.spec.replicas.unwrap_or(1)), d.spec.min_ready_seconds),
                     &["spec", "template", "spec"],
                 )
             }
@@ -405,7 +406,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     Some(d.spec.template),
-                    Some(d.spec.replicas.unwrap_or(1)),
+                    (Some(d.spec.replicas.unwrap_or(1)), d.spec.min_ready_seconds),
                     &["spec", "template", "spec"],
                 )
             }
@@ -414,7 +415,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     Some(d.spec.template),
-                    None,
+                    (None, None),
                     &["spec", "template", "spec"],
                 )
             }
@@ -423,7 +424,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     d.spec.template,
-                    Some(d.spec.replicas.unwrap_or(1)),
+                    (Some(d.spec.replicas.unwrap_or(1)), d.spec.min_ready_seconds),
                     &["spec", "template", "spec"],
                 )
             }
@@ -433,7 +434,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     t.flatten(),
-                    Some(r.flatten().unwrap_or(1)),
+                    (Some(r.flatten().unwrap_or(1)), None),
                     &["spec", "template", "spec"],
                 )
             }
@@ -442,7 +443,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     d.spec.map(|s| s.template),
-                    None,
+                    (None, None),
                     &["spec", "template", "spec"],
                 )
             }
@@ -452,7 +453,7 @@ impl Loader<'_> {
                 (
                     d.metadata,
                     t,
-                    None,
+                    (None, None),
                     &["spec", "jobTemplate", "spec", "template", "spec"],
                 )
             }
@@ -530,6 +531,7 @@ impl Loader<'_> {
                 labels,
                 annotations,
                 replicas,
+                min_ready_seconds: min_ready_seconds.map_or(0, i64::from),
                 span: self.span(doc.pos, String::new()),
             },
         ))
@@ -594,6 +596,7 @@ impl Loader<'_> {
             share_process_namespace: spec.share_process_namespace.unwrap_or(false),
             os: spec.os.map(|o| o.name),
             replicas: head.replicas,
+            min_ready_seconds: head.min_ready_seconds,
             init_containers,
             containers,
             span: head.span,
@@ -735,6 +738,7 @@ struct PlanHead {
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
     replicas: Option<i32>,
+    min_ready_seconds: i64,
     span: SourceSpan,
 }
 
