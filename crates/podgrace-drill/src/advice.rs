@@ -225,6 +225,15 @@ fn no_live_endpoint(inp: &Inputs) -> Option<String> {
     ))
 }
 
+/// The advice for the race when the termination's grace period cut the preStop short (a hard
+/// eviction's 1 s, a forced delete): a longer preStop cannot help, the grace is the limit.
+/// Seconds throughout.
+fn cut_short_line(lag: f64, pre_stop: f64, waited: f64, raced: &str, pod: &str) -> String {
+    format!(
+        "{raced} reached pod {pod} after its stop signal, while the proxy still sent it traffic (endpoint lag {lag:.1} s): its preStop of {pre_stop:.1} s was cut after {waited:.1} s by this termination's grace period, so a longer preStop cannot help; the grace is the limit (a hard eviction gives 1 s: set resource requests and limits so the pod is not evicted that way, or use soft eviction thresholds with an evictionMaxPodGracePeriod of at least the preStop plus the drain time)"
+    )
+}
+
 /// The advice lines of a drill, most specific first for each pod.
 fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
     let mut out = Vec::new();
@@ -273,7 +282,15 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
             streams(Phase::AfterStopSignal, false),
         );
         if !raced.is_empty() {
-            out.push(race_line(lag, pre_stop, &raced, &t.pod));
+            // What the preStop really waited: from the termination's start to the stop signal.
+            let waited = t
+                .stop_signal
+                .map_or(pre_stop, |s| s.saturating_sub(t.started).as_secs_f64());
+            out.push(if pre_stop - waited > 0.5 {
+                cut_short_line(lag, pre_stop, waited, &raced, &t.pod)
+            } else {
+                race_line(lag, waited, &raced, &t.pod)
+            });
         }
         let cut = streams(Phase::AfterStopSignal, true);
         if cut > 0 {
@@ -633,6 +650,11 @@ mod tests {
         assert!(
             fraction.contains("at least 3 s (it waits 2.0 s"),
             "{fraction}"
+        );
+        let cut = cut_short_line(3.0, 2.0, 1.0, "199 requests", "web-1");
+        assert!(
+            cut.starts_with("199 requests reached pod web-1 after its stop signal, while the proxy still sent it traffic (endpoint lag 3.0 s): its preStop of 2.0 s was cut after 1.0 s by this termination's grace period, so a longer preStop cannot help"),
+            "{cut}"
         );
     }
 
