@@ -237,7 +237,7 @@ pub fn html_report(
     if let Some(st) = &report.streams {
         let _ = write!(
             h,
-            "\n<h2>Streams</h2>\n<p>{} opened: {} completed, {} failed (refused {}, reset {}, HTTP 5xx {}, rejected {}), {} still open at the end, {} idle streams cut.</p>\n",
+            "\n<h2>Streams</h2>\n<p>{} opened: {} completed, {} failed (refused {}, reset {}, HTTP 5xx {}, rejected {}), {} still open at the end, {} cut.</p>\n",
             st.opened,
             st.completed,
             st.failed,
@@ -246,7 +246,11 @@ pub fn html_report(
             st.failures_by_kind.http5xx,
             st.rejected,
             st.unfinished,
-            st.idle_cut
+            if st.idle_cut == 1 {
+                "1 idle stream".to_string()
+            } else {
+                format!("{} idle streams", st.idle_cut)
+            }
         );
     }
     if !report.advice.is_empty() {

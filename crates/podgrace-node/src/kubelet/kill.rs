@@ -170,7 +170,8 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
     let outcome = match tokio::time::timeout(bound, task).await {
         Ok(Ok(Ok(()))) => HookOutcome::Completed,
         Ok(Ok(Err(e))) => {
-            tracing::warn!(container = %target.container.name, error = %e, "preStop hook failed");
+            // The FailedPreStopHook event says it; the error's detail is for the debug log.
+            tracing::debug!(container = %target.container.name, error = %e, "preStop hook failed");
             events.warning(
                 reason::FAILED_PRE_STOP_HOOK,
                 Some(&target.container.name),

@@ -639,8 +639,8 @@ fn summary(o: &DrillOutcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ndrill {}: {} requests/s, endpoint lag {:.1} s",
-        r.scenario, r.rps, r.endpoint_lag_seconds
+        "\ndrill {}: {} requests/s ({}, through {}), endpoint lag {:.1} s",
+        r.scenario, r.rps, r.settings.protocol, r.settings.proxy, r.endpoint_lag_seconds
     );
     if r.rps == 0.0 {
         let _ = writeln!(s, "  requests: none (--rps 0)");
@@ -696,7 +696,7 @@ fn request_lines(s: &mut String, r: &DrillReport) {
             .iter()
             .map(|f| format!("{} {}", f.pod.as_deref().unwrap_or("no pod"), f.failed))
             .collect();
-        let _ = writeln!(s, "  failures by pod: {}", per_pod.join(", "));
+        let _ = writeln!(s, "  failed requests by pod: {}", per_pod.join(", "));
     }
     let _ = writeln!(
         s,
