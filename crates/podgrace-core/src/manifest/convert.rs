@@ -376,13 +376,7 @@ impl Loader<'_> {
         kind: WorkloadKind,
         errors: &mut Vec<ManifestError>,
     ) -> Option<PodPlan> {
-        // (replicas, minReadySeconds) of the workloads that have them.
-        let (meta, template, (replicas, min_ready_seconds), prefix): (
-            ObjectMeta,
-            Option<PodTemplateSpec>,
-            (Option<i32>, Option<i32>),
-            &'static [&'static str],
-        ) = match kind {
+        let (meta, template, (replicas, min_ready_seconds), prefix): WorkloadParts = match kind {
             WorkloadKind::Pod => {
                 let p: Pod = self.typed(doc, errors)?;
                 let spec = p.spec;
@@ -730,6 +724,15 @@ fn positions(
     }
     out
 }
+
+/// A workload's metadata, pod template, `(replicas, minReadySeconds)` where it has them, and
+/// the field path to its pod spec.
+type WorkloadParts = (
+    ObjectMeta,
+    Option<PodTemplateSpec>,
+    (Option<i32>, Option<i32>),
+    &'static [&'static str],
+);
 
 struct PlanHead {
     name: String,
