@@ -220,12 +220,27 @@ fn bad_drill_values_are_refused_before_anything_starts() {
     let out = podgrace(&["drill", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(!stderr(&out).contains("created"), "nothing started");
-    assert!(
-        stderr(&out).contains(
-            "no TCP containerPort and no readiness probe port to send load to; give --port"
-        ),
-        "{}",
-        stderr(&out)
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:6:5: spec.containers[0]: no TCP containerPort and no readiness probe port to send load to; give --port",
+            file.display()
+        )
+    );
+    // A Deployment: the path runs through the pod template; a UDP port is named.
+    let file = tmp_file(
+        "noport-deploy",
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: app\n        image: x\n        command: [sleep, \"60\"]\n        ports: [{containerPort: 53, protocol: UDP}]\n",
+    );
+    let out = podgrace(&["drill", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:13:9: spec.template.spec.containers[0].ports: no TCP containerPort and no readiness probe port to send load to; give --port",
+            file.display()
+        )
     );
 }
 
@@ -239,8 +254,29 @@ fn a_container_without_command_is_refused_before_anything_starts() {
     let out = podgrace(&["drill", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("container \"app\" has no command"), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: {}:6:5: spec.containers[0]: container \"app\" has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)",
+            file.display()
+        )
+    );
     assert!(!err.contains("created"), "nothing started: {err}");
+    // In a Deployment, an empty command is placed at the field, under the pod template.
+    let file = tmp_file(
+        "nocmd-deploy",
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: app\n        image: nginx\n        command: []\n        ports: [{containerPort: 80}]\n",
+    );
+    let out = podgrace(&["drill", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:12:9: spec.template.spec.containers[0].command: container \"app\" has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)",
+            file.display()
+        )
+    );
 }
 
 /// Flags that a drill will not read are named on stderr (here before a refusal, so that

@@ -431,32 +431,110 @@ fn a_terminal_ctrl_c_reaches_podgrace_not_the_containers() {
     assert!(secs(&t["exitAfterSeconds"]) < 1.0, "{r}");
 }
 
-/// A container whose command does not exist: the kubelet's `Failed` warning ("Error: ..."),
-/// and the summary says it never started.
-#[test]
-fn a_container_that_cannot_start_gets_a_failed_event_and_never_started() {
-    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: nostart}\nspec:\n  containers:\n  - name: app\n    image: x\n    command: [/nonexistent/app]\n";
-    let r = run("nostart", yaml, &["--delete-after", "300ms"]);
-    let failed: Vec<&Value> = r["events"]
+/// The events of `container` with `reason`, in order.
+fn events_of<'a>(r: &'a Value, reason: &str, container: &str) -> Vec<&'a Value> {
+    r["events"]
         .as_array()
         .expect("events")
         .iter()
-        .filter(|e| e["reason"] == "Failed")
-        .collect();
+        .filter(|e| e["reason"] == reason && e["container"] == container)
+        .collect()
+}
+
+/// A container the runtime cannot start under `restartPolicy: Never` gets one attempt: one
+/// `Failed` event, no restart, no back-off, the pod ends Failed without waiting for the
+/// delete, and the text report says it never started.
+#[test]
+fn a_container_that_cannot_start_gets_a_failed_event_and_never_started() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: nostart}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: x\n    command: [/nonexistent/app]\n";
+    // The pod is Failed at once: the run ends long before the delete (and before the 10 s a
+    // retry would take).
+    let begun = Instant::now();
+    let r = run("nostart", yaml, &["--delete-after", "12s"]);
+    assert!(begun.elapsed() < Duration::from_secs(5), "{r}");
+    let failed = events_of(&r, "Failed", "app");
     assert_eq!(failed.len(), 1, "{r}");
     assert_eq!(failed[0]["type"], "Warning");
-    assert_eq!(failed[0]["container"], "app");
     let msg = failed[0]["message"].as_str().unwrap();
     assert!(
         msg.starts_with("Error: ") && msg.contains("/nonexistent/app"),
         "{msg}"
     );
+    assert!(events_of(&r, "BackOff", "app").is_empty(), "{r}");
+    assert_eq!(r["containers"][0]["restarts"], 0, "{r}");
     let file = tmp_file("nostart", "nostart.yaml", yaml);
-    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "300ms"]);
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "12s"]);
     let text = stdout(&out);
     assert!(
-        text.contains("    never started: Error: ") && !text.contains("not terminated"),
+        text.contains("  app (main, 0 restarts)")
+            && text.contains("    never started: Error: ")
+            && !text.contains("not terminated"),
         "{text}"
+    );
+}
+
+/// A failed start is a run that exited (`StartError`): under `restartPolicy: Always` it is
+/// restarted under the crash back-off (`doBackOff`): the first retry at once, the next 10 s
+/// later, each wait announced by `BackOff`; the report counts the retries as restarts.
+#[test]
+fn a_container_that_cannot_start_is_restarted_under_the_crash_back_off() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: nostart}\nspec:\n  containers:\n  - name: app\n    image: x\n    command: [/nonexistent/app]\n";
+    let r = run("nostart-backoff", yaml, &["--delete-after", "10.8s"]);
+    let at = |e: &Value| secs(&e["seconds"]);
+    let failed = events_of(&r, "Failed", "app");
+    let back_off = events_of(&r, "BackOff", "app");
+    assert_eq!(failed.len(), 3, "{r}");
+    assert_eq!(back_off.len(), 2, "{r}");
+    assert_eq!(r["containers"][0]["restarts"], 2, "{r}");
+    assert!(
+        back_off[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Back-off restarting failed container app in pod nostart_default"),
+        "{r}"
+    );
+    let t0 = at(failed[0]);
+    assert!(t0 < 1.0, "{r}");
+    // Second attempt at once, then the back-off begins.
+    assert!((at(failed[1]) - t0).abs() <= TOLERANCE, "{r}");
+    assert!((at(back_off[0]) - at(failed[1])).abs() <= TOLERANCE, "{r}");
+    // Third attempt 10 s after the second, and the back-off doubles (announced again).
+    assert!(
+        (at(failed[2]) - at(failed[1]) - 10.0).abs() <= TOLERANCE,
+        "{r}"
+    );
+    assert!((at(back_off[1]) - at(failed[2])).abs() <= TOLERANCE, "{r}");
+    // The order: every BackOff follows the Failed it answers.
+    let reasons: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "Failed" || e["reason"] == "BackOff")
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["Failed", "Failed", "BackOff", "Failed", "BackOff"],
+        "{r}"
+    );
+}
+
+/// A container without `command` is refused before anything starts, at its file position.
+#[test]
+fn a_container_without_command_is_refused_at_its_position() {
+    let file = tmp_file(
+        "nocmd-run",
+        "bad.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: c\n    image: x\n",
+    );
+    let out = podgrace(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:6:5: spec.containers[0]: container \"c\" has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)",
+            file.display()
+        )
     );
 }
 

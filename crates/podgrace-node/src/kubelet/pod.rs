@@ -163,8 +163,10 @@ pub struct PodReport {
 /// Why a pod could not be run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
-    /// A container cannot be expressed as a local process.
-    #[error("pod {pod}: {source}")]
+    /// A container cannot be expressed as a local process. A located error
+    /// ([`SpecError::NoCommand`], `FILE:LINE:COL: PATH: ...`) is shown as is; the others name
+    /// the pod.
+    #[error("{}", spec_message(pod, source))]
     Spec { pod: String, source: SpecError },
     /// The runtime refused the sandbox.
     #[error("pod {pod}: {source}")]
@@ -175,6 +177,14 @@ pub enum PodError {
     /// The pod task ended abnormally.
     #[error("pod {pod}: the pod task failed: {reason}")]
     Task { pod: String, reason: String },
+}
+
+/// [`PodError::Spec`]'s message: the file position names the pod already.
+fn spec_message(pod: &str, source: &SpecError) -> String {
+    match source {
+        SpecError::NoCommand { .. } => source.to_string(),
+        SpecError::StopSignal { .. } => format!("pod {pod}: {source}"),
+    }
 }
 
 /// A running pod: send it commands, watch its status, wait for its report.
@@ -264,6 +274,9 @@ struct Ctr {
     exit: Option<ExitStatus>,
     started_at: Option<Instant>,
     restarts: u32,
+    /// Create-and-start attempts, failed ones included (a failed start counts as a run that
+    /// exited, as the kubelet's restartCount does).
+    attempts: u32,
     /// Restart waiting for its back-off to end.
     restart_at: Option<Instant>,
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
@@ -383,6 +396,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     exit: None,
                     started_at: None,
                     restarts: 0,
+                    attempts: 0,
                     restart_at: None,
                     probe_killed: false,
                     want_start: true,
@@ -628,8 +642,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 .into_iter()
                 .map(|mut c| {
                     // Restarts that happened, not ones still waiting out their back-off.
-                    c.report.restarts =
-                        u32::try_from(c.report.ids.len().saturating_sub(1)).unwrap_or(u32::MAX);
+                    c.report.restarts = c.attempts.saturating_sub(1);
                     c.report
                 })
                 .collect(),
@@ -669,7 +682,6 @@ impl<R: RuntimeService + 'static> Pod<R> {
             return;
         };
         let terminating = self.terminating();
-        let policy = self.plan.restart_policy;
         let c = &mut self.ctrs[i];
         c.running = false;
         c.exit = Some(status);
@@ -690,6 +702,17 @@ impl<R: RuntimeService + 'static> Pod<R> {
             self.publish(PodPhase::Terminating);
             return;
         }
+        self.after_exit(i, at, status);
+    }
+
+    /// An instance of container `i` ended at `at` with `status`: it exited, or the runtime
+    /// could not create or start it (`StartError`, exit code 128). Decides, as
+    /// `computePodActions` and `doBackOff` (`pkg/kubelet/kuberuntime/kuberuntime_manager.go`)
+    /// do, whether it restarts under `restartPolicy` and after which back-off (recording
+    /// `BackOff` while it waits), whether the pod has failed or completed.
+    fn after_exit(&mut self, i: usize, at: Instant, status: ExitStatus) {
+        let policy = self.plan.restart_policy;
+        let c = &mut self.ctrs[i];
         if c.started_at
             .is_some_and(|s| at.saturating_duration_since(s) >= BACK_OFF_RESET)
         {
@@ -972,6 +995,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
             if startable {
                 self.start_container(i).await;
+                if self.failed || self.terminating() {
+                    // A failed start failed or completed the pod.
+                    return;
+                }
             }
             let c = &self.ctrs[i];
             if i < n_init && !c.ever_started {
@@ -1161,13 +1188,12 @@ impl<R: RuntimeService + 'static> Pod<R> {
         };
         let config = self.ctrs[i].spec.config.clone();
         let name = self.ctrs[i].plan.name.clone();
+        self.ctrs[i].attempts += 1;
         let id = match self.rt.create_container(&ctx, &sandbox, config).await {
             Ok(id) => id,
             Err(e) => {
                 tracing::debug!(container = %name, error = %e, "CreateContainer failed");
-                self.events
-                    .warning(reason::FAILED, Some(&name), message::failed(&e));
-                self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
+                self.start_failed(i, &e);
                 return;
             }
         };
@@ -1175,9 +1201,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .normal(reason::CREATED, Some(&name), message::created(&name));
         if let Err(e) = self.rt.start_container(&ctx, &id).await {
             tracing::debug!(container = %name, error = %e, "StartContainer failed");
-            self.events
-                .warning(reason::FAILED, Some(&name), message::failed(&e));
-            self.ctrs[i].restart_at = Some(Instant::now() + Duration::from_secs(10));
+            self.start_failed(i, &e);
             return;
         }
         self.events
@@ -1222,7 +1246,30 @@ impl<R: RuntimeService + 'static> Pod<R> {
         }
         self.publish(PodPhase::Running);
     }
+
+    /// The runtime could not create or start container `i`: the `Failed` warning
+    /// (`"Error: ..."`), then, as `startContainer`'s error in `SyncPod`
+    /// (`pkg/kubelet/kuberuntime/kuberuntime_manager.go`) leaves a container that exited
+    /// (`StartError`/`RunContainerError`, exit code 128), the same restart decision and
+    /// back-off as a crash ([`Pod::after_exit`]).
+    fn start_failed(&mut self, i: usize, error: &RuntimeError) {
+        let c = &mut self.ctrs[i];
+        self.events
+            .warning(reason::FAILED, Some(&c.plan.name), message::failed(error));
+        let status = ExitStatus::Code(START_ERROR_EXIT_CODE);
+        let now = Instant::now();
+        // The attempt ran for no time: it never resets the back-off.
+        c.started_at = Some(now);
+        c.running = false;
+        c.exit = Some(status);
+        c.want_start = false;
+        c.probe_killed = false;
+        self.after_exit(i, now, status);
+    }
 }
+
+/// The exit code the runtime reports for a container it could not start (`StartError`).
+const START_ERROR_EXIT_CODE: i32 = 128;
 
 /// The next container event; a closed stream is dropped (and then never ready again), a lagged
 /// one goes on with the events still held.

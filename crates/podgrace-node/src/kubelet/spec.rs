@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use podgrace_core::plan::ContainerPlan;
+use podgrace_core::plan::{ContainerPlan, SourceSpan};
 use podgrace_core::rules::runtime::{container_stop_signal, Signal};
 
 use crate::runtime::ContainerConfig;
@@ -12,8 +12,10 @@ use crate::runtime::ContainerConfig;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// No `command`: the image's ENTRYPOINT would apply, and podgrace cannot read images.
-    #[error("container {container:?} has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)")]
-    NoCommand { container: String },
+    /// Placed like a manifest error (`FILE:LINE:COL: PATH: ...`) at the `command` field, or
+    /// at the container when it has none.
+    #[error("{}:{}:{}: {}: container {container:?} has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)", span.file, span.line, span.column, span.path)]
+    NoCommand { container: String, span: SourceSpan },
     /// The stop signal is not a signal name.
     #[error("container {container:?}: {reason}")]
     StopSignal { container: String, reason: String },
@@ -46,6 +48,7 @@ pub fn container_spec(
     if container.command.is_empty() {
         return Err(SpecError::NoCommand {
             container: container.name.clone(),
+            span: container.field_span("command"),
         });
     }
     let requested = stop_signal_override.or(container.stop_signal.as_deref());

@@ -19,6 +19,7 @@ use podgrace_drill::load::{scheduled_requests, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
+use podgrace_node::kubelet::spec::SpecError;
 
 use crate::{input, out::Out, BadInput, Outcome};
 
@@ -448,15 +449,25 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     };
     // What cannot run as a local process is found now, before any pod starts.
     for c in plan.init_containers.iter().chain(plan.containers.iter()) {
-        podgrace_node::kubelet::spec::container_spec(c, None, false)
-            .map_err(|e| BadInput(format!("{}: pod {}: {e}", doc.name, plan.name)))?;
+        podgrace_node::kubelet::spec::container_spec(c, None, false).map_err(|e| match e {
+            // Placed at FILE:LINE:COL: PATH already.
+            SpecError::NoCommand { .. } => BadInput(e.to_string()),
+            SpecError::StopSignal { .. } => {
+                BadInput(format!("{}: pod {}: {e}", doc.name, plan.name))
+            }
+        })?;
     }
     let port = match args.port {
         Some(p) => p,
         None => service_port(&plan).ok_or_else(|| {
+            // Where a containerPort would go: the first container's `ports`, or the container.
+            let span = plan
+                .containers
+                .first()
+                .map_or_else(|| plan.span.clone(), |c| c.field_span("ports"));
             BadInput(format!(
-                "{}: no TCP containerPort and no readiness probe port to send load to; give --port",
-                doc.name
+                "{}:{}:{}: {}: no TCP containerPort and no readiness probe port to send load to; give --port",
+                span.file, span.line, span.column, span.path
             ))
         })?,
     };
