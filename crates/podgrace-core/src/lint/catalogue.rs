@@ -54,7 +54,7 @@ pub const CATALOGUE: &[Rule] = &[
     Rule {
         id: "sleep-action-rejected",
         severity: Severity::Error,
-        title: "a sleep action the API server rejects (seconds ≤ 0 or > terminationGracePeriodSeconds)",
+        title: "a sleep action the API server rejects (seconds < 0, or 0 before 1.33, or > terminationGracePeriodSeconds)",
         doc: "The API server validates `lifecycle.preStop.sleep.seconds` (and postStart): it must be > 0 and not above terminationGracePeriodSeconds (the message says \"less than\", the code accepts equality). From Kubernetes 1.33 (PodLifecycleSleepActionAllowZero, on by default) 0 is accepted. The object cannot be applied at all. `--kubernetes-version` selects the rule. The same delay written as exec `sleep N` is accepted and silently cut at the budget (see prestop-exceeds-grace).\n\nUpstream: pkg/apis/core/validation/validation.go validateSleepAction.\nCases: zalando-incubator/kubernetes-on-aws#9426 (R14).\nFix: keep sleep.seconds ≤ terminationGracePeriodSeconds, or raise terminationGracePeriodSeconds.",
     },
     Rule {
