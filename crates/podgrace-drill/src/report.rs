@@ -178,13 +178,18 @@ impl FailuresByPhase {
     pub fn count(attributions: &[Attribution]) -> Self {
         let mut f = FailuresByPhase::default();
         for a in attributions {
-            match a.phase {
-                Phase::BeforeStopSignal => f.before_stop_signal += 1,
-                Phase::AfterStopSignal => f.after_stop_signal += 1,
-                Phase::AfterKill => f.after_kill += 1,
-            }
+            f.add(a.phase);
         }
         f
+    }
+
+    /// Counts one failure in `phase`.
+    fn add(&mut self, phase: Phase) {
+        match phase {
+            Phase::BeforeStopSignal => self.before_stop_signal += 1,
+            Phase::AfterStopSignal => self.after_stop_signal += 1,
+            Phase::AfterKill => self.after_kill += 1,
+        }
     }
 }
 
@@ -364,19 +369,20 @@ pub struct PodFailures {
 impl PodFailures {
     /// Groups `attributions` by pod: pods in name order, then the failures of no pod.
     pub fn group(attributions: &[Attribution]) -> Vec<PodFailures> {
-        let mut by_pod: std::collections::BTreeMap<Option<&str>, Vec<Attribution>> =
+        let mut by_pod: std::collections::BTreeMap<Option<&str>, PodFailures> =
             std::collections::BTreeMap::new();
         for a in attributions {
-            by_pod.entry(a.pod.as_deref()).or_default().push(a.clone());
+            let f = by_pod
+                .entry(a.pod.as_deref())
+                .or_insert_with(|| PodFailures {
+                    pod: a.pod.clone(),
+                    failed: 0,
+                    failures_by_phase: FailuresByPhase::default(),
+                });
+            f.failed += 1;
+            f.failures_by_phase.add(a.phase);
         }
-        let mut out: Vec<PodFailures> = by_pod
-            .into_iter()
-            .map(|(pod, list)| PodFailures {
-                pod: pod.map(str::to_string),
-                failed: list.len() as u64,
-                failures_by_phase: FailuresByPhase::count(&list),
-            })
-            .collect();
+        let mut out: Vec<PodFailures> = by_pod.into_values().collect();
         // `None` sorts first in a BTreeMap; it goes last.
         out.sort_by_key(|p| p.pod.is_none());
         out

@@ -196,15 +196,7 @@ async fn kube_proxy_falls_back_to_serving_terminating_endpoints() {
 #[tokio::test]
 async fn a_refused_upstream_is_a_502_and_recorded() {
     let gone = closed_port().await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("gone", gone)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::Http1),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (_h, p) = common::proxy_to(Mode::Http1, "gone", gone).await;
     let mut c = h1_connect(p.local_addr()).await;
     assert_eq!(h1_get(&mut c, "/").await, 502);
     let r = p.records();
@@ -260,15 +252,7 @@ async fn h2c_mode_multiplexes_streams_on_one_pinned_upstream() {
 #[tokio::test]
 async fn tcp_mode_splices_bytes_and_resets_when_the_upstream_refuses() {
     let a = backend(DemoConfig::default()).await;
-    let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", a.addr)]);
-    let p = Proxy::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::Tcp),
-        h.view(),
-    )
-    .await
-    .expect("proxy");
+    let (h, p) = common::proxy_to(Mode::Tcp, "a", a.addr).await;
     let mut s = TcpStream::connect(p.local_addr()).await.expect("connect");
     s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
         .await

@@ -327,24 +327,36 @@ async fn respond_h2(
     }
 }
 
-/// An h2c proxy (`Mode::H2c`, no endpoint lag) whose one ready endpoint, pod `a`, is `addr`; keep
-/// the handle alive as long as the proxy is used.
-pub async fn h2c_proxy_to(
+/// A proxy in `mode` (no endpoint lag) whose one ready endpoint, pod `pod`, is `addr`; keep the
+/// handle alive as long as the proxy is used.
+pub async fn proxy_to(
+    mode: podgrace_drill::proxy::Mode,
+    pod: &str,
     addr: SocketAddr,
 ) -> (
     podgrace_drill::endpoints::EndpointsHandle,
     podgrace_drill::proxy::Proxy,
 ) {
     use podgrace_drill::endpoints::{Endpoint, EndpointsHandle};
-    use podgrace_drill::proxy::{Mode, Proxy, ProxyConfig};
+    use podgrace_drill::proxy::{Proxy, ProxyConfig};
     let h = EndpointsHandle::new(Duration::ZERO);
-    h.publish_now(vec![Endpoint::ready("a", addr)]);
+    h.publish_now(vec![Endpoint::ready(pod, addr)]);
     let p = Proxy::start(
         "127.0.0.1:0".parse().expect("addr"),
-        ProxyConfig::new(Mode::H2c),
+        ProxyConfig::new(mode),
         h.view(),
     )
     .await
     .expect("proxy");
     (h, p)
+}
+
+/// [`proxy_to`] in h2c mode, pod `a`.
+pub async fn h2c_proxy_to(
+    addr: SocketAddr,
+) -> (
+    podgrace_drill::endpoints::EndpointsHandle,
+    podgrace_drill::proxy::Proxy,
+) {
+    proxy_to(podgrace_drill::proxy::Mode::H2c, "a", addr).await
 }

@@ -42,14 +42,14 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ProtocolArg::Http1)]
     protocol: ProtocolArg,
     /// Keep-alive connections of the load (each carries one request at a time).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = DEFAULT_CONNECTIONS)]
     connections: usize,
     /// Long-lived data streams held open through the drill, like gRPC server-streaming RPCs
     /// (h2c, `GET /stream?seconds=S` to the demo app; each re-opened when it ends).
     #[arg(long, default_value_t = 0)]
     streams: usize,
     /// How long each data stream lasts, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = DEFAULT_STREAM_SECONDS)]
     stream_seconds: f64,
     /// Idle streams held open through the drill (h2c, `GET /stream`: no data, never ending by
     /// themselves), like an idle bidi stream an Envoy keeps to an ext_proc server.
@@ -66,13 +66,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ProxyKind::KubeProxy)]
     proxy: ProxyKind,
     /// Request path.
-    #[arg(long, default_value = "/")]
+    #[arg(long, default_value = DEFAULT_PATH)]
     path: String,
     /// Request method.
-    #[arg(long, default_value = "GET")]
+    #[arg(long, default_value = DEFAULT_METHOD)]
     method: String,
     /// Per-request timeout (`2s`).
-    #[arg(long, default_value = "2s", value_parser = super::parse_duration)]
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = super::parse_duration)]
     timeout: Duration,
     /// The port the pods serve on [default: the first containerPort, else the readiness probe's
     /// port].
@@ -98,6 +98,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
 }
+
+/// Defaults of the request and stream flags, shared by their declarations and by
+/// [`warn_unused_flags`], which names the ones set away from them.
+const DEFAULT_CONNECTIONS: usize = 16;
+const DEFAULT_STREAM_SECONDS: f64 = 60.0;
+const DEFAULT_PATH: &str = "/";
+const DEFAULT_METHOD: &str = "GET";
+const DEFAULT_TIMEOUT: &str = "2s";
 
 /// Each replica is a pod with its own network namespace; the /24 pod range holds 253.
 const MAX_REPLICAS: usize = 100;
@@ -305,11 +313,14 @@ fn warn_unused_flags(args: &Args) {
     if args.rps == 0.0 {
         let request_flags = [
             ("--protocol", args.protocol != ProtocolArg::Http1),
-            ("--connections", args.connections != 16),
+            ("--connections", args.connections != DEFAULT_CONNECTIONS),
             ("--proxy", args.proxy != ProxyKind::KubeProxy),
-            ("--path", args.path != "/"),
-            ("--method", args.method != "GET"),
-            ("--timeout", args.timeout != Duration::from_secs(2)),
+            ("--path", args.path != DEFAULT_PATH),
+            ("--method", args.method != DEFAULT_METHOD),
+            (
+                "--timeout",
+                super::parse_duration(DEFAULT_TIMEOUT).ok() != Some(args.timeout),
+            ),
         ];
         let set: Vec<&str> = request_flags
             .iter()
@@ -318,7 +329,7 @@ fn warn_unused_flags(args: &Args) {
             .collect();
         say(&set, "--rps 0 sends no requests, only streams");
     }
-    if args.streams == 0 && args.stream_seconds != 60.0 {
+    if args.streams == 0 && args.stream_seconds != DEFAULT_STREAM_SECONDS {
         say(
             &["--stream-seconds"],
             "it is the length of the data streams of --streams, and there are none",
