@@ -11,7 +11,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
 use crate::store::ReadAt;
 
 /// Decoded query parameters (`+` as space, percent escapes decoded; the last value wins).
@@ -122,27 +122,46 @@ impl ListOptions {
             Some(c) => Some(decode_continue(c)?),
             None => None,
         };
-        if rv_match != RvMatch::Unset {
-            if watch && rv_match == RvMatch::Exact {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                ));
+        // `ValidateListOptions` / `validateWatchOptions`: 422 on ListOptions.meta.k8s.io.
+        let send_initial_events = q.get("sendInitialEvents").map(|v| v == "true");
+        let mut causes: Vec<Cause> = Vec::new();
+        let forbid = |causes: &mut Vec<Cause>, field: &str, msg: &str| {
+            causes.push(Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {msg}"), field: field.into() })
+        };
+        let match_str = q.get("resourceVersionMatch").cloned().unwrap_or_default();
+        if watch {
+            if send_initial_events.is_some() && rv_match != RvMatch::NotOlderThan {
+                forbid(&mut causes, "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
             }
-            if resource_version.is_empty() {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
+            if rv_match != RvMatch::Unset {
+                if send_initial_events.is_none() {
+                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided");
+                }
+                if rv_match != RvMatch::NotOlderThan {
+                    causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {match_str:?}: supported values: \"NotOlderThan\""), field: "resourceVersionMatch".into() });
+                }
+                if continue_from.is_some() {
+                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+                }
             }
-            if continue_from.is_some() {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided",
-                ));
+        } else {
+            if rv_match != RvMatch::Unset {
+                if resource_version.is_empty() {
+                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided");
+                }
+                if continue_from.is_some() {
+                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+                }
+                if rv_match == RvMatch::Exact && resource_version == "0" {
+                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+                }
             }
-            if rv_match == RvMatch::Exact && resource_version == "0" {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
+            if send_initial_events.is_some() {
+                forbid(&mut causes, "sendInitialEvents", "sendInitialEvents is forbidden for list");
             }
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_kind("ListOptions.meta.k8s.io", "meta.k8s.io", "ListOptions", "", causes));
         }
         if continue_from.is_some() && !resource_version.is_empty() && resource_version != "0" {
             return Err(ApiError::bad_request(
@@ -155,7 +174,6 @@ impl ListOptions {
                 ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
             })?),
         };
-        let send_initial_events = q.get("sendInitialEvents").map(|v| v == "true");
         Ok(ListOptions {
             labels,
             fields,
@@ -294,7 +312,9 @@ mod tests {
         let (rv, start) = decode_continue(&t).unwrap();
         assert_eq!((rv, start.as_str()), (42, "default/web\0"));
         let q = parse_query(Some("labelSelector=app%3Dweb&limit=2&resourceVersionMatch=Exact"));
-        assert_eq!(ListOptions::parse(&q).unwrap_err().code, 400);
+        let e = ListOptions::parse(&q).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(e.message, "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");
         let q = parse_query(Some("resourceVersion=9&resourceVersionMatch=NotOlderThan"));
         let o = ListOptions::parse(&q).unwrap();
         assert_eq!(o.read_at(5).unwrap_err().code, 504);

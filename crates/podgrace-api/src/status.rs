@@ -88,6 +88,11 @@ impl ApiError {
     /// 422 `The Pod "web" is invalid: CAUSES` (`NewInvalid`): one cause is printed alone,
     /// several as `[a, b]` (`utilerrors.NewAggregate`).
     pub fn invalid(r: &Resource, name: &str, causes: Vec<Cause>) -> ApiError {
+        ApiError::invalid_kind(&r.group_kind(), r.group, r.kind, name, causes)
+    }
+
+    /// [`ApiError::invalid`] for any group kind (`ListOptions.meta.k8s.io`).
+    pub fn invalid_kind(group_kind: &str, group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
         let parts: Vec<String> = causes
             .iter()
             .map(|c| {
@@ -99,12 +104,12 @@ impl ApiError {
             })
             .collect();
         let message = match parts.len() {
-            0 => format!("{} {name:?} is invalid", r.group_kind()),
-            1 => format!("{} {name:?} is invalid: {}", r.group_kind(), parts[0]),
-            _ => format!("{} {name:?} is invalid: [{}]", r.group_kind(), parts.join(", ")),
+            0 => format!("{group_kind} {name:?} is invalid"),
+            1 => format!("{group_kind} {name:?} is invalid: {}", parts[0]),
+            _ => format!("{group_kind} {name:?} is invalid: [{}]", parts.join(", ")),
         };
         let mut e = ApiError::new(422, "Invalid", message);
-        e.details = Some((r.group.to_string(), r.kind.to_string(), name.to_string()));
+        e.details = Some((group.to_string(), kind.to_string(), name.to_string()));
         e.causes = causes;
         e
     }
