@@ -31,6 +31,7 @@ use crate::resource::{self, field_value, Resource, RESOURCES};
 use crate::status::{self, ApiError};
 use crate::store::{self, Obj, Page, ReadAt, Store, StoreError};
 
+
 /// How the server is configured.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -319,10 +320,21 @@ impl Api {
         }
         let obj = Self::to_storage(r, obj);
         let key = r.key(ns, &name);
+        let bound = r.kind == "Pod" && r.group.is_empty() && obj.pointer("/status/conditions/0/type").and_then(Value::as_str) == Some("PodScheduled");
         let stored = s.create(r.storage, &key, obj).map_err(|e| store_err(r, &name, e))?;
+        if bound {
+            // The scheduler's binding records `Scheduled` (events.k8s.io/v1, from
+            // `pkg/scheduler/schedule_one.go` `bindingCycle`).
+            let ev = scheduled_event(&stored, &self.0.cfg.node_name, now());
+            let ek = format!("{ns}/{}", meta::name(&ev));
+            let _ = s.create("events", &ek, ev);
+        }
         let rv = s.current_rv();
         drop(s);
         self.wake(r.storage, rv);
+        if bound {
+            self.wake("events", rv);
+        }
         Ok(Written {
             object: Self::present(r, &stored),
             code: 201,
@@ -869,7 +881,24 @@ impl Api {
     }
 }
 
-/// The stored object `o` stamped for output (shared, for watches).
-pub fn shared(o: &Obj) -> Obj {
-    o.clone()
+/// The `Scheduled` Event the scheduler writes when it binds `pod` to `node`: `Normal`,
+/// `Successfully assigned NS/NAME to NODE`, reported by `default-scheduler` with action
+/// `Binding` and an eventTime (no count, no first/last timestamps: an events.k8s.io/v1 event).
+pub fn scheduled_event(pod: &Obj, node: &str, now: jiff::Timestamp) -> Value {
+    let ns = meta::namespace(pod);
+    let name = meta::name(pod);
+    json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond()), "namespace": ns, "uid": meta::new_uid(), "creationTimestamp": meta::time_string(now)},
+        "involvedObject": {"kind": "Pod", "namespace": ns, "name": name, "uid": meta::uid(pod), "apiVersion": "v1", "resourceVersion": pod.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()},
+        "reason": "Scheduled",
+        "message": format!("Successfully assigned {ns}/{name} to {node}"),
+        "source": {},
+        "firstTimestamp": null, "lastTimestamp": null,
+        "type": "Normal",
+        "eventTime": meta::micro_time_string(now),
+        "action": "Binding",
+        "reportingComponent": "default-scheduler",
+        "reportingInstance": format!("default-scheduler-{node}"),
+    })
 }

@@ -24,7 +24,7 @@ use crate::registry::FieldValidation;
 use crate::resource::{self, Resource};
 use crate::status::ApiError;
 use crate::table::{self, IncludeObject};
-use crate::{discovery, logs, openapi, watch};
+use crate::{discovery, logs, openapi, openapi_v2, watch};
 
 /// The Content-Type of a Table response.
 pub const TABLE_CONTENT_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
@@ -161,19 +161,43 @@ fn include_object(q: &HashMap<String, String>) -> Result<IncludeObject, ApiError
     }
 }
 
+/// Reads the request body up to the limit (3 MiB by default; 413 above it). An oversized body
+/// is still read and discarded up to 8 times the limit (for at most 2 s) before the answer, so
+/// that an HTTP/2 client gets the 413 instead of a reset stream; past that the stream is reset.
 async fn read_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
     let limit = api.config().max_body_bytes;
-    let body = http_body_util::Limited::new(req.into_body(), limit);
-    match body.collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                Err(ApiError::too_large(limit))
-            } else {
-                Err(ApiError::bad_request(format!("unable to read the request body: {e}")))
+    let mut body = req.into_body();
+    let mut buf = bytes::BytesMut::new();
+    let mut total = 0usize;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let frame = if total > limit {
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => break,
+            }
+        } else {
+            body.frame().await
+        };
+        match frame {
+            None => break,
+            Some(Err(e)) => return Err(ApiError::bad_request(format!("unable to read the request body: {e}"))),
+            Some(Ok(f)) => {
+                if let Ok(d) = f.into_data() {
+                    total += d.len();
+                    if total <= limit {
+                        buf.extend_from_slice(&d);
+                    } else if total > limit.saturating_mul(8) {
+                        break;
+                    }
+                }
             }
         }
     }
+    if total > limit {
+        return Err(ApiError::too_large(limit));
+    }
+    Ok(buf.freeze())
 }
 
 /// Serves one request (no authentication: see [`authenticated`]).
@@ -205,7 +229,15 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
         Route::GroupVersion(g, v) => discovery::resource_list(&g, &v)
             .map(|v| json_response(200, &v, &[]))
             .ok_or_else(not_found_page),
-        Route::OpenApiV2 => Err(not_found_page()),
+        Route::OpenApiV2 => Ok(if accept.contains(openapi_v2::PROTOBUF) || accept.contains("protobuf") {
+            Response::builder()
+                .status(200)
+                .header("content-type", openapi_v2::PROTOBUF_SERVED)
+                .body(Body::from(openapi_v2::protobuf()))
+                .unwrap_or_default()
+        } else {
+            json_response(200, openapi_v2::document(), &[])
+        }),
         Route::OpenApiV3Index => Ok(json_response(200, &openapi::index(), &[])),
         Route::OpenApiV3(gv) => openapi::document(&gv)
             .map(|v| json_response(200, &v, &[]))

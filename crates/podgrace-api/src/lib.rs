@@ -30,6 +30,7 @@ pub mod listener;
 pub mod logs;
 pub mod meta;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod options;
 pub mod patch;
 pub mod registry;

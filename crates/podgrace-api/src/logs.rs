@@ -92,7 +92,7 @@ pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) 
     let pods = resource::find("", "v1", "pods").expect("pods");
     let pod = api.get(pods, ns, name)?;
     let container = container_choice(&pod, name, q)?;
-    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+    let flag = |k: &str| crate::options::flag(q, k);
     let previous = flag("previous");
     let timestamps = flag("timestamps");
     let follow = flag("follow") && !previous;

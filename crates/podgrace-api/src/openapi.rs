@@ -69,44 +69,50 @@ fn schemas() -> &'static Map<String, Value> {
         g.subschema_for::<events::Event>();
         g.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
         let mut defs = g.take_definitions(true);
-        for d in patch::defs() {
-            let Some(props) = defs
-                .get_mut(d.name)
-                .and_then(|s| s.get_mut("properties"))
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            for p in d.props {
-                if let Some(ps) = props.get_mut(p.name).and_then(Value::as_object_mut) {
-                    if !p.strategy.is_empty() {
-                        ps.insert("x-kubernetes-patch-strategy".into(), json!(p.strategy));
-                    }
-                    if !p.merge_key.is_empty() {
-                        ps.insert("x-kubernetes-patch-merge-key".into(), json!(p.merge_key));
-                    }
-                    if !p.list_type.is_empty() {
-                        ps.insert("x-kubernetes-list-type".into(), json!(p.list_type));
-                    }
-                }
-            }
-        }
-        for r in RESOURCES {
-            for kind in [r.kind.to_string()] {
-                let name = def_name(r, &kind);
-                if let Some(s) = defs.get_mut(&name).and_then(Value::as_object_mut) {
-                    s.insert(
-                        "x-kubernetes-group-version-kind".into(),
-                        json!([{"group": r.group, "version": r.version, "kind": kind}]),
-                    );
-                }
-            }
-        }
+        decorate(&mut defs);
         for v in defs.values_mut() {
             wrap_refs(v);
         }
         defs
     })
+}
+
+/// Adds what kube-apiserver's document carries and schemars does not: the strategic merge
+/// patch keys of upstream's document and the `x-kubernetes-group-version-kind` of each kind.
+pub(crate) fn decorate(defs: &mut Map<String, Value>) {
+    for d in patch::defs() {
+        let Some(props) = defs
+            .get_mut(d.name)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        for p in d.props {
+            if let Some(ps) = props.get_mut(p.name).and_then(Value::as_object_mut) {
+                if !p.strategy.is_empty() {
+                    ps.insert("x-kubernetes-patch-strategy".into(), json!(p.strategy));
+                }
+                if !p.merge_key.is_empty() {
+                    ps.insert("x-kubernetes-patch-merge-key".into(), json!(p.merge_key));
+                }
+                if !p.list_type.is_empty() {
+                    ps.insert("x-kubernetes-list-type".into(), json!(p.list_type));
+                }
+            }
+        }
+    }
+    for r in RESOURCES {
+        for kind in [r.kind.to_string()] {
+            let name = def_name(r, &kind);
+            if let Some(s) = defs.get_mut(&name).and_then(Value::as_object_mut) {
+                s.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": r.group, "version": r.version, "kind": kind}]),
+                );
+            }
+        }
+    }
 }
 
 /// `{"$ref": X, "description": D}` → `{"allOf": [{"$ref": X}], "description": D}`, as

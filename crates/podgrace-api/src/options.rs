@@ -54,8 +54,11 @@ pub struct ListOptions {
     pub send_initial_events: Option<bool>,
 }
 
-fn flag(q: &HashMap<String, String>, k: &str) -> bool {
-    q.get(k).is_some_and(|v| v == "true" || v == "1")
+/// A boolean query parameter, read as Go's `strconv.ParseBool` reads it (`1`, `t`, `T`,
+/// `true`, `True`, `TRUE` are true).
+pub fn flag(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k)
+        .is_some_and(|v| matches!(v.as_str(), "1" | "t" | "T" | "true" | "True" | "TRUE"))
 }
 
 /// Encodes a continue token (`storage.EncodeContinue`): base64url of
@@ -123,7 +126,7 @@ impl ListOptions {
             None => None,
         };
         // `ValidateListOptions` / `validateWatchOptions`: 422 on ListOptions.meta.k8s.io.
-        let send_initial_events = q.get("sendInitialEvents").map(|v| v == "true");
+        let send_initial_events = q.get("sendInitialEvents").map(|_| flag(q, "sendInitialEvents"));
         let mut causes: Vec<Cause> = Vec::new();
         let forbid = |causes: &mut Vec<Cause>, field: &str, msg: &str| {
             causes.push(Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {msg}"), field: field.into() })

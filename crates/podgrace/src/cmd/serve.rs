@@ -32,11 +32,17 @@ pub struct Args {
     /// Watch events kept per resource; a watch from an older resourceVersion gets 410 Gone.
     #[arg(long, default_value_t = podgrace_api::store::DEFAULT_HISTORY)]
     watch_history: usize,
+    /// How often a watch that allows bookmarks gets one (kube-apiserver: 1m).
+    #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
+    bookmark_interval: Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.watch_history == 0 {
         return Err(BadInput("--watch-history must be at least 1".into()).into());
+    }
+    if args.bookmark_interval.is_zero() {
+        return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
     }
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(serve(args))
@@ -47,6 +53,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         node_name: args.node_name.clone(),
         history: args.watch_history,
         kube_version: args.kubernetes_version,
+        bookmark_interval: args.bookmark_interval,
         ..ApiConfig::default()
     });
     let creds = podgrace_api::tls::generate(&[args.bind.ip()]).context("creating the server's certificate")?;
