@@ -31,7 +31,6 @@ use crate::resource::{self, field_value, Resource, RESOURCES};
 use crate::status::{self, ApiError};
 use crate::store::{self, Obj, Page, ReadAt, Store, StoreError};
 
-
 /// How the server is configured.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -142,7 +141,9 @@ impl Api {
     pub fn new(cfg: ApiConfig) -> Api {
         let mut notify = HashMap::new();
         for r in RESOURCES {
-            notify.entry(r.storage).or_insert_with(|| watch::channel(0).0);
+            notify
+                .entry(r.storage)
+                .or_insert_with(|| watch::channel(0).0);
         }
         let api = Api(Arc::new(Inner {
             store: Mutex::new(Store::new(cfg.history)),
@@ -213,7 +214,13 @@ impl Api {
         }
     }
 
-    fn check_namespace(&self, s: &Store, r: &Resource, ns: &str, name: &str) -> Result<(), ApiError> {
+    fn check_namespace(
+        &self,
+        s: &Store,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         if !r.namespaced {
             return Ok(());
         }
@@ -247,7 +254,11 @@ impl Api {
                 .map(|p| {
                     p.items
                         .iter()
-                        .filter_map(|(_, o)| o.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_string))
+                        .filter_map(|(_, o)| {
+                            o.pointer("/spec/clusterIP")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
@@ -279,7 +290,11 @@ impl Api {
                         .flat_map(|(_, o)| {
                             o.pointer("/spec/ports")
                                 .and_then(Value::as_array)
-                                .map(|a| a.iter().filter_map(|p| p.get("nodePort").and_then(Value::as_i64)).collect::<Vec<_>>())
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+                                        .collect::<Vec<_>>()
+                                })
                                 .unwrap_or_default()
                         })
                         .collect()
@@ -309,7 +324,7 @@ impl Api {
         body: &[u8],
         fv: FieldValidation,
     ) -> Result<Written, ApiError> {
-        let decoded = registry::decode(r, body, fv)?;
+        let decoded = registry::decode(r, body, fv, self.0.cfg.kube_version)?;
         let warnings = decoded.warnings.clone();
         let mut obj = registry::prepare_create(r, ns, decoded, &self.context())?;
         let name = meta::name(&obj).to_string();
@@ -320,8 +335,15 @@ impl Api {
         }
         let obj = Self::to_storage(r, obj);
         let key = r.key(ns, &name);
-        let bound = r.kind == "Pod" && r.group.is_empty() && obj.pointer("/status/conditions/0/type").and_then(Value::as_str) == Some("PodScheduled");
-        let stored = s.create(r.storage, &key, obj).map_err(|e| store_err(r, &name, e))?;
+        let bound = r.kind == "Pod"
+            && r.group.is_empty()
+            && obj
+                .pointer("/status/conditions/0/type")
+                .and_then(Value::as_str)
+                == Some("PodScheduled");
+        let stored = s
+            .create(r.storage, &key, obj)
+            .map_err(|e| store_err(r, &name, e))?;
         if bound {
             // The scheduler's binding records `Scheduled` (events.k8s.io/v1, from
             // `pkg/scheduler/schedule_one.go` `bindingCycle`).
@@ -434,7 +456,12 @@ impl Api {
     ///
     /// # Errors
     /// As [`Api::list_page`].
-    pub fn list(&self, r: &'static Resource, ns: Option<&str>, opts: &ListOptions) -> Result<Value, ApiError> {
+    pub fn list(
+        &self,
+        r: &'static Resource,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Value, ApiError> {
         let (page, cont, remaining) = self.list_page(r, ns, opts)?;
         let items: Vec<Value> = page
             .items
@@ -455,7 +482,9 @@ impl Api {
         if let Some(n) = remaining {
             md["remainingItemCount"] = json!(n);
         }
-        Ok(json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": md, "items": items}))
+        Ok(
+            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": md, "items": items}),
+        )
     }
 
     /// `PUT` of an object (or of its `status` subresource).
@@ -471,7 +500,7 @@ impl Api {
         fv: FieldValidation,
         status_only: bool,
     ) -> Result<Written, ApiError> {
-        let decoded = registry::decode(r, body, fv)?;
+        let decoded = registry::decode(r, body, fv, self.0.cfg.kube_version)?;
         let warnings = decoded.warnings.clone();
         self.write_update(r, ns, name, decoded, status_only, warnings, true)
     }
@@ -505,10 +534,18 @@ impl Api {
         }
         let mut s = self.lock();
         let key = r.key(ns, name);
-        let old = s.get(r.storage, &key).ok_or_else(|| ApiError::not_found(r, name))?;
+        let old = s
+            .get(r.storage, &key)
+            .ok_or_else(|| ApiError::not_found(r, name))?;
         if check_rv {
-            let want = new.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-            let have = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+            let want = new
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let have = old
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if !want.is_empty() && want != have {
                 return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
             }
@@ -517,7 +554,13 @@ impl Api {
         {
             let om = old.get("metadata").cloned().unwrap_or(json!({}));
             let m = meta::meta_mut(&mut new);
-            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generateName"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generateName",
+            ] {
                 match om.get(k) {
                     Some(v) => m.insert(k.into(), v.clone()),
                     None => m.remove(k),
@@ -564,8 +607,12 @@ impl Api {
             });
         }
         // An update that leaves a deleted object without finalizers removes it.
-        let deleting = new.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
-        let dgps = new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+        let deleting = new
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null());
+        let dgps = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
         let stored = StoredPod {
             pod: PodForDelete::default(),
             deletion: DeletionState {
@@ -575,10 +622,13 @@ impl Api {
             finalizers: meta::finalizers(&new),
         };
         let out = if apiserver::should_delete_during_update(&stored) {
-            s.update(r.storage, &key, new).map_err(|e| store_err(r, name, e))?;
-            s.delete(r.storage, &key).map_err(|e| store_err(r, name, e))?
+            s.update(r.storage, &key, new)
+                .map_err(|e| store_err(r, name, e))?;
+            s.delete(r.storage, &key)
+                .map_err(|e| store_err(r, name, e))?
         } else {
-            s.update(r.storage, &key, new).map_err(|e| store_err(r, name, e))?
+            s.update(r.storage, &key, new)
+                .map_err(|e| store_err(r, name, e))?
         };
         let rv = s.current_rv();
         drop(s);
@@ -606,25 +656,34 @@ impl Api {
         fv: FieldValidation,
         status_only: bool,
     ) -> Result<Written, ApiError> {
-        let p: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("error decoding patch: {e}"))
-        })?;
+        let p: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         let current = self.get(r, ns, name)?;
         let patched = match pt {
-            PatchType::Json => patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?,
+            PatchType::Json => {
+                patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?
+            }
             PatchType::Merge => patch::merge_patch(&current, &p),
             PatchType::Strategic => patch::strategic_merge_patch(&current, &p, &openapi_def(r))
                 .map_err(|e| ApiError::bad_request(e.0))?,
         };
         let text = serde_json::to_vec(&patched).map_err(ApiError::internal)?;
-        let decoded = registry::decode(r, &text, fv)?;
+        let decoded = registry::decode(r, &text, fv, self.0.cfg.kube_version)?;
         let warnings = decoded.warnings.clone();
         // A patch naming a resourceVersion is a precondition; otherwise it applies to the
         // current object.
         let pinned = p.pointer("/metadata/resourceVersion").is_some();
         if pinned {
-            let want = p.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-            if want != current.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("") {
+            let want = p
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if want
+                != current
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            {
                 return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
             }
         }
@@ -663,18 +722,26 @@ impl Api {
     ) -> Result<Written, ApiError> {
         let mut s = self.lock();
         let key = r.key(ns, name);
-        let cur = s.get(r.storage, &key).ok_or_else(|| ApiError::not_found(r, name))?;
+        let cur = s
+            .get(r.storage, &key)
+            .ok_or_else(|| ApiError::not_found(r, name))?;
         if let Some(uid) = &opts.precondition_uid {
             if uid != meta::uid(&cur) {
                 return Err(ApiError::conflict(
                     r,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&cur)),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta::uid(&cur)
+                    ),
                 ));
             }
         }
         if let Some(rv) = &opts.precondition_rv {
-            let have = cur.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+            let have = cur
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if rv != have {
                 return Err(ApiError::conflict(
                     r,
@@ -684,15 +751,31 @@ impl Api {
             }
         }
         if opts.dry_run {
-            return Ok(Written { object: Self::present(r, &cur), code: 200, warnings: Vec::new() });
+            return Ok(Written {
+                object: Self::present(r, &cur),
+                code: 200,
+                warnings: Vec::new(),
+            });
         }
         let now_s = now().as_second();
-        let to_secs = |v: Option<&Value>| v.and_then(Value::as_str).and_then(meta::parse_time).map(|t| t.as_second());
+        let to_secs = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .and_then(meta::parse_time)
+                .map(|t| t.as_second())
+        };
         let stored = StoredPod {
             pod: PodForDelete {
-                node_name: cur.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string(),
-                phase: PodPhase::parse(cur.pointer("/status/phase").and_then(Value::as_str).unwrap_or(""))
-                    .unwrap_or(PodPhase::Unknown),
+                node_name: cur
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                phase: PodPhase::parse(
+                    cur.pointer("/status/phase")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                )
+                .unwrap_or(PodPhase::Unknown),
                 termination_grace_period_seconds: cur
                     .pointer("/spec/terminationGracePeriodSeconds")
                     .and_then(Value::as_i64),
@@ -709,18 +792,36 @@ impl Api {
         let is_ns = r.plural == "namespaces";
         let clamp = apiserver::clamps_deletion_timestamp(self.0.cfg.kube_version);
         let outcome = if is_pod {
-            apiserver::store_delete(&stored, opts.present, opts.grace_period_seconds, now_s, clamp)
+            apiserver::store_delete(
+                &stored,
+                opts.present,
+                opts.grace_period_seconds,
+                now_s,
+                clamp,
+            )
         } else {
             // Other kinds have no graceful deletion: immediate, unless finalizers hold them.
-            let decision = apiserver::before_delete(stored.deletion, None, now_s, false, clamp, |_| None);
+            let decision =
+                apiserver::before_delete(stored.deletion, None, now_s, false, clamp, |_| None);
             if stored.finalizers.is_empty() && !is_ns {
-                apiserver::StoreDeleteOutcome { was_deleted: true, object: None, decision }
+                apiserver::StoreDeleteOutcome {
+                    was_deleted: true,
+                    object: None,
+                    decision,
+                }
             } else {
                 let mut kept = stored.clone();
                 if kept.deletion.deletion_timestamp.is_none() {
-                    kept.deletion = DeletionState { deletion_timestamp: Some(now_s), deletion_grace_period_seconds: Some(0) };
+                    kept.deletion = DeletionState {
+                        deletion_timestamp: Some(now_s),
+                        deletion_grace_period_seconds: Some(0),
+                    };
                 }
-                apiserver::StoreDeleteOutcome { was_deleted: false, object: Some(kept), decision }
+                apiserver::StoreDeleteOutcome {
+                    was_deleted: false,
+                    object: Some(kept),
+                    decision,
+                }
             }
         };
         let with_deletion = |d: DeletionState| -> Value {
@@ -739,31 +840,47 @@ impl Api {
             v
         };
         let result = if outcome.decision.graceful_pending {
-            Written { object: Self::present(r, &cur), code: 200, warnings: Vec::new() }
+            Written {
+                object: Self::present(r, &cur),
+                code: 200,
+                warnings: Vec::new(),
+            }
         } else if outcome.was_deleted {
             if outcome.decision.graceful {
                 // Upstream writes the deletion timestamp first, then deletes (two events).
                 let marked = with_deletion(outcome.decision.object);
                 if marked != *cur {
-                    s.update(r.storage, &key, marked).map_err(|e| store_err(r, name, e))?;
+                    s.update(r.storage, &key, marked)
+                        .map_err(|e| store_err(r, name, e))?;
                 }
             }
-            let last = s.delete(r.storage, &key).map_err(|e| store_err(r, name, e))?;
+            let last = s
+                .delete(r.storage, &key)
+                .map_err(|e| store_err(r, name, e))?;
             let object = if is_ns {
                 Self::present(r, &last)
             } else {
                 status::success(Some((r, name, meta::uid(&last))))
             };
-            Written { object, code: 200, warnings: Vec::new() }
+            Written {
+                object,
+                code: 200,
+                warnings: Vec::new(),
+            }
         } else {
             let kept = outcome.object.map(|o| o.deletion).unwrap_or_default();
             let marked = with_deletion(kept);
             let out = if marked != *cur {
-                s.update(r.storage, &key, marked).map_err(|e| store_err(r, name, e))?
+                s.update(r.storage, &key, marked)
+                    .map_err(|e| store_err(r, name, e))?
             } else {
                 cur.clone()
             };
-            Written { object: Self::present(r, &out), code: 200, warnings: Vec::new() }
+            Written {
+                object: Self::present(r, &out),
+                code: 200,
+                warnings: Vec::new(),
+            }
         };
         let rv = s.current_rv();
         drop(s);
@@ -789,7 +906,14 @@ impl Api {
         let keys: Vec<(String, String)> = {
             let s = self.lock();
             let page = s
-                .list(r.storage, &Self::prefix(r, ns), None, 0, ReadAt::Latest, |o| Self::matches(r, list, o))
+                .list(
+                    r.storage,
+                    &Self::prefix(r, ns),
+                    None,
+                    0,
+                    ReadAt::Latest,
+                    |o| Self::matches(r, list, o),
+                )
                 .map_err(|e| store_err(r, "", e))?;
             page.items
                 .iter()
@@ -815,19 +939,44 @@ impl Api {
         }
         self.reap_namespaces();
         let rv = self.lock().current_rv();
-        Ok(json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}))
+        Ok(
+            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        )
     }
 
     /// The namespace controller's content deletion for a terminating namespace.
     fn delete_namespace_content(&self, ns: &str) {
-        for r in RESOURCES.iter().filter(|r| r.namespaced && r.group != "events.k8s.io") {
+        for r in RESOURCES
+            .iter()
+            .filter(|r| r.namespaced && r.group != "events.k8s.io")
+        {
             let names: Vec<String> = self.with_store(|s| {
-                s.list(r.storage, &format!("{ns}/"), None, 0, ReadAt::Latest, |_| true)
-                    .map(|p| p.items.iter().map(|(_, o)| meta::name(o).to_string()).collect())
-                    .unwrap_or_default()
+                s.list(
+                    r.storage,
+                    &format!("{ns}/"),
+                    None,
+                    0,
+                    ReadAt::Latest,
+                    |_| true,
+                )
+                .map(|p| {
+                    p.items
+                        .iter()
+                        .map(|(_, o)| meta::name(o).to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
             });
             for n in names {
-                let _ = self.delete_locked(r, ns, &n, &DeleteOptions { present: true, ..Default::default() });
+                let _ = self.delete_locked(
+                    r,
+                    ns,
+                    &n,
+                    &DeleteOptions {
+                        present: true,
+                        ..Default::default()
+                    },
+                );
             }
         }
         self.reap_namespaces();
@@ -846,9 +995,16 @@ impl Api {
         let mut changed = false;
         for ns in terminating {
             let empty = RESOURCES.iter().filter(|r| r.namespaced).all(|r| {
-                s.list(r.storage, &format!("{ns}/"), None, 1, ReadAt::Latest, |_| true)
-                    .map(|p| p.items.is_empty())
-                    .unwrap_or(true)
+                s.list(
+                    r.storage,
+                    &format!("{ns}/"),
+                    None,
+                    1,
+                    ReadAt::Latest,
+                    |_| true,
+                )
+                .map(|p| p.items.is_empty())
+                .unwrap_or(true)
             });
             if empty && s.delete("namespaces", &ns).is_ok() {
                 changed = true;
@@ -877,7 +1033,12 @@ impl Api {
 
     /// The labels of served resources by storage, for tests and diagnostics.
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
-        self.with_store(|s| RESOURCES.iter().map(|r| (r.storage, s.len(r.storage))).collect())
+        self.with_store(|s| {
+            RESOURCES
+                .iter()
+                .map(|r| (r.storage, s.len(r.storage)))
+                .collect()
+        })
     }
 }
 

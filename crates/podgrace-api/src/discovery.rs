@@ -36,7 +36,11 @@ pub fn api_versions() -> Value {
 
 fn group_json(g: &str) -> Value {
     let versions: Vec<&str> = {
-        let mut v: Vec<&str> = RESOURCES.iter().filter(|r| r.group == g).map(|r| r.version).collect();
+        let mut v: Vec<&str> = RESOURCES
+            .iter()
+            .filter(|r| r.group == g)
+            .map(|r| r.version)
+            .collect();
         v.dedup();
         v
     };
@@ -97,6 +101,12 @@ pub fn resource_list(g: &str, v: &str) -> Option<Value> {
     if rs.is_empty() {
         return None;
     }
-    let gv = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs}))
+    let gv = if g.is_empty() {
+        v.to_string()
+    } else {
+        format!("{g}/{v}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs}),
+    )
 }

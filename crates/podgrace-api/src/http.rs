@@ -74,7 +74,11 @@ pub enum Route {
 
 /// Parses a request path as `RequestInfoFactory.NewRequestInfo` does.
 pub fn route(path: &str) -> Route {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
     match parts.as_slice() {
         ["version"] => return Route::Version,
         ["healthz"] | ["livez"] | ["readyz"] => return Route::Healthz,
@@ -181,7 +185,11 @@ async fn read_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
         };
         match frame {
             None => break,
-            Some(Err(e)) => return Err(ApiError::bad_request(format!("unable to read the request body: {e}"))),
+            Some(Err(e)) => {
+                return Err(ApiError::bad_request(format!(
+                    "unable to read the request body: {e}"
+                )))
+            }
             Some(Ok(f)) => {
                 if let Ok(d) = f.into_data() {
                     total += d.len();
@@ -229,15 +237,17 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
         Route::GroupVersion(g, v) => discovery::resource_list(&g, &v)
             .map(|v| json_response(200, &v, &[]))
             .ok_or_else(not_found_page),
-        Route::OpenApiV2 => Ok(if accept.contains(openapi_v2::PROTOBUF) || accept.contains("protobuf") {
-            Response::builder()
-                .status(200)
-                .header("content-type", openapi_v2::PROTOBUF_SERVED)
-                .body(Body::from(openapi_v2::protobuf()))
-                .unwrap_or_default()
-        } else {
-            json_response(200, openapi_v2::document(), &[])
-        }),
+        Route::OpenApiV2 => Ok(
+            if accept.contains(openapi_v2::PROTOBUF) || accept.contains("protobuf") {
+                Response::builder()
+                    .status(200)
+                    .header("content-type", openapi_v2::PROTOBUF_SERVED)
+                    .body(Body::from(openapi_v2::protobuf()))
+                    .unwrap_or_default()
+            } else {
+                json_response(200, openapi_v2::document(), &[])
+            },
+        ),
         Route::OpenApiV3Index => Ok(json_response(200, &openapi::index(), &[])),
         Route::OpenApiV3(gv) => openapi::document(&gv)
             .map(|v| json_response(200, &v, &[]))
@@ -262,17 +272,30 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     let opts = ListOptions::parse(&q)?;
                     if opts.watch || watch_prefix {
                         Api::check_fields(resource, &opts)?;
-                        return watch::serve(api.clone(), resource, namespace, opts, wants_table(&accept).then(|| include_object(&q)).transpose()?);
+                        return watch::serve(
+                            api.clone(),
+                            resource,
+                            namespace,
+                            opts,
+                            wants_table(&accept)
+                                .then(|| include_object(&q))
+                                .transpose()?,
+                        );
                     }
                     let list = api.list(resource, namespace.as_deref(), &opts)?;
                     if wants_table(&accept) {
                         let inc = include_object(&q)?;
-                        let items: Vec<Value> = list["items"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default();
+                        let items: Vec<Value> =
+                            list["items"].as_array().cloned().unwrap_or_default();
                         let refs: Vec<&Value> = items.iter().collect();
-                        let t = table::table(resource.kind, &refs, jiff::Timestamp::now(), inc, true, list["metadata"].clone());
+                        let t = table::table(
+                            resource.kind,
+                            &refs,
+                            jiff::Timestamp::now(),
+                            inc,
+                            true,
+                            list["metadata"].clone(),
+                        );
                         return Ok(table_response(&t));
                     }
                     Ok(json_response(200, &list, &[]))
@@ -280,12 +303,29 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                 ("GET", Some(n), None) | ("GET", Some(n), Some("status")) => {
                     if watch_prefix {
                         let mut opts = ListOptions::parse(&q)?;
-                        opts.fields.terms.push(("metadata.name".into(), n.to_string(), true));
-                        return watch::serve(api.clone(), resource, namespace, opts, wants_table(&accept).then(|| include_object(&q)).transpose()?);
+                        opts.fields
+                            .terms
+                            .push(("metadata.name".into(), n.to_string(), true));
+                        return watch::serve(
+                            api.clone(),
+                            resource,
+                            namespace,
+                            opts,
+                            wants_table(&accept)
+                                .then(|| include_object(&q))
+                                .transpose()?,
+                        );
                     }
                     let obj = api.get(resource, &ns, n)?;
                     if wants_table(&accept) {
-                        let t = table::table(resource.kind, &[&obj], jiff::Timestamp::now(), include_object(&q)?, true, serde_json::json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()}));
+                        let t = table::table(
+                            resource.kind,
+                            &[&obj],
+                            jiff::Timestamp::now(),
+                            include_object(&q)?,
+                            true,
+                            serde_json::json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()}),
+                        );
                         return Ok(table_response(&t));
                     }
                     Ok(json_response(200, &obj, &[]))
@@ -317,7 +357,8 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     let body = read_body(api, req).await?;
                     let opts = DeleteOptions::parse(&body, &q)?;
                     let list = ListOptions::parse(&q)?;
-                    let out = api.delete_collection(resource, namespace.as_deref(), &list, &opts)?;
+                    let out =
+                        api.delete_collection(resource, namespace.as_deref(), &list, &opts)?;
                     Ok(json_response(200, &out, &[]))
                 }
                 (m, _, _) => {
@@ -357,10 +398,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Whether `req` carries `Authorization: Bearer <token>`.
 pub fn authenticated(req: &Request, token: &str) -> bool {
-    let Some(h) = req.headers().get("authorization").and_then(|v| v.to_str().ok()) else {
+    let Some(h) = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
-    let Some(given) = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")) else {
+    let Some(given) = h
+        .strip_prefix("Bearer ")
+        .or_else(|| h.strip_prefix("bearer "))
+    else {
         return false;
     };
     constant_time_eq(given.trim().as_bytes(), token.as_bytes())
@@ -418,11 +466,26 @@ mod tests {
                 watch_prefix: false
             }
         );
-        assert!(matches!(route("/api/v1/watch/pods"), Route::Resource { watch_prefix: true, namespace: None, .. }));
-        assert!(matches!(route("/apis/events.k8s.io/v1/namespaces/x/events"), Route::Resource { .. }));
+        assert!(matches!(
+            route("/api/v1/watch/pods"),
+            Route::Resource {
+                watch_prefix: true,
+                namespace: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            route("/apis/events.k8s.io/v1/namespaces/x/events"),
+            Route::Resource { .. }
+        ));
         assert_eq!(route("/api/v1/widgets"), Route::NotFound);
-        assert_eq!(route("/apis/apps/v1"), Route::GroupVersion("apps".into(), "v1".into()));
-        assert!(wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"));
+        assert_eq!(
+            route("/apis/apps/v1"),
+            Route::GroupVersion("apps".into(), "v1".into())
+        );
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
         assert!(!wants_table("application/json"));
     }
 }

@@ -20,7 +20,12 @@ pub fn render(server: &str, ca_pem: &str, token: &str) -> String {
 /// # Errors
 /// The I/O error, for the caller to report with the path.
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(text.as_bytes())?;
     f.sync_all()

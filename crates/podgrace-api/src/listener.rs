@@ -38,7 +38,12 @@ pub async fn serve(
     }
 }
 
-async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, router: axum::Router) {
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    router: axum::Router,
+) {
     let _ = stream.set_nodelay(true);
     // A TLS connection starts with a handshake record (0x16); anything else is plain text.
     let mut first = [0u8; 1];
@@ -54,14 +59,17 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, acceptor: T
         Ok(1) => {}
         _ => return,
     }
-    let tls = match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream)).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            tracing::debug!("TLS handshake with {peer}: {e}");
-            return;
-        }
-        Err(_) => return,
-    };
+    let tls =
+        match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream))
+            .await
+        {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                tracing::debug!("TLS handshake with {peer}: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
     let service = TowerToHyperService::new(router);
     let _ = auto::Builder::new(TokioExecutor::new())
         .serve_connection_with_upgrades(TokioIo::new(tls), service)

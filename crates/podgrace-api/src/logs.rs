@@ -49,24 +49,38 @@ pub fn render(line: &str, timestamps: bool, pending: &mut String) -> Option<Stri
     })
 }
 
-fn container_choice(pod: &Value, name: &str, q: &HashMap<String, String>) -> Result<String, ApiError> {
+fn container_choice(
+    pod: &Value,
+    name: &str,
+    q: &HashMap<String, String>,
+) -> Result<String, ApiError> {
     let names: Vec<String> = ["/spec/initContainers", "/spec/containers"]
         .iter()
         .flat_map(|p| {
             pod.pointer(p)
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string)).collect::<Vec<_>>())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()
         })
         .collect();
     let mains: Vec<String> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     match q.get("container").filter(|c| !c.is_empty()) {
         Some(c) if names.contains(c) => Ok(c.clone()),
-        Some(c) => Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}"))),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
         None if mains.len() == 1 => Ok(mains[0].clone()),
         None => Err(ApiError::bad_request(format!(
             "a container name must be specified for pod {name}, choose one of: [{}]",
@@ -88,7 +102,12 @@ fn status_of<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
 /// # Errors
 /// 404 for a missing pod; 400 with upstream's wording for a container that cannot be chosen,
 /// has not started, or has no previous instance.
-pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+pub async fn serve(
+    api: Api,
+    ns: &str,
+    name: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
     let pods = resource::find("", "v1", "pods").expect("pods");
     let pod = api.get(pods, ns, name)?;
     let container = container_choice(&pod, name, q)?;
@@ -109,7 +128,10 @@ pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) 
         ))
     };
     let Some(st) = st else { return Err(waiting()) };
-    if st.pointer("/state/waiting").is_some() && st.pointer("/lastState/terminated").is_none() && !previous {
+    if st.pointer("/state/waiting").is_some()
+        && st.pointer("/lastState/terminated").is_none()
+        && !previous
+    {
         return Err(waiting());
     }
     let restarts = st.get("restartCount").and_then(Value::as_u64).unwrap_or(0);
@@ -123,16 +145,23 @@ pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) 
     } else {
         restarts
     };
-    let Some(dir) = api.config().log_dir.clone() else { return Err(waiting()) };
+    let Some(dir) = api.config().log_dir.clone() else {
+        return Err(waiting());
+    };
     let path: PathBuf = dir
         .join(pod_dir(ns, name, meta::uid(&pod)))
         .join(&container)
         .join(format!("{n}.log"));
     let mut file = tokio::fs::File::open(&path).await.map_err(|_| waiting())?;
     let mut text = String::new();
-    file.read_to_string(&mut text).await.map_err(ApiError::internal)?;
+    file.read_to_string(&mut text)
+        .await
+        .map_err(ApiError::internal)?;
     let mut pending = String::new();
-    let mut lines: Vec<String> = text.lines().filter_map(|l| render(l, timestamps, &mut pending)).collect();
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter_map(|l| render(l, timestamps, &mut pending))
+        .collect();
     if let Some(t) = tail {
         let skip = lines.len().saturating_sub(t);
         lines.drain(..skip);
@@ -141,7 +170,9 @@ pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) 
     if let Some(l) = limit {
         out.truncate(l);
     }
-    let resp = Response::builder().status(200).header("content-type", "text/plain");
+    let resp = Response::builder()
+        .status(200)
+        .header("content-type", "text/plain");
     if !follow || limit.is_some_and(|l| out.len() >= l) {
         return Ok(resp.body(Body::from(out)).unwrap_or_default());
     }
@@ -165,20 +196,34 @@ pub async fn serve(api: Api, ns: &str, name: &str, q: &HashMap<String, String>) 
                 // Only whole lines; a line still being written waits.
                 let whole = buf.rfind('\n').map_or(0, |i| i + 1);
                 offset += whole as u64;
-                let chunk: String = buf[..whole].lines().filter_map(|l| render(l, timestamps, &mut pending)).collect();
+                let chunk: String = buf[..whole]
+                    .lines()
+                    .filter_map(|l| render(l, timestamps, &mut pending))
+                    .collect();
                 if !chunk.is_empty() && tx.send(Bytes::from(chunk)).await.is_err() {
                     return;
                 }
             }
             // The stream ends when the pod is gone or the container was started again.
-            let alive = api.get(pods, &ns, &name).ok().filter(|p| meta::uid(p) == uid);
-            let restarted = alive.as_ref().and_then(|p| status_of(p, &container)).and_then(|s| s.get("restartCount")).and_then(Value::as_u64) != Some(n);
+            let alive = api
+                .get(pods, &ns, &name)
+                .ok()
+                .filter(|p| meta::uid(p) == uid);
+            let restarted = alive
+                .as_ref()
+                .and_then(|p| status_of(p, &container))
+                .and_then(|s| s.get("restartCount"))
+                .and_then(Value::as_u64)
+                != Some(n);
             if alive.is_none() || restarted {
                 return;
             }
         }
     });
-    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::convert::Infallible>)));
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|o| o.map(Ok::<_, std::convert::Infallible>))
+    });
     Ok(resp.body(Body::from_stream(stream)).unwrap_or_default())
 }
 
@@ -189,8 +234,14 @@ mod tests {
     #[test]
     fn cri_lines_render_as_kubectl_logs_prints_them() {
         let mut p = String::new();
-        assert_eq!(render("2026-12-01T10:00:00.1Z stdout F hello", false, &mut p).as_deref(), Some("hello\n"));
-        assert_eq!(render("2026-12-01T10:00:00.2Z stdout P par", true, &mut p), None);
+        assert_eq!(
+            render("2026-12-01T10:00:00.1Z stdout F hello", false, &mut p).as_deref(),
+            Some("hello\n")
+        );
+        assert_eq!(
+            render("2026-12-01T10:00:00.2Z stdout P par", true, &mut p),
+            None
+        );
         assert_eq!(
             render("2026-12-01T10:00:00.3Z stdout F tial", true, &mut p).as_deref(),
             Some("2026-12-01T10:00:00.3Z partial\n")

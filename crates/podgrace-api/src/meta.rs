@@ -74,7 +74,8 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 
 fn is_label(s: &str, first_alpha: bool) -> bool {
@@ -107,7 +108,9 @@ pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
     match rule {
         NameRule::Subdomain => {
             if name.len() > 253 {
-                out.push(format!("Invalid value: {q}: must be no more than 253 characters"));
+                out.push(format!(
+                    "Invalid value: {q}: must be no more than 253 characters"
+                ));
             }
             if !name.split('.').all(|l| is_label(l, false)) {
                 out.push(format!("Invalid value: {q}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN_FMT}')"));
@@ -115,7 +118,9 @@ pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
         }
         NameRule::Label => {
             if name.len() > 63 {
-                out.push(format!("Invalid value: {q}: must be no more than 63 characters"));
+                out.push(format!(
+                    "Invalid value: {q}: must be no more than 63 characters"
+                ));
             }
             if !is_label(name, false) {
                 out.push(format!("Invalid value: {q}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')"));
@@ -123,7 +128,9 @@ pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
         }
         NameRule::Dns1035 => {
             if name.len() > 63 {
-                out.push(format!("Invalid value: {q}: must be no more than 63 characters"));
+                out.push(format!(
+                    "Invalid value: {q}: must be no more than 63 characters"
+                ));
             }
             if !is_label(name, true) {
                 out.push(format!("Invalid value: {q}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"));

@@ -103,14 +103,12 @@ pub(crate) fn decorate(defs: &mut Map<String, Value>) {
         }
     }
     for r in RESOURCES {
-        for kind in [r.kind.to_string()] {
-            let name = def_name(r, &kind);
-            if let Some(s) = defs.get_mut(&name).and_then(Value::as_object_mut) {
-                s.insert(
-                    "x-kubernetes-group-version-kind".into(),
-                    json!([{"group": r.group, "version": r.version, "kind": kind}]),
-                );
-            }
+        let name = def_name(r, r.kind);
+        if let Some(s) = defs.get_mut(&name).and_then(Value::as_object_mut) {
+            s.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([{"group": r.group, "version": r.version, "kind": r.kind}]),
+            );
         }
     }
 }
@@ -153,7 +151,9 @@ fn op(r: &Resource, action: &str, kind: &str, body: bool, patch: bool) -> Value 
             json!({"$ref": format!("#/components/schemas/{}", def_name(r, k))})
         }
     };
-    let mut params = vec![json!({"name": "pretty", "in": "query", "schema": {"type": "string", "uniqueItems": true}})];
+    let mut params = vec![
+        json!({"name": "pretty", "in": "query", "schema": {"type": "string", "uniqueItems": true}}),
+    ];
     if body {
         params.push(json!({"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
         params.push(json!({"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
@@ -173,7 +173,8 @@ fn op(r: &Resource, action: &str, kind: &str, body: bool, patch: bool) -> Value 
             "application/strategic-merge-patch+json": obj,
         }, "required": true});
     } else if body {
-        o["requestBody"] = json!({"content": {"*/*": {"schema": reference(r.kind)}}, "required": true});
+        o["requestBody"] =
+            json!({"content": {"*/*": {"schema": reference(r.kind)}}, "required": true});
     }
     o
 }
@@ -203,7 +204,10 @@ pub fn document(gv: &str) -> Option<Value> {
             }),
         );
         if r.namespaced {
-            paths.insert(format!("{base}/{}", r.plural), json!({"get": op(r, "list", &list_kind, false, false)}));
+            paths.insert(
+                format!("{base}/{}", r.plural),
+                json!({"get": op(r, "list", &list_kind, false, false)}),
+            );
         }
         paths.insert(
             format!("{coll}/{{name}}"),
@@ -233,14 +237,24 @@ mod tests {
     fn the_pod_schema_carries_gvk_and_merge_keys() {
         let doc = document("api/v1").unwrap();
         let s = &doc["components"]["schemas"];
-        assert_eq!(s["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0]["kind"], "Pod");
+        assert_eq!(
+            s["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0]["kind"],
+            "Pod"
+        );
         let c = &s["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(c["x-kubernetes-patch-merge-key"], "name");
         assert_eq!(c["x-kubernetes-patch-strategy"], "merge");
         let p = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
-        assert!(p["parameters"].as_array().unwrap().iter().any(|x| x["name"] == "fieldValidation"));
+        assert!(p["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["name"] == "fieldValidation"));
         assert!(document("apis/events.k8s.io/v1").is_some());
         assert!(document("apis/apps/v1").is_none());
-        assert!(index()["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/api/v1?hash="));
+        assert!(index()["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap()
+            .starts_with("/openapi/v3/api/v1?hash="));
     }
 }

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
-use crate::openapi::{def_name, decorate};
+use crate::openapi::{decorate, def_name};
 use crate::resource::{Resource, RESOURCES};
 
 /// The protobuf media type kubectl asks for.
@@ -47,7 +47,8 @@ fn definitions() -> Map<String, Value> {
 }
 
 fn op(r: &Resource, action: &str, patch: bool, body: bool) -> Value {
-    let mut params = vec![json!({"name": "pretty", "in": "query", "type": "string", "uniqueItems": true})];
+    let mut params =
+        vec![json!({"name": "pretty", "in": "query", "type": "string", "uniqueItems": true})];
     if body {
         for n in ["dryRun", "fieldManager", "fieldValidation"] {
             params.push(json!({"name": n, "in": "query", "type": "string", "uniqueItems": true}));
@@ -55,7 +56,11 @@ fn op(r: &Resource, action: &str, patch: bool, body: bool) -> Value {
         params.push(json!({"name": "body", "in": "body", "required": true, "schema": {"$ref": format!("#/definitions/{}", def_name(r, r.kind))}}));
     }
     let consumes = if patch {
-        json!(["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"])
+        json!([
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json"
+        ])
     } else {
         json!(["*/*"])
     };
@@ -169,10 +174,20 @@ fn encode_schema(v: &Value) -> Vec<u8> {
     if let Some(d) = m.get("default") {
         bytes_field(&mut out, 5, &any(d));
     }
-    for r in m.get("required").and_then(Value::as_array).into_iter().flatten() {
+    for r in m
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         string_field(&mut out, 19, r.as_str().unwrap_or(""));
     }
-    for e in m.get("enum").and_then(Value::as_array).into_iter().flatten() {
+    for e in m
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         bytes_field(&mut out, 20, &any(e));
     }
     match m.get("additionalProperties") {
@@ -191,7 +206,11 @@ fn encode_schema(v: &Value) -> Vec<u8> {
     }
     let types: Vec<&str> = match m.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect(),
         _ => Vec::new(),
     };
     if !types.is_empty() {
@@ -216,7 +235,12 @@ fn encode_schema(v: &Value) -> Vec<u8> {
         }
         _ => {}
     }
-    for s in m.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+    for s in m
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         bytes_field(&mut out, 24, &encode_schema(s));
     }
     if let Some(props) = m.get("properties").and_then(Value::as_object) {
@@ -229,7 +253,11 @@ fn encode_schema(v: &Value) -> Vec<u8> {
         }
         bytes_field(&mut out, 25, &p);
     }
-    bool_field(&mut out, 27, m.get("readOnly").and_then(Value::as_bool).unwrap_or(false));
+    bool_field(
+        &mut out,
+        27,
+        m.get("readOnly").and_then(Value::as_bool).unwrap_or(false),
+    );
     extensions(&mut out, 31, m);
     out
 }
@@ -252,7 +280,13 @@ fn encode_parameter(p: &Value) -> Vec<u8> {
         string_field(&mut q, 2, str_of(&m, "in"));
         string_field(&mut q, 4, str_of(&m, "name"));
         string_field(&mut q, 6, str_of(&m, "type"));
-        bool_field(&mut q, 20, m.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false));
+        bool_field(
+            &mut q,
+            20,
+            m.get("uniqueItems")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        );
         let mut nb = Vec::new();
         bytes_field(&mut nb, 3, &q);
         bytes_field(&mut param, 2, &nb);
@@ -267,20 +301,39 @@ fn encode_operation(v: &Value) -> Vec<u8> {
     let m = v.as_object().cloned().unwrap_or_default();
     let mut out = Vec::new();
     string_field(&mut out, 5, str_of(&m, "operationId"));
-    for p in m.get("produces").and_then(Value::as_array).into_iter().flatten() {
+    for p in m
+        .get("produces")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         string_field(&mut out, 6, p.as_str().unwrap_or(""));
     }
-    for c in m.get("consumes").and_then(Value::as_array).into_iter().flatten() {
+    for c in m
+        .get("consumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         string_field(&mut out, 7, c.as_str().unwrap_or(""));
     }
-    for p in m.get("parameters").and_then(Value::as_array).into_iter().flatten() {
+    for p in m
+        .get("parameters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         bytes_field(&mut out, 8, &encode_parameter(p));
     }
     if let Some(rs) = m.get("responses").and_then(Value::as_object) {
         let mut responses = Vec::new();
         for (code, r) in rs {
             let mut resp = Vec::new();
-            string_field(&mut resp, 1, r.get("description").and_then(Value::as_str).unwrap_or(""));
+            string_field(
+                &mut resp,
+                1,
+                r.get("description").and_then(Value::as_str).unwrap_or(""),
+            );
             if let Some(s) = r.get("schema") {
                 let mut item = Vec::new();
                 bytes_field(&mut item, 1, &encode_schema(s));
@@ -295,7 +348,12 @@ fn encode_operation(v: &Value) -> Vec<u8> {
         }
         bytes_field(&mut out, 9, &responses);
     }
-    for s in m.get("schemes").and_then(Value::as_array).into_iter().flatten() {
+    for s in m
+        .get("schemes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         string_field(&mut out, 10, s.as_str().unwrap_or(""));
     }
     extensions(&mut out, 13, &m);
@@ -306,13 +364,36 @@ fn encode_document(doc: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     string_field(&mut out, 1, "2.0");
     let mut info = Vec::new();
-    string_field(&mut info, 1, doc.pointer("/info/title").and_then(Value::as_str).unwrap_or(""));
-    string_field(&mut info, 2, doc.pointer("/info/version").and_then(Value::as_str).unwrap_or(""));
+    string_field(
+        &mut info,
+        1,
+        doc.pointer("/info/title")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    );
+    string_field(
+        &mut info,
+        2,
+        doc.pointer("/info/version")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    );
     bytes_field(&mut out, 2, &info);
     let mut paths = Vec::new();
-    for (path, item) in doc.get("paths").and_then(Value::as_object).into_iter().flatten() {
+    for (path, item) in doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         let mut pi = Vec::new();
-        for (verb, field) in [("get", 2), ("put", 3), ("post", 4), ("delete", 5), ("patch", 8)] {
+        for (verb, field) in [
+            ("get", 2),
+            ("put", 3),
+            ("post", 4),
+            ("delete", 5),
+            ("patch", 8),
+        ] {
             if let Some(o) = item.get(verb) {
                 bytes_field(&mut pi, field, &encode_operation(o));
             }
@@ -324,7 +405,12 @@ fn encode_document(doc: &Value) -> Vec<u8> {
     }
     bytes_field(&mut out, 8, &paths);
     let mut defs = Vec::new();
-    for (name, s) in doc.get("definitions").and_then(Value::as_object).into_iter().flatten() {
+    for (name, s) in doc
+        .get("definitions")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         let mut named = Vec::new();
         string_field(&mut named, 1, name);
         bytes_field(&mut named, 2, &encode_schema(s));
@@ -341,10 +427,22 @@ mod tests {
     #[test]
     fn the_v2_document_names_kinds_and_field_validation() {
         let d = document();
-        assert_eq!(d["definitions"]["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0]["kind"], "Pod");
-        assert_eq!(d["definitions"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(
+            d["definitions"]["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0]
+                ["kind"],
+            "Pod"
+        );
+        assert_eq!(
+            d["definitions"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+                ["x-kubernetes-patch-merge-key"],
+            "name"
+        );
         let patch = &d["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
-        assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+        assert!(patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation"));
         let pb = protobuf();
         assert!(pb.len() > 10_000);
         // Field 1 (swagger, length-delimited) first: "2.0".

@@ -104,7 +104,9 @@ impl ListOptions {
             None => 0,
             Some(v) => {
                 let n: i64 = v.parse().map_err(|_| {
-                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+                    ApiError::bad_request(format!(
+                        "strconv.ParseInt: parsing {v:?}: invalid syntax"
+                    ))
                 })?;
                 n.max(0) as usize
             }
@@ -126,45 +128,87 @@ impl ListOptions {
             None => None,
         };
         // `ValidateListOptions` / `validateWatchOptions`: 422 on ListOptions.meta.k8s.io.
-        let send_initial_events = q.get("sendInitialEvents").map(|_| flag(q, "sendInitialEvents"));
+        let send_initial_events = q
+            .get("sendInitialEvents")
+            .map(|_| flag(q, "sendInitialEvents"));
         let mut causes: Vec<Cause> = Vec::new();
         let forbid = |causes: &mut Vec<Cause>, field: &str, msg: &str| {
-            causes.push(Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {msg}"), field: field.into() })
+            causes.push(Cause {
+                reason: "FieldValueForbidden".into(),
+                message: format!("Forbidden: {msg}"),
+                field: field.into(),
+            })
         };
         let match_str = q.get("resourceVersionMatch").cloned().unwrap_or_default();
         if watch {
             if send_initial_events.is_some() && rv_match != RvMatch::NotOlderThan {
-                forbid(&mut causes, "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+                forbid(
+                    &mut causes,
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                );
             }
             if rv_match != RvMatch::Unset {
                 if send_initial_events.is_none() {
                     forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided");
                 }
                 if rv_match != RvMatch::NotOlderThan {
-                    causes.push(Cause { reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {match_str:?}: supported values: \"NotOlderThan\""), field: "resourceVersionMatch".into() });
+                    causes.push(Cause {
+                        reason: "FieldValueNotSupported".into(),
+                        message: format!(
+                            "Unsupported value: {match_str:?}: supported values: \"NotOlderThan\""
+                        ),
+                        field: "resourceVersionMatch".into(),
+                    });
                 }
                 if continue_from.is_some() {
-                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+                    forbid(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    );
                 }
             }
         } else {
             if rv_match != RvMatch::Unset {
                 if resource_version.is_empty() {
-                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided");
+                    forbid(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    );
                 }
                 if continue_from.is_some() {
-                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided");
+                    forbid(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    );
                 }
                 if rv_match == RvMatch::Exact && resource_version == "0" {
-                    forbid(&mut causes, "resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+                    forbid(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    );
                 }
             }
             if send_initial_events.is_some() {
-                forbid(&mut causes, "sendInitialEvents", "sendInitialEvents is forbidden for list");
+                forbid(
+                    &mut causes,
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                );
             }
         }
         if !causes.is_empty() {
-            return Err(ApiError::invalid_kind("ListOptions.meta.k8s.io", "meta.k8s.io", "ListOptions", "", causes));
+            return Err(ApiError::invalid_kind(
+                "ListOptions.meta.k8s.io",
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                causes,
+            ));
         }
         if continue_from.is_some() && !resource_version.is_empty() && resource_version != "0" {
             return Err(ApiError::bad_request(
@@ -255,9 +299,7 @@ impl DeleteOptions {
         let mut o = DeleteOptions::default();
         if !body.iter().all(u8::is_ascii_whitespace) {
             let v: Value = serde_json::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "couldn't get version/kind; json parse error: {e}"
-                ))
+                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
             })?;
             o.present = true;
             o.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
@@ -314,7 +356,9 @@ mod tests {
         let t = encode_continue(42, "default/web");
         let (rv, start) = decode_continue(&t).unwrap();
         assert_eq!((rv, start.as_str()), (42, "default/web\0"));
-        let q = parse_query(Some("labelSelector=app%3Dweb&limit=2&resourceVersionMatch=Exact"));
+        let q = parse_query(Some(
+            "labelSelector=app%3Dweb&limit=2&resourceVersionMatch=Exact",
+        ));
         let e = ListOptions::parse(&q).unwrap_err();
         assert_eq!(e.code, 422);
         assert_eq!(e.message, "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");

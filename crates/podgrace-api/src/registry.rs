@@ -82,7 +82,11 @@ fn normalize_kind(r: &Resource, v: Value) -> Result<Value, String> {
 
 /// Unknown and duplicate fields of `text` for kind `r` (paths from the object root), through
 /// the manifest loader's strict decoding.
-fn strict_issues(r: &Resource, text: &str) -> (Vec<String>, Vec<Cause>, Vec<String>) {
+fn strict_issues(
+    r: &Resource,
+    text: &str,
+    version: KubeVersion,
+) -> (Vec<String>, Vec<Cause>, Vec<String>) {
     use k8s_openapi::api::coordination::v1 as coord;
     use k8s_openapi::api::core::v1 as core;
     use k8s_openapi::api::events::v1 as events;
@@ -91,7 +95,7 @@ fn strict_issues(r: &Resource, text: &str) -> (Vec<String>, Vec<Cause>, Vec<Stri
             text,
             "request",
             &LoadOptions {
-                kube_version: KubeVersion::default(),
+                kube_version: version,
             },
         )
         .err(),
@@ -101,7 +105,9 @@ fn strict_issues(r: &Resource, text: &str) -> (Vec<String>, Vec<Cause>, Vec<Stri
         ("", "ConfigMap") => manifest::load_typed::<core::ConfigMap>(text, "request").err(),
         ("", "Secret") => manifest::load_typed::<core::Secret>(text, "request").err(),
         ("", "Service") => manifest::load_typed::<core::Service>(text, "request").err(),
-        ("coordination.k8s.io", "Lease") => manifest::load_typed::<coord::Lease>(text, "request").err(),
+        ("coordination.k8s.io", "Lease") => {
+            manifest::load_typed::<coord::Lease>(text, "request").err()
+        }
         ("events.k8s.io", "Event") => manifest::load_typed::<events::Event>(text, "request").err(),
         _ => None,
     };
@@ -152,13 +158,18 @@ pub struct Decoded {
 }
 
 /// Decodes a create or update body for `r`, as the handler's decoder does with
-/// `fieldValidation`: malformed JSON and type errors are 400; unknown and duplicate fields are
+/// `fieldValidation`, validating pods as release `version`'s API server does: malformed JSON and type errors are 400; unknown and duplicate fields are
 /// 400 under `Strict`, warnings under `Warn`, dropped under `Ignore`.
 ///
 /// # Errors
 /// [`ApiError`] 400 with upstream's wording
 /// (`Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.x"`).
-pub fn decode(r: &Resource, body: &[u8], fv: FieldValidation) -> Result<Decoded, ApiError> {
+pub fn decode(
+    r: &Resource,
+    body: &[u8],
+    fv: FieldValidation,
+    version: KubeVersion,
+) -> Result<Decoded, ApiError> {
     let mut value: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!(
             "couldn't get version/kind; json parse error: {}",
@@ -193,7 +204,7 @@ pub fn decode(r: &Resource, body: &[u8], fv: FieldValidation) -> Result<Decoded,
     map.insert("apiVersion".into(), json!(r.api_version()));
     map.insert("kind".into(), json!(r.kind));
     let text = serde_json::to_string(&value).map_err(ApiError::internal)?;
-    let (unknown, invalid, types) = strict_issues(r, &text);
+    let (unknown, invalid, types) = strict_issues(r, &text, version);
     if let Some(t) = types.first() {
         return Err(ApiError::bad_request(format!("{handled}: {t}")));
     }
@@ -210,7 +221,8 @@ pub fn decode(r: &Resource, body: &[u8], fv: FieldValidation) -> Result<Decoded,
             FieldValidation::Ignore => {}
         }
     }
-    let object = normalize_kind(r, value).map_err(|e| ApiError::bad_request(format!("{handled}: {e}")))?;
+    let object =
+        normalize_kind(r, value).map_err(|e| ApiError::bad_request(format!("{handled}: {e}")))?;
     Ok(Decoded {
         object,
         warnings,
@@ -273,7 +285,10 @@ pub fn prepare_create(
         } else {
             m.remove("namespace");
         }
-        if m.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        if m.get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+        {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
             ));
@@ -288,10 +303,7 @@ pub fn prepare_create(
             }
         }
         m.insert("uid".into(), json!(meta::new_uid()));
-        m.insert(
-            "creationTimestamp".into(),
-            json!(meta::time_string(cx.now)),
-        );
+        m.insert("creationTimestamp".into(), json!(meta::time_string(cx.now)));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("generation");
@@ -304,7 +316,12 @@ pub fn prepare_create(
             default_pod(obj);
             let qos = qos_class(obj);
             obj["status"] = json!({"phase": "Pending", "qosClass": qos});
-            if obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty() {
+            if obj
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
                 // Every pod lands on the one node: bound at creation, as the scheduler's
                 // binding does (`assignPod`: nodeName and PodScheduled=True).
                 obj["spec"]["nodeName"] = json!(cx.node_name);
@@ -389,7 +406,11 @@ fn default_container(c: &mut Value) {
     }
     if let Some(l) = m.get_mut("lifecycle").and_then(Value::as_object_mut) {
         for h in ["preStop", "postStart"] {
-            if let Some(g) = l.get_mut(h).and_then(|h| h.get_mut("httpGet")).and_then(Value::as_object_mut) {
+            if let Some(g) = l
+                .get_mut(h)
+                .and_then(|h| h.get_mut("httpGet"))
+                .and_then(Value::as_object_mut)
+            {
                 set_default(g, "path", json!("/"));
                 set_default(g, "scheme", json!("HTTP"));
             }
@@ -426,10 +447,14 @@ pub fn default_pod(pod: &mut Value) {
     }
     let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
     if let Some(t) = tolerations.as_array_mut() {
-        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
             let has = t.iter().any(|x| {
                 x.get("key").and_then(Value::as_str) == Some(key)
-                    || (x.get("key").is_none() && x.get("operator").and_then(Value::as_str) == Some("Exists"))
+                    || (x.get("key").is_none()
+                        && x.get("operator").and_then(Value::as_str) == Some("Exists"))
             });
             if !has {
                 t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
@@ -606,14 +631,17 @@ mod tests {
         let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"g-sleep-too-long"},
             "spec":{"terminationGracePeriodSeconds":10,"containers":[{"name":"app","image":"x",
             "lifecycle":{"preStop":{"sleep":{"seconds":20}}}}]}}"#;
-        let d = decode(pods, body, FieldValidation::Strict).unwrap();
+        let d = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap();
         let e = prepare_create(pods, "default", d, &cx()).unwrap_err();
         assert_eq!(e.code, 422);
         assert_eq!(
             e.message,
             "Pod \"g-sleep-too-long\" is invalid: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 20: must be non-negative and less than terminationGracePeriodSeconds (10)"
         );
-        assert_eq!(e.causes[0].field, "spec.containers[0].lifecycle.preStop.sleep");
+        assert_eq!(
+            e.causes[0].field,
+            "spec.containers[0].lifecycle.preStop.sleep"
+        );
     }
 
     #[test]
@@ -621,19 +649,30 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
             "spec":{"terminationGracePeriod":3,"containers":[{"name":"app","image":"x","imagePullPolicyy":"Always"}]}}"#;
-        let e = decode(pods, body, FieldValidation::Strict).unwrap_err();
+        let e = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap_err();
         assert_eq!(e.code, 400);
         assert_eq!(
             e.message,
             "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.terminationGracePeriod\", unknown field \"spec.containers[0].imagePullPolicyy\""
         );
-        let d = decode(pods, body, FieldValidation::Warn).unwrap();
+        let d = decode(pods, body, FieldValidation::Warn, KubeVersion::default()).unwrap();
         assert_eq!(d.warnings.len(), 2);
         assert!(d.object["spec"].get("terminationGracePeriod").is_none());
-        let d = decode(pods, body, FieldValidation::Ignore).unwrap();
+        let d = decode(pods, body, FieldValidation::Ignore, KubeVersion::default()).unwrap();
         assert!(d.warnings.is_empty());
-        let e = decode(pods, b"{not json", FieldValidation::Strict).unwrap_err();
-        assert!(e.message.starts_with("couldn't get version/kind; json parse error: "), "{}", e.message);
+        let e = decode(
+            pods,
+            b"{not json",
+            FieldValidation::Strict,
+            KubeVersion::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("couldn't get version/kind; json parse error: "),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -641,13 +680,16 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         let body = br#"{"metadata":{"generateName":"web-"},"spec":{"terminationGracePeriodSeconds":-5,
             "containers":[{"name":"app","image":"nginx","readinessProbe":{"httpGet":{"port":80}}}]}}"#;
-        let d = decode(pods, body, FieldValidation::Strict).unwrap();
+        let d = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap();
         let p = prepare_create(pods, "default", d, &cx()).unwrap();
         assert!(meta::name(&p).starts_with("web-") && meta::name(&p).len() == 9);
         assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 1);
         assert_eq!(p["spec"]["nodeName"], "node");
         assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
-        assert_eq!(p["spec"]["containers"][0]["readinessProbe"]["periodSeconds"], 10);
+        assert_eq!(
+            p["spec"]["containers"][0]["readinessProbe"]["periodSeconds"],
+            10
+        );
         assert_eq!(p["status"]["phase"], "Pending");
         assert_eq!(p["status"]["qosClass"], "BestEffort");
         assert_eq!(p["metadata"]["namespace"], "default");

@@ -45,9 +45,9 @@ impl LabelSelector {
                 if s.trim().is_empty() {
                     continue;
                 }
-                return Err(SelectorError(format!(
-                    "found '', expected: !, identifier, or 'end of string'"
-                )));
+                return Err(SelectorError(
+                    "found '', expected: !, identifier, or 'end of string'".to_string(),
+                ));
             }
             reqs.push(parse_requirement(part)?);
         }
@@ -70,8 +70,12 @@ impl LabelSelector {
                 LabelOp::NotIn(set) => !v.is_some_and(|v| set.contains(v)),
                 LabelOp::Exists => v.is_some(),
                 LabelOp::DoesNotExist => v.is_none(),
-                LabelOp::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x > *n),
-                LabelOp::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x < *n),
+                LabelOp::Gt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x > *n),
+                LabelOp::Lt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x < *n),
             }
         })
     }
@@ -116,15 +120,14 @@ fn valid_key(k: &str) -> Result<(), SelectorError> {
                 !l.is_empty()
                     && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
                     && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             })
     });
     if name_ok && prefix_ok {
         Ok(())
     } else {
-        Err(SelectorError(format!(
-            "unable to parse requirement: key: Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-        )))
+        Err(SelectorError(format!("unable to parse requirement: key: Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")))
     }
 }
 
@@ -133,15 +136,12 @@ fn valid_value(v: &str) -> Result<(), SelectorError> {
         || (v.len() <= 63
             && v.starts_with(|c: char| c.is_ascii_alphanumeric())
             && v.ends_with(|c: char| c.is_ascii_alphanumeric())
-            && v
-                .chars()
+            && v.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')));
     if ok {
         Ok(())
     } else {
-        Err(SelectorError(format!(
-            "unable to parse requirement: values[0][key]: Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-        )))
+        Err(SelectorError(format!("unable to parse requirement: values[0][key]: Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")))
     }
 }
 
@@ -166,13 +166,7 @@ fn parse_requirement(part: &str) -> Result<(String, LabelOp), SelectorError> {
         valid_key(k)?;
         return Ok((k.to_string(), LabelOp::DoesNotExist));
     }
-    for (tok, make) in [
-        ("!=", 0u8),
-        ("==", 1),
-        ("=", 1),
-        (">", 2),
-        ("<", 3),
-    ] {
+    for (tok, make) in [("!=", 0u8), ("==", 1), ("=", 1), (">", 2), ("<", 3)] {
         if let Some((k, v)) = part.split_once(tok) {
             let (k, v) = (k.trim(), v.trim());
             valid_key(k)?;
@@ -187,9 +181,7 @@ fn parse_requirement(part: &str) -> Result<(String, LabelOp), SelectorError> {
                 }
                 _ => {
                     let n: i64 = v.parse().map_err(|_| {
-                        SelectorError(format!(
-                            "unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer"
-                        ))
+                        SelectorError("unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer".to_string())
                     })?;
                     if make == 2 {
                         LabelOp::Gt(n)
@@ -351,8 +343,22 @@ mod tests {
     fn field_selectors_parse_terms_and_escapes() {
         let f = FieldSelector::parse("metadata.name=web,status.phase!=Running").unwrap();
         assert_eq!(f.required("metadata.name"), Some("web"));
-        assert!(f.matches(|k| Some(if k == "metadata.name" { "web" } else { "Pending" }.into())));
-        assert!(!f.matches(|k| Some(if k == "metadata.name" { "web" } else { "Running" }.into())));
+        assert!(f.matches(|k| Some(
+            if k == "metadata.name" {
+                "web"
+            } else {
+                "Pending"
+            }
+            .into()
+        )));
+        assert!(!f.matches(|k| Some(
+            if k == "metadata.name" {
+                "web"
+            } else {
+                "Running"
+            }
+            .into()
+        )));
         let e = FieldSelector::parse(r"metadata.name=a\,b").unwrap();
         assert_eq!(e.terms[0].1, "a,b");
         assert_eq!(

@@ -26,7 +26,7 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     /// `details.group`, `details.kind`, `details.name`; `None` leaves `details` out.
-    pub details: Option<(String, String, String)>,
+    pub details: Option<Box<(String, String, String)>>,
     pub causes: Vec<Cause>,
     pub retry_after_seconds: Option<u32>,
 }
@@ -44,7 +44,11 @@ impl ApiError {
     }
 
     fn with(mut self, r: &Resource, name: &str) -> ApiError {
-        self.details = Some((r.group.to_string(), r.plural.to_string(), name.to_string()));
+        self.details = Some(Box::new((
+            r.group.to_string(),
+            r.plural.to_string(),
+            name.to_string(),
+        )));
         self
     }
 
@@ -92,7 +96,13 @@ impl ApiError {
     }
 
     /// [`ApiError::invalid`] for any group kind (`ListOptions.meta.k8s.io`).
-    pub fn invalid_kind(group_kind: &str, group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+    pub fn invalid_kind(
+        group_kind: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<Cause>,
+    ) -> ApiError {
         let parts: Vec<String> = causes
             .iter()
             .map(|c| {
@@ -109,7 +119,11 @@ impl ApiError {
             _ => format!("{group_kind} {name:?} is invalid: [{}]", parts.join(", ")),
         };
         let mut e = ApiError::new(422, "Invalid", message);
-        e.details = Some((group.to_string(), kind.to_string(), name.to_string()));
+        e.details = Some(Box::new((
+            group.to_string(),
+            kind.to_string(),
+            name.to_string(),
+        )));
         e.causes = causes;
         e
     }
@@ -145,7 +159,11 @@ impl ApiError {
                 r.group_resource()
             ),
         );
-        e.details = Some((r.group.to_string(), r.plural.to_string(), String::new()));
+        e.details = Some(Box::new((
+            r.group.to_string(),
+            r.plural.to_string(),
+            String::new(),
+        )));
         e
     }
 
@@ -156,7 +174,7 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource",
         );
-        e.details = Some(Default::default());
+        e.details = Some(Box::default());
         e
     }
 
@@ -188,7 +206,7 @@ impl ApiError {
     pub fn too_large_rv(requested: u64, current: u64) -> ApiError {
         let msg = format!("Too large resource version: {requested}, current: {current}");
         let mut e = ApiError::new(504, "Timeout", format!("Timeout: {msg}"));
-        e.details = Some(Default::default());
+        e.details = Some(Box::default());
         e.causes = vec![Cause {
             reason: "ResourceVersionTooLarge".into(),
             message: msg,
@@ -200,8 +218,12 @@ impl ApiError {
 
     /// 500 `Internal error occurred: DETAIL`.
     pub fn internal(detail: impl std::fmt::Display) -> ApiError {
-        let mut e = ApiError::new(500, "InternalError", format!("Internal error occurred: {detail}"));
-        e.details = Some(Default::default());
+        let mut e = ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {detail}"),
+        );
+        e.details = Some(Box::default());
         e.causes = vec![Cause {
             reason: String::new(),
             message: detail.to_string(),
@@ -226,7 +248,7 @@ impl ApiError {
         let (group, kind, name) = self
             .details
             .as_ref()
-            .map(|(g, k, n)| (g.as_str(), k.as_str(), n.as_str()))
+            .map(|d| (d.0.as_str(), d.1.as_str(), d.2.as_str()))
             .unwrap_or(("", "", ""));
         StatusBody {
             kind: "Status",

@@ -423,7 +423,10 @@ impl Store {
 ///
 /// Source: `staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`
 /// `convertToWatchEvent` (Kubernetes 1.18 to 1.37).
-pub fn watch_event(event: &Event, mut matches: impl FnMut(&Value) -> bool) -> Option<(EventType, Obj)> {
+pub fn watch_event(
+    event: &Event,
+    mut matches: impl FnMut(&Value) -> bool,
+) -> Option<(EventType, Obj)> {
     let cur = event.kind != EventType::Deleted && matches(&event.object);
     let old = event.prev.as_ref().is_some_and(|p| matches(p));
     match (cur, old) {
@@ -484,7 +487,8 @@ mod tests {
     fn history_is_bounded_and_old_watches_expire() {
         let mut s = Store::new(2);
         for i in 0..5 {
-            s.create("pods", &format!("default/p{i}"), obj("p", i)).unwrap();
+            s.create("pods", &format!("default/p{i}"), obj("p", i))
+                .unwrap();
         }
         // Events 4 and 5 are kept; 3 was dropped last.
         assert_eq!(s.oldest_rv("pods"), 3);
@@ -518,12 +522,16 @@ mod tests {
         s.delete("pods", "default/b").unwrap(); // 5
         s.create("pods", "default/d", obj("d", 1)).unwrap(); // 6
 
-        let now = s.list("pods", "default/", None, 0, ReadAt::Latest, |_| true).unwrap();
+        let now = s
+            .list("pods", "default/", None, 0, ReadAt::Latest, |_| true)
+            .unwrap();
         let keys: Vec<_> = now.items.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["default/a", "default/d"]);
         assert_eq!(now.rv, 6);
 
-        let then = s.list("pods", "default/", None, 0, ReadAt::Exact(4), |_| true).unwrap();
+        let then = s
+            .list("pods", "default/", None, 0, ReadAt::Exact(4), |_| true)
+            .unwrap();
         let got: Vec<_> = then
             .items
             .iter()
@@ -531,12 +539,16 @@ mod tests {
             .collect();
         assert_eq!(got, [("default/a", 2), ("default/b", 1)]);
 
-        let first = s.list("pods", "", None, 1, ReadAt::Exact(4), |_| true).unwrap();
+        let first = s
+            .list("pods", "", None, 1, ReadAt::Exact(4), |_| true)
+            .unwrap();
         assert_eq!(first.items.len(), 1);
         assert_eq!(first.more_after.as_deref(), Some("default/a"));
         assert_eq!(first.remaining, 2);
         let second = s
-            .list("pods", "", Some("default/a\0"), 5, ReadAt::Exact(4), |_| true)
+            .list("pods", "", Some("default/a\0"), 5, ReadAt::Exact(4), |_| {
+                true
+            })
             .unwrap();
         let keys: Vec<_> = second.items.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["default/b", "other/c"]);
@@ -611,7 +623,9 @@ mod tests {
         }
 
         fn relist(s: &Store, w: &mut Watcher) {
-            let page = s.list("pods", "", None, 0, ReadAt::Latest, |_| true).unwrap();
+            let page = s
+                .list("pods", "", None, 0, ReadAt::Latest, |_| true)
+                .unwrap();
             w.state = page
                 .items
                 .iter()
@@ -632,7 +646,10 @@ mod tests {
                                 assert!(w.state.insert(e.key.clone(), v).is_none(), "ADDED twice")
                             }
                             EventType::Modified => {
-                                assert!(w.state.insert(e.key.clone(), v).is_some(), "MODIFIED unseen")
+                                assert!(
+                                    w.state.insert(e.key.clone(), v).is_some(),
+                                    "MODIFIED unseen"
+                                )
                             }
                             EventType::Deleted => {
                                 assert!(w.state.remove(&e.key).is_some(), "DELETED unseen")

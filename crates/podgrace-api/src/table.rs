@@ -185,12 +185,21 @@ pub fn cells(kind: &str, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         "Node" => node_cells(obj, now),
         "Event" => event_cells(obj, now),
         "ConfigMap" => {
-            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len())
-                + obj.get("binaryData").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len())
+                + obj
+                    .get("binaryData")
+                    .and_then(Value::as_object)
+                    .map_or(0, |m| m.len());
             vec![name, json!(n), age()]
         }
         "Secret" => {
-            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len());
             vec![name, json!(s(obj, "/type")), json!(n), age()]
         }
         "Service" => service_cells(obj, now),
@@ -211,7 +220,10 @@ fn terminated_reason(t: &Value) -> String {
     if signal != 0 {
         format!("Signal:{signal}")
     } else {
-        format!("ExitCode:{}", t.get("exitCode").and_then(Value::as_i64).unwrap_or(0))
+        format!(
+            "ExitCode:{}",
+            t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
+        )
     }
 }
 
@@ -330,7 +342,11 @@ fn pod_cells(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
             }
         }
         if reason == "Completed" {
-            if has_running && arr(pod, "/status/conditions").iter().any(|c| s(c, "/type") == "Ready") {
+            if has_running
+                && arr(pod, "/status/conditions")
+                    .iter()
+                    .any(|c| s(c, "/type") == "Ready")
+            {
                 reason = "Running".into();
             } else if !error_reason.is_empty() {
                 reason = error_reason;
@@ -339,7 +355,9 @@ fn pod_cells(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
             }
         }
     }
-    let deleting = pod.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+    let deleting = pod
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null());
     if deleting && s(pod, "/status/reason") == "NodeLost" {
         reason = "Unknown".into();
     } else if deleting && !matches!(phase, "Succeeded" | "Failed") {
@@ -352,7 +370,13 @@ fn pod_cells(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
         ),
         _ => restarts.to_string(),
     };
-    let or_none = |v: &str| if v.is_empty() { "<none>".to_string() } else { v.to_string() };
+    let or_none = |v: &str| {
+        if v.is_empty() {
+            "<none>".to_string()
+        } else {
+            v.to_string()
+        }
+    };
     let ip = arr(pod, "/status/podIPs")
         .first()
         .map(|p| s(p, "/ip").to_string())
@@ -384,7 +408,11 @@ fn node_cells(node: &Value, now: jiff::Timestamp) -> Vec<Value> {
     let mut status: Vec<String> = Vec::new();
     let conds = arr(node, "/status/conditions");
     if let Some(c) = conds.iter().find(|c| s(c, "/type") == "Ready") {
-        status.push(if s(c, "/status") == "True" { "Ready".into() } else { "NotReady".into() });
+        status.push(if s(c, "/status") == "True" {
+            "Ready".into()
+        } else {
+            "NotReady".into()
+        });
     }
     if status.is_empty() {
         status.push("Unknown".into());
@@ -406,7 +434,11 @@ fn node_cells(node: &Value, now: jiff::Timestamp) -> Vec<Value> {
         .filter(|r| !r.is_empty())
         .collect();
     roles.sort();
-    let roles = if roles.is_empty() { "<none>".to_string() } else { roles.join(",") };
+    let roles = if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    };
     let addr = |ty: &str| {
         arr(node, "/status/addresses")
             .iter()
@@ -416,7 +448,11 @@ fn node_cells(node: &Value, now: jiff::Timestamp) -> Vec<Value> {
     };
     let info = |k: &str| {
         let v = s(node, &format!("/status/nodeInfo/{k}"));
-        if v.is_empty() { "<unknown>".to_string() } else { v.to_string() }
+        if v.is_empty() {
+            "<unknown>".to_string()
+        } else {
+            v.to_string()
+        }
     };
     vec![
         json!(meta::name(node)),
@@ -458,10 +494,22 @@ fn event_cells(ev: &Value, now: jiff::Timestamp) -> Vec<Value> {
     );
     let source = {
         let comp = s(ev, "/source/component");
-        let comp = if comp.is_empty() { s(ev, "/reportingComponent") } else { comp };
+        let comp = if comp.is_empty() {
+            s(ev, "/reportingComponent")
+        } else {
+            comp
+        };
         let host = s(ev, "/source/host");
-        let host = if host.is_empty() { s(ev, "/reportingInstance") } else { host };
-        if host.is_empty() { comp.to_string() } else { format!("{comp}, {host}") }
+        let host = if host.is_empty() {
+            s(ev, "/reportingInstance")
+        } else {
+            host
+        };
+        if host.is_empty() {
+            comp.to_string()
+        } else {
+            format!("{comp}, {host}")
+        }
     };
     vec![
         json!(last_seen),
@@ -481,7 +529,11 @@ fn service_cells(svc: &Value, now: jiff::Timestamp) -> Vec<Value> {
     let ty = s(svc, "/spec/type");
     let ty = if ty.is_empty() { "ClusterIP" } else { ty };
     let cluster_ip = s(svc, "/spec/clusterIP");
-    let cluster_ip = if cluster_ip.is_empty() { "<none>" } else { cluster_ip };
+    let cluster_ip = if cluster_ip.is_empty() {
+        "<none>"
+    } else {
+        cluster_ip
+    };
     let mut external: Vec<String> = arr(svc, "/spec/externalIPs")
         .iter()
         .filter_map(|v| v.as_str().map(str::to_string))
@@ -490,11 +542,21 @@ fn service_cells(svc: &Value, now: jiff::Timestamp) -> Vec<Value> {
         for i in arr(svc, "/status/loadBalancer/ingress") {
             let ip = s(i, "/ip");
             let host = s(i, "/hostname");
-            external.push(if ip.is_empty() { host.to_string() } else { ip.to_string() });
+            external.push(if ip.is_empty() {
+                host.to_string()
+            } else {
+                ip.to_string()
+            });
         }
     }
     let external = if external.is_empty() {
-        if ty == "LoadBalancer" { "<pending>".to_string() } else if ty == "ExternalName" { s(svc, "/spec/externalName").to_string() } else { "<none>".to_string() }
+        if ty == "LoadBalancer" {
+            "<pending>".to_string()
+        } else if ty == "ExternalName" {
+            s(svc, "/spec/externalName").to_string()
+        } else {
+            "<none>".to_string()
+        }
     } else {
         external.join(",")
     };
@@ -510,13 +572,20 @@ fn service_cells(svc: &Value, now: jiff::Timestamp) -> Vec<Value> {
             }
         })
         .collect();
-    let ports = if ports.is_empty() { "<none>".to_string() } else { ports.join(",") };
+    let ports = if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    };
     let selector = svc
         .pointer("/spec/selector")
         .and_then(Value::as_object)
         .filter(|m| !m.is_empty())
         .map(|m| {
-            let mut v: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+            let mut v: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
             v.sort();
             v.join(",")
         })
@@ -621,7 +690,16 @@ mod tests {
         let running = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
             "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0, "state": {"running": {"startedAt": "2026-12-01T09:59:52Z"}}}]});
         let c = pod_cells(&base(running.clone(), false), now());
-        assert_eq!(c[..5], [json!("web"), json!("1/1"), json!("Running"), json!("0"), json!("9s")]);
+        assert_eq!(
+            c[..5],
+            [
+                json!("web"),
+                json!("1/1"),
+                json!("Running"),
+                json!("0"),
+                json!("9s")
+            ]
+        );
         assert_eq!(pod_cells(&base(running, true), now())[2], "Terminating");
         let failed = json!({"phase": "Failed", "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0,
             "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]});
@@ -634,9 +712,15 @@ mod tests {
             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
             "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-12-01T09:59:40Z"}}}]});
         let c = pod_cells(&base(crash, false), now());
-        assert_eq!((c[2].clone(), c[3].clone()), (json!("CrashLoopBackOff"), json!("3 (20s ago)")));
+        assert_eq!(
+            (c[2].clone(), c[3].clone()),
+            (json!("CrashLoopBackOff"), json!("3 (20s ago)"))
+        );
         let pending = json!({"phase": "Pending"});
         let c = pod_cells(&base(pending, false), now());
-        assert_eq!((c[1].clone(), c[2].clone(), c[5].clone()), (json!("0/1"), json!("Pending"), json!("<none>")));
+        assert_eq!(
+            (c[1].clone(), c[2].clone(), c[5].clone()),
+            (json!("0/1"), json!("Pending"), json!("<none>"))
+        );
     }
 }

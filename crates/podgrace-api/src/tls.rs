@@ -4,7 +4,10 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
 
 /// Why the credentials could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -42,13 +45,23 @@ pub fn generate(addresses: &[IpAddr]) -> Result<Credentials, TlsError> {
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "podgrace-ca");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca.distinguished_name
+        .push(DnType::CommonName, "podgrace-ca");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate()?;
-    let mut p = CertificateParams::new(vec!["localhost".to_string(), "kubernetes".to_string(), "kubernetes.default".to_string()])?;
-    p.distinguished_name.push(DnType::CommonName, "podgrace-apiserver");
+    let mut p = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+    ])?;
+    p.distinguished_name
+        .push(DnType::CommonName, "podgrace-apiserver");
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let mut ips: Vec<IpAddr> = vec![[127, 0, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()];
     for a in addresses {
@@ -63,7 +76,12 @@ pub fn generate(addresses: &[IpAddr]) -> Result<Credentials, TlsError> {
     let mut t = [0u8; 32];
     getrandom::fill(&mut t).map_err(|_| rcgen::Error::RemoteKeyError)?;
     let token: String = t.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(Credentials { ca_pem: ca_cert.pem(), cert_der: cert.der().to_vec(), key_der: key.serialize_der(), token })
+    Ok(Credentials {
+        ca_pem: ca_cert.pem(),
+        cert_der: cert.der().to_vec(),
+        key_der: key.serialize_der(),
+        token,
+    })
 }
 
 /// The rustls server configuration for `c`, offering `h2` and `http/1.1`.

@@ -62,7 +62,8 @@ impl Watcher {
             }
             _ => obj.clone(),
         };
-        let mut line = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
+        let mut line =
+            serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
         line.push(b'\n');
         Bytes::from(line)
     }
@@ -131,7 +132,8 @@ impl Watcher {
         loop {
             // Everything written after the cursor, in order.
             let events = self.api.with_store(|s| {
-                s.events_since(storage, cursor).map(|evs| (evs, s.current_rv()))
+                s.events_since(storage, cursor)
+                    .map(|evs| (evs, s.current_rv()))
             });
             match events {
                 Ok((evs, _)) => {
@@ -223,7 +225,9 @@ pub fn serve(
         (Some(true), _) => Start::State {
             bookmark: opts.allow_bookmarks,
         },
-        (Some(false), None) | (Some(false), Some(0)) => Start::After(api.with_store(|s| s.current_rv())),
+        (Some(false), None) | (Some(false), Some(0)) => {
+            Start::After(api.with_store(|s| s.current_rv()))
+        }
         (_, None) | (_, Some(0)) => Start::State { bookmark: false },
         (_, Some(n)) => Start::After(n),
     };
@@ -250,7 +254,8 @@ pub fn serve(
     };
     tokio::spawn(w.run(start, deadline));
     let stream = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::convert::Infallible>))
+        rx.poll_recv(cx)
+            .map(|o| o.map(Ok::<_, std::convert::Infallible>))
     });
     let ct = if table.is_some() {
         crate::http::TABLE_CONTENT_TYPE

@@ -21,7 +21,8 @@ struct Serve {
 
 impl Serve {
     fn start(name: &str, extra: &[&str]) -> Serve {
-        let dir = std::env::temp_dir().join(format!("podgrace-serve-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("podgrace-serve-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
@@ -47,9 +48,17 @@ impl Serve {
                 break;
             }
         }
-        assert!(server.starts_with("https://127.0.0.1:"), "server line: {server:?}");
+        assert!(
+            server.starts_with("https://127.0.0.1:"),
+            "server line: {server:?}"
+        );
         std::thread::spawn(move || for _ in lines {});
-        Serve { child, dir, kubeconfig, server }
+        Serve {
+            child,
+            dir,
+            kubeconfig,
+            server,
+        }
     }
 
     fn file(&self, name: &str, text: &str) -> PathBuf {
@@ -70,14 +79,22 @@ impl Serve {
 
     fn token(&self) -> String {
         let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
-        text.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string()
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .unwrap()
+            .to_string()
     }
 
     fn ca(&self) -> PathBuf {
         use base64::Engine;
         let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
-        let b64 = text.lines().find_map(|l| l.trim().strip_prefix("certificate-authority-data: ")).unwrap();
-        let pem = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        let b64 = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .unwrap();
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
         let p = self.dir.join("ca.pem");
         std::fs::write(&p, pem).unwrap();
         p
@@ -151,7 +168,13 @@ spec:
 ";
 
 fn assert_ok(o: &Output, what: &str) {
-    assert!(o.status.success(), "{what}: exit {:?}\nstdout: {}\nstderr: {}", o.status.code(), out(o), err(o));
+    assert!(
+        o.status.success(),
+        "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        out(o),
+        err(o)
+    );
 }
 
 #[test]
@@ -171,9 +194,15 @@ fn kubectl_sessions_of_every_version() {
         // kubectl 1.27 and 1.28 compute apply's patch from the OpenAPI v2 document; against
         // podgrace's they send the containers whole, so they say "configured" where newer
         // builds (OpenAPI v3) say "unchanged". The object does not change either way.
-        let old = ["kubectl.1.27", "kubectl.1.28"].iter().any(|o| who.ends_with(o));
+        let old = ["kubectl.1.27", "kubectl.1.28"]
+            .iter()
+            .any(|o| who.ends_with(o));
         if old {
-            assert!(out(&o) == "pod/web unchanged\n" || out(&o) == "pod/web configured\n", "{who}: {}", out(&o));
+            assert!(
+                out(&o) == "pod/web unchanged\n" || out(&o) == "pod/web configured\n",
+                "{who}: {}",
+                out(&o)
+            );
         } else {
             assert_eq!(out(&o), "pod/web unchanged\n", "{who}");
         }
@@ -186,65 +215,141 @@ fn kubectl_sessions_of_every_version() {
         let text = out(&o);
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{who}");
+        assert_eq!(
+            header,
+            ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+            "{who}"
+        );
         let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
         assert_eq!(row[..4], ["web", "0/1", "Pending", "0"], "{who}");
         let o = k(&["get", "pods", "-o", "wide"]);
         let head = out(&o);
-        assert!(head.starts_with("NAME") && head.lines().next().unwrap().ends_with("IP       NODE       NOMINATED NODE   READINESS GATES"), "{who}: {head}");
+        assert!(
+            head.starts_with("NAME")
+                && head
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .ends_with("IP       NODE       NOMINATED NODE   READINESS GATES"),
+            "{who}: {head}"
+        );
         assert!(head.contains(" podgrace "), "{who}: {head}");
 
-        assert_eq!(out(&k(&["label", "pod", "web", "tier=front"])), "pod/web labeled\n", "{who}");
+        assert_eq!(
+            out(&k(&["label", "pod", "web", "tier=front"])),
+            "pod/web labeled\n",
+            "{who}"
+        );
         // kubectl 1.27 itself prints "annotate" (its own wording of the time).
         let a = out(&k(&["annotate", "pod", "web", "note=hi"]));
-        assert!(a == "pod/web annotated\n" || (old && a == "pod/web annotate\n"), "{who}: {a}");
+        assert!(
+            a == "pod/web annotated\n" || (old && a == "pod/web annotate\n"),
+            "{who}: {a}"
+        );
         let yaml = out(&k(&["get", "pod", "web", "-o", "yaml"]));
-        for want in ["    app: web2\n", "    tier: front\n", "    note: hi\n", "  nodeName: podgrace\n", "  phase: Pending\n", "  qosClass: BestEffort\n"] {
+        for want in [
+            "    app: web2\n",
+            "    tier: front\n",
+            "    note: hi\n",
+            "  nodeName: podgrace\n",
+            "  phase: Pending\n",
+            "  qosClass: BestEffort\n",
+        ] {
             assert!(yaml.contains(want), "{who}: {want:?} not in\n{yaml}");
         }
         let d = out(&k(&["describe", "pod", "web"]));
-        let d = d.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n");
-        for want in ["Name: web", "Node: podgrace/", "Status: Pending", "Normal Scheduled", "default-scheduler Successfully assigned default/web to podgrace"] {
+        let d = d
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for want in [
+            "Name: web",
+            "Node: podgrace/",
+            "Status: Pending",
+            "Normal Scheduled",
+            "default-scheduler Successfully assigned default/web to podgrace",
+        ] {
             assert!(d.contains(want), "{who}: {want:?} not in\n{d}");
         }
         let ev = out(&k(&["get", "events"]));
         assert!(ev.starts_with("LAST SEEN"), "{who}: {ev}");
-        assert!(ev.contains("Normal") && ev.contains("pod/web") && ev.contains("Successfully assigned default/web to podgrace"), "{who}: {ev}");
+        assert!(
+            ev.contains("Normal")
+                && ev.contains("pod/web")
+                && ev.contains("Successfully assigned default/web to podgrace"),
+            "{who}: {ev}"
+        );
 
         // Bad input, worded as kube-apiserver words it.
-        let bad = s.file("bad.yaml", &POD.replace("name: web\n", "name: g-sleep-too-long\n").replace("seconds: 3", "seconds: 20"));
+        let bad = s.file(
+            "bad.yaml",
+            &POD.replace("name: web\n", "name: g-sleep-too-long\n")
+                .replace("seconds: 3", "seconds: 20"),
+        );
         let o = k(&["apply", "-f", bad.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{who}");
         assert_eq!(err(&o).trim_end(), "The Pod \"g-sleep-too-long\" is invalid: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 20: must be non-negative and less than terminationGracePeriodSeconds (10)", "{who}");
-        let unknown = s.file("unknown.yaml", &POD.replace("name: web\n", "name: u\n").replace("  terminationGracePeriodSeconds: 10", "  terminationGracePeriod: 10"));
+        let unknown = s.file(
+            "unknown.yaml",
+            &POD.replace("name: web\n", "name: u\n").replace(
+                "  terminationGracePeriodSeconds: 10",
+                "  terminationGracePeriod: 10",
+            ),
+        );
         let o = k(&["apply", "-f", unknown.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{who}");
         assert!(err(&o).contains("Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.terminationGracePeriod\""), "{who}: {}", err(&o));
         let o = k(&["apply", "--validate=warn", "-f", unknown.to_str().unwrap()]);
         assert_ok(&o, &who);
-        assert!(err(&o).contains("Warning: unknown field \"spec.terminationGracePeriod\""), "{who}: {}", err(&o));
+        assert!(
+            err(&o).contains("Warning: unknown field \"spec.terminationGracePeriod\""),
+            "{who}: {}",
+            err(&o)
+        );
         let o = k(&["get", "pod", "nosuchpod"]);
-        assert_eq!(err(&o).trim_end(), "Error from server (NotFound): pods \"nosuchpod\" not found", "{who}");
+        assert_eq!(
+            err(&o).trim_end(),
+            "Error from server (NotFound): pods \"nosuchpod\" not found",
+            "{who}"
+        );
 
         // Delete with a grace period: Terminating, deletionGracePeriodSeconds 5.
         let o = k(&["delete", "pod", "web", "--grace-period=5", "--wait=false"]);
         assert_ok(&o, &who);
-        assert!(out(&o).starts_with("pod \"web\" deleted"), "{who}: {}", out(&o));
+        assert!(
+            out(&o).starts_with("pod \"web\" deleted"),
+            "{who}: {}",
+            out(&o)
+        );
         let row = out(&k(&["get", "pod", "web", "--no-headers"]));
-        assert_eq!(row.split_whitespace().nth(2), Some("Terminating"), "{who}: {row}");
-        let json: serde_json::Value = serde_json::from_str(&out(&k(&["get", "pod", "web", "-o", "json"]))).unwrap();
+        assert_eq!(
+            row.split_whitespace().nth(2),
+            Some("Terminating"),
+            "{who}: {row}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&out(&k(&["get", "pod", "web", "-o", "json"]))).unwrap();
         assert_eq!(json["metadata"]["deletionGracePeriodSeconds"], 5, "{who}");
         let o = k(&["delete", "pod", "web", "--force", "--grace-period=0"]);
         assert_ok(&o, &who);
         assert!(err(&o).contains("Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated."), "{who}");
-        assert!(out(&o).starts_with("pod \"web\" force deleted"), "{who}: {}", out(&o));
+        assert!(
+            out(&o).starts_with("pod \"web\" force deleted"),
+            "{who}: {}",
+            out(&o)
+        );
         let o = k(&["get", "pod", "web"]);
         assert_eq!(o.status.code(), Some(1), "{who}");
 
         // kubectl explain reads the OpenAPI v3 document.
         let o = k(&["explain", "pod.spec.terminationGracePeriodSeconds"]);
         assert_ok(&o, &who);
-        assert!(out(&o).contains("terminationGracePeriodSeconds") && out(&o).contains("<integer>"), "{who}: {}", out(&o));
+        assert!(
+            out(&o).contains("terminationGracePeriodSeconds") && out(&o).contains("<integer>"),
+            "{who}: {}",
+            out(&o)
+        );
     }
 }
 
@@ -253,7 +358,10 @@ fn kubectl_get_watch_shows_terminating_then_gone() {
     let bin = kubectls().remove(0);
     let s = Serve::start("watch", &[]);
     let f = s.file("pod.yaml", POD);
-    assert_ok(&s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]), "apply");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
     let mut w = Command::new(&bin)
         .args(["get", "pods", "-w", "--request-timeout=20s"])
         .env("KUBECONFIG", &s.kubeconfig)
@@ -266,14 +374,30 @@ fn kubectl_get_watch_shows_terminating_then_gone() {
     assert!(first.starts_with("NAME"), "{first}");
     let row = lines.next().unwrap().unwrap();
     assert_eq!(row.split_whitespace().nth(2), Some("Pending"), "{row}");
-    assert_ok(&s.kubectl(&bin, &["delete", "pod", "web", "--grace-period=5", "--wait=false"]), "delete");
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["delete", "pod", "web", "--grace-period=5", "--wait=false"],
+        ),
+        "delete",
+    );
     let row = lines.next().unwrap().unwrap();
     assert_eq!(row.split_whitespace().nth(2), Some("Terminating"), "{row}");
-    assert_ok(&s.kubectl(&bin, &["delete", "pod", "web", "--force", "--grace-period=0"]), "force delete");
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["delete", "pod", "web", "--force", "--grace-period=0"],
+        ),
+        "force delete",
+    );
     // The force delete: a MODIFIED (grace 0) and the DELETED row, both Terminating.
     let a = lines.next().unwrap().unwrap();
     let b = lines.next().unwrap().unwrap();
-    assert_eq!((a.split_whitespace().nth(2), b.split_whitespace().nth(2)), (Some("Terminating"), Some("Terminating")), "{a}\n{b}");
+    assert_eq!(
+        (a.split_whitespace().nth(2), b.split_whitespace().nth(2)),
+        (Some("Terminating"), Some("Terminating")),
+        "{a}\n{b}"
+    );
     let _ = w.kill();
     let _ = w.wait();
 }
@@ -281,12 +405,25 @@ fn kubectl_get_watch_shows_terminating_then_gone() {
 #[test]
 fn the_api_is_closed_without_the_token_over_tls_only() {
     let s = Serve::start("security", &[]);
-    let mode = std::fs::metadata(&s.kubeconfig).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&s.kubeconfig)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
     let unauthorized = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
-    assert_eq!(s.curl(&[], "/api/v1/namespaces"), (401, unauthorized.to_string()));
-    assert_eq!(s.curl(&["-H", "Authorization: Bearer wrong"], "/api/v1/namespaces"), (401, unauthorized.to_string()));
-    assert_eq!(s.curl(&["-H", "Authorization: Basic YWRtaW46YWRtaW4="], "/version"), (401, unauthorized.to_string()));
+    assert_eq!(
+        s.curl(&[], "/api/v1/namespaces"),
+        (401, unauthorized.to_string())
+    );
+    assert_eq!(
+        s.curl(&["-H", "Authorization: Bearer wrong"], "/api/v1/namespaces"),
+        (401, unauthorized.to_string())
+    );
+    assert_eq!(
+        s.curl(&["-H", "Authorization: Basic YWRtaW46YWRtaW4="], "/version"),
+        (401, unauthorized.to_string())
+    );
     let auth = format!("Authorization: Bearer {}", s.token());
     let (code, body) = s.curl(&["-H", &auth], "/api/v1/namespaces/default");
     assert_eq!(code, 200, "{body}");
@@ -294,12 +431,24 @@ fn the_api_is_closed_without_the_token_over_tls_only() {
     let port = s.server.rsplit(':').next().unwrap();
     let mut tcp = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(tcp, "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", s.token()).unwrap();
+    write!(
+        tcp,
+        "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        s.token()
+    )
+    .unwrap();
     let mut reply = String::new();
     let _ = tcp.read_to_string(&mut reply);
-    assert_eq!(reply, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n");
+    assert_eq!(
+        reply,
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    );
     // Only TLS with the server's own CA is trusted: the system store does not know it.
-    let o = Command::new("curl").args(["-sS", "-o", "/dev/null"]).arg(format!("{}/version", s.server)).output().unwrap();
+    let o = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null"])
+        .arg(format!("{}/version", s.server))
+        .output()
+        .unwrap();
     assert!(!o.status.success(), "curl without the CA must fail");
     // A token from another serve does not open this one.
     let other = Serve::start("security-other", &[]);
@@ -307,11 +456,21 @@ fn the_api_is_closed_without_the_token_over_tls_only() {
     drop(other);
     assert_eq!(s.curl(&["-H", &stale], "/api/v1/namespaces").0, 401);
     // A kubectl with a wrong token says what kube-apiserver's 401 makes it say.
-    let text = std::fs::read_to_string(&s.kubeconfig).unwrap().replace(&s.token(), "not-the-token");
+    let text = std::fs::read_to_string(&s.kubeconfig)
+        .unwrap()
+        .replace(&s.token(), "not-the-token");
     let wrong = s.file("wrong.kubeconfig", &text);
-    let o = Command::new(kubectls().remove(0)).args(["get", "pods"]).env("KUBECONFIG", &wrong).output().unwrap();
+    let o = Command::new(kubectls().remove(0))
+        .args(["get", "pods"])
+        .env("KUBECONFIG", &wrong)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("error: You must be logged in to the server ("), "{}", err(&o));
+    assert!(
+        err(&o).contains("error: You must be logged in to the server ("),
+        "{}",
+        err(&o)
+    );
     // The default bind address is loopback.
     let help = common::stdout(&common::podgrace(&["serve", "--help"]));
     assert!(help.contains("[default: 127.0.0.1:6443]"), "{help}");
@@ -324,19 +483,44 @@ fn bad_input_gets_clean_errors_and_the_server_keeps_serving() {
     let json = ["-H", "Content-Type: application/json", "-X", "POST"];
     let mut a: Vec<&str> = vec!["-H", &auth];
     a.extend(json);
-    let (code, body) = s.curl(&[a.as_slice(), &["--data", "{\"metadata\": "]].concat(), "/api/v1/namespaces/default/pods");
+    let (code, body) = s.curl(
+        &[a.as_slice(), &["--data", "{\"metadata\": "]].concat(),
+        "/api/v1/namespaces/default/pods",
+    );
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains("\"message\":\"couldn't get version/kind; json parse error: "), "{body}");
-    let big = s.file("big.json", &format!("{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}", "x".repeat(4 << 20)));
+    assert!(
+        body.contains("\"message\":\"couldn't get version/kind; json parse error: "),
+        "{body}"
+    );
+    let big = s.file(
+        "big.json",
+        &format!(
+            "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}",
+            "x".repeat(4 << 20)
+        ),
+    );
     let at = format!("@{}", big.display());
-    let (code, body) = s.curl(&[a.as_slice(), &["--data-binary", &at]].concat(), "/api/v1/namespaces/default/configmaps");
+    let (code, body) = s.curl(
+        &[a.as_slice(), &["--data-binary", &at]].concat(),
+        "/api/v1/namespaces/default/configmaps",
+    );
     assert_eq!(code, 413, "{body}");
-    assert_eq!(body, r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#);
-    let widget = s.file("widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n");
+    assert_eq!(
+        body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#
+    );
+    let widget = s.file(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+    );
     let bin = kubectls().remove(0);
     let o = s.kubectl(&bin, &["apply", "-f", widget.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(err(&o).contains("no matches for kind \"Widget\" in version \"example.com/v1\""), "{}", err(&o));
+    assert!(
+        err(&o).contains("no matches for kind \"Widget\" in version \"example.com/v1\""),
+        "{}",
+        err(&o)
+    );
     let (code, _) = s.curl(&["-H", &auth], "/apis/example.com/v1/widgets");
     assert_eq!(code, 404);
     let o = s.kubectl(&bin, &["get", "namespaces", "-o", "name"]);
@@ -397,10 +581,17 @@ print(json.dumps(out))
 
 #[test]
 fn the_python_client_watches_gets_bookmarks_and_recovers_from_410() {
-    let s = Serve::start("python", &["--watch-history", "5", "--bookmark-interval", "1s"]);
+    let s = Serve::start(
+        "python",
+        &["--watch-history", "5", "--bookmark-interval", "1s"],
+    );
     let script = s.file("watch.py", PY_WATCH);
     let started = Instant::now();
-    let o = Command::new("/usr/bin/python3").arg(&script).arg(&s.kubeconfig).output().expect("run /usr/bin/python3 (python3-kubernetes)");
+    let o = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(&s.kubeconfig)
+        .output()
+        .expect("run /usr/bin/python3 (python3-kubernetes)");
     assert_ok(&o, "python watch script");
     let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
     assert_eq!(v["seen"], serde_json::json!(["ADDED:b", "BOOKMARK"]), "{v}");
@@ -409,7 +600,15 @@ fn the_python_client_watches_gets_bookmarks_and_recovers_from_410() {
     assert!(v.get("unexpected").is_none(), "{v}");
     assert_eq!(v["relisted"], 10);
     assert_eq!(v["after_relist"], serde_json::json!(["ADDED:d"]));
-    let paged: Vec<&str> = v["paged"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
-    assert_eq!(paged, ["a", "b", "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "d"]);
+    let paged: Vec<&str> = v["paged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paged,
+        ["a", "b", "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "d"]
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
 }

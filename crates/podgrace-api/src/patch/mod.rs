@@ -84,7 +84,11 @@ pub fn merge_patch(doc: &Value, patch: &Value) -> Value {
 ///
 /// # Errors
 /// [`PatchError`] for a patch that is not an object or a malformed directive.
-pub fn strategic_merge_patch(doc: &Value, patch: &Value, def_name: &str) -> Result<Value, PatchError> {
+pub fn strategic_merge_patch(
+    doc: &Value,
+    patch: &Value,
+    def_name: &str,
+) -> Result<Value, PatchError> {
     let Value::Object(p) = patch else {
         return Err(PatchError(
             "unable to find api field in struct Unstructured for the json field \"\"".into(),
@@ -114,7 +118,9 @@ fn merge_map(
         Some("delete") => return Ok(Map::new()),
         Some("merge") | None => {}
         Some(other) => {
-            return Err(PatchError(format!("Unknown patch type: {other} in map: {patch:?}")));
+            return Err(PatchError(format!(
+                "Unknown patch type: {other} in map: {patch:?}"
+            )));
         }
     }
     if let Some(retain) = patch.get("$retainKeys") {
@@ -138,7 +144,8 @@ fn merge_map(
             continue;
         }
         if let Some(field) = k.strip_prefix(DELETE_PRIMITIVE) {
-            if let (Some(Value::Array(list)), Some(del)) = (original.get_mut(field), pv.as_array()) {
+            if let (Some(Value::Array(list)), Some(del)) = (original.get_mut(field), pv.as_array())
+            {
                 list.retain(|v| !del.contains(v));
             }
             continue;
@@ -150,7 +157,9 @@ fn merge_map(
         let p = prop(schema, k);
         let sub_def = sub(p);
         let merged = match (original.remove(k), pv) {
-            (Some(Value::Object(o)), Value::Object(pm)) => Value::Object(merge_map(o, pm, sub_def)?),
+            (Some(Value::Object(o)), Value::Object(pm)) => {
+                Value::Object(merge_map(o, pm, sub_def)?)
+            }
             (None, Value::Object(pm)) => Value::Object(merge_map(Map::new(), pm, sub_def)?),
             (Some(Value::Array(o)), Value::Array(pl)) => Value::Array(merge_list(o, pl, p)?),
             (None, Value::Array(pl)) => Value::Array(merge_list(Vec::new(), pl, p)?),
@@ -291,7 +300,10 @@ mod tests {
         let cs = out["spec"]["containers"].as_array().unwrap();
         assert_eq!(cs.len(), 2);
         assert_eq!(cs[0]["image"], "a:2");
-        assert_eq!(cs[0]["env"], json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]));
+        assert_eq!(
+            cs[0]["env"],
+            json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}])
+        );
         assert_eq!(cs[1]["image"], "s:1");
 
         let del = json!({"spec": {"containers": [{"name": "side", "$patch": "delete"}]}});
@@ -325,6 +337,9 @@ mod tests {
         let out = json_patch(&doc, &json!([{"op": "replace", "path": "/a/b", "value": 2}, {"op": "add", "path": "/l/-", "value": 3}])).unwrap();
         assert_eq!(out, json!({"a": {"b": 2}, "l": [1, 2, 3]}));
         assert!(json_patch(&doc, &json!([{"op": "test", "path": "/a/b", "value": 9}])).is_err());
-        assert_eq!(merge_patch(&doc, &json!({"a": null, "l": [9]})), json!({"l": [9]}));
+        assert_eq!(
+            merge_patch(&doc, &json!({"a": null, "l": [9]})),
+            json!({"l": [9]})
+        );
     }
 }

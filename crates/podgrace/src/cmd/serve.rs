@@ -56,27 +56,48 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         bookmark_interval: args.bookmark_interval,
         ..ApiConfig::default()
     });
-    let creds = podgrace_api::tls::generate(&[args.bind.ip()]).context("creating the server's certificate")?;
+    let creds = podgrace_api::tls::generate(&[args.bind.ip()])
+        .context("creating the server's certificate")?;
     let tls = podgrace_api::tls::server_config(&creds).context("configuring TLS")?;
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("listening on {}", args.bind))?;
-    let addr = listener.local_addr().context("reading the listening address")?;
-    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
-    let server = if addr.is_ipv6() { format!("https://[{host}]:{}", addr.port()) } else { format!("https://{host}:{}", addr.port()) };
+    let addr = listener
+        .local_addr()
+        .context("reading the listening address")?;
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let server = if addr.is_ipv6() {
+        format!("https://[{host}]:{}", addr.port())
+    } else {
+        format!("https://{host}:{}", addr.port())
+    };
     let text = podgrace_api::kubeconfig::render(&server, &creds.ca_pem, &creds.token);
     podgrace_api::kubeconfig::write(&args.kubeconfig_out, &text)
         .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
     let abs = std::fs::canonicalize(&args.kubeconfig_out).unwrap_or(args.kubeconfig_out.clone());
-    println!("podgrace serve: Kubernetes {} API on {server} (TLS, bearer token)", args.kubernetes_version);
+    println!(
+        "podgrace serve: Kubernetes {} API on {server} (TLS, bearer token)",
+        args.kubernetes_version
+    );
     println!("kubeconfig: {} (mode 0600)", abs.display());
     println!("export KUBECONFIG={}", abs.display());
     let router = podgrace_api::http::authenticated_router(api.clone(), creds.token.clone());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let listen = tokio::spawn(podgrace_api::listener::serve(listener, tls, router, async {
-        let _ = stop_rx.await;
-    }));
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    let listen = tokio::spawn(podgrace_api::listener::serve(
+        listener,
+        tls,
+        router,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
     drain(&api);
     tokio::select! {
@@ -92,7 +113,10 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
 fn drain(api: &Api) {
     let pods = podgrace_api::resource::find("", "v1", "pods").expect("pods are served");
     for (ns, name) in api.pod_names() {
-        let opts = DeleteOptions { present: true, ..Default::default() };
+        let opts = DeleteOptions {
+            present: true,
+            ..Default::default()
+        };
         if let Err(e) = api.delete(pods, &ns, &name, &opts) {
             eprintln!("podgrace serve: deleting pod {ns}/{name}: {e}");
         }
