@@ -27,7 +27,7 @@ use crate::meta;
 use crate::options::{encode_continue, DeleteOptions, ListOptions};
 use crate::patch;
 use crate::registry::{self, Context, Decoded, FieldValidation};
-use crate::resource::{self, field_value, Resource, RESOURCES};
+use crate::resource::{self, Resource, RESOURCES};
 use crate::status::{self, ApiError};
 use crate::store::{self, Obj, Page, ReadAt, Store, StoreError};
 
@@ -204,6 +204,10 @@ impl Api {
             v
         }
     }
+    /// A stored object as `r` serves it.
+    pub fn present_obj(r: &Resource, o: &Obj) -> Value {
+        Self::present(r, &o.value())
+    }
 
     /// The object as `r` serves it.
     pub fn present(r: &Resource, v: &Value) -> Value {
@@ -227,13 +231,13 @@ impl Api {
         let nsr = resource::find("", "v1", "namespaces").expect("namespaces");
         match s.get("namespaces", ns) {
             None => Err(ApiError::not_found(nsr, ns)),
-            Some(n) if n.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") => {
-                Err(ApiError::forbidden(
-                    r,
-                    name,
-                    &format!("unable to create new content in namespace {ns} because it is being terminated"),
-                ))
-            }
+            Some(n) if n.field("status.phase") == Some("Terminating") => Err(ApiError::forbidden(
+                r,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )),
             Some(_) => Ok(()),
         }
     }
@@ -254,11 +258,7 @@ impl Api {
                 .map(|p| {
                     p.items
                         .iter()
-                        .filter_map(|(_, o)| {
-                            o.pointer("/spec/clusterIP")
-                                .and_then(Value::as_str)
-                                .map(str::to_string)
-                        })
+                        .filter_map(|(_, o)| o.field("spec.clusterIP").map(str::to_string))
                         .collect()
                 })
                 .unwrap_or_default();
@@ -288,7 +288,8 @@ impl Api {
                     p.items
                         .iter()
                         .flat_map(|(_, o)| {
-                            o.pointer("/spec/ports")
+                            o.value()
+                                .pointer("/spec/ports")
                                 .and_then(Value::as_array)
                                 .map(|a| {
                                     a.iter()
@@ -347,7 +348,7 @@ impl Api {
         if bound {
             // The scheduler's binding records `Scheduled` (events.k8s.io/v1, from
             // `pkg/scheduler/schedule_one.go` `bindingCycle`).
-            let ev = scheduled_event(&stored, &self.0.cfg.node_name, now());
+            let ev = scheduled_event(&stored.value(), &self.0.cfg.node_name, now());
             let ek = format!("{ns}/{}", meta::name(&ev));
             let _ = s.create("events", &ek, ev);
         }
@@ -358,7 +359,7 @@ impl Api {
             self.wake("events", rv);
         }
         Ok(Written {
-            object: Self::present(r, &stored),
+            object: Self::present_obj(r, &stored),
             code: 201,
             warnings,
         })
@@ -373,25 +374,30 @@ impl Api {
         let o = s
             .get(r.storage, &r.key(ns, name))
             .ok_or_else(|| ApiError::not_found(r, name))?;
-        Ok(Self::present(r, &o))
+        Ok(Self::present_obj(r, &o))
     }
 
     /// Whether `obj` of `r` matches the options' selectors (and namespace, by key).
-    pub fn matches(r: &Resource, opts: &ListOptions, obj: &Value) -> bool {
-        if !opts.labels.is_empty() && !opts.labels.matches(&meta::labels(obj)) {
+    pub fn matches(r: &Resource, opts: &ListOptions, obj: &store::Stored) -> bool {
+        if !opts.labels.is_empty() && !opts.labels.matches(&obj.labels()) {
             return false;
         }
         if opts.fields.is_empty() {
             return true;
         }
-        let view;
-        let obj = if r.group == "events.k8s.io" {
-            view = registry::event_to_events_v1(obj);
-            &view
-        } else {
-            obj
-        };
-        opts.fields.matches(|f| field_value(obj, f))
+        opts.fields.matches(|f| {
+            // events.k8s.io/v1 names the stored (core/v1) fields differently.
+            let stored = if r.group == "events.k8s.io" {
+                match f.split_once('.') {
+                    Some(("regarding", rest)) => format!("involvedObject.{rest}"),
+                    _ if f == "reportingController" => "reportingComponent".to_string(),
+                    _ => f.to_string(),
+                }
+            } else {
+                f.to_string()
+            };
+            obj.field(&stored).map(str::to_string)
+        })
     }
 
     /// Checks the field selector's labels against what `r` supports.
@@ -467,7 +473,7 @@ impl Api {
             .items
             .iter()
             .map(|(_, o)| {
-                let mut v = Self::present(r, o);
+                let mut v = Self::present_obj(r, o);
                 if let Some(m) = v.as_object_mut() {
                     m.remove("kind");
                     m.remove("apiVersion");
@@ -485,6 +491,50 @@ impl Api {
         Ok(
             json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": md, "items": items}),
         )
+    }
+
+    /// A list as its serialized `XList` (the fast path: stored items are written as they are).
+    ///
+    /// # Errors
+    /// As [`Api::list_page`].
+    pub fn list_body(
+        &self,
+        r: &'static Resource,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<String, ApiError> {
+        let (page, cont, remaining) = self.list_page(r, ns, opts)?;
+        let mut md = json!({"resourceVersion": page.rv.to_string()});
+        if let Some(c) = cont {
+            md["continue"] = json!(c);
+        }
+        if let Some(n) = remaining {
+            md["remainingItemCount"] = json!(n);
+        }
+        let size: usize = page.items.iter().map(|(_, o)| o.size() + 1).sum();
+        let mut out = String::with_capacity(size + 128);
+        out.push_str(&format!(
+            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{md},\"items\":[",
+            r.kind,
+            r.api_version()
+        ));
+        for (i, (_, o)) in page.items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            if r.group == "events.k8s.io" {
+                let mut v = Self::present_obj(r, o);
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("kind");
+                    m.remove("apiVersion");
+                }
+                out.push_str(&v.to_string());
+            } else {
+                out.push_str(o.item_json());
+            }
+        }
+        out.push_str("]}");
+        Ok(out)
     }
 
     /// `PUT` of an object (or of its `status` subresource).
@@ -536,7 +586,8 @@ impl Api {
         let key = r.key(ns, name);
         let old = s
             .get(r.storage, &key)
-            .ok_or_else(|| ApiError::not_found(r, name))?;
+            .ok_or_else(|| ApiError::not_found(r, name))?
+            .value();
         if check_rv {
             let want = new
                 .pointer("/metadata/resourceVersion")
@@ -573,7 +624,7 @@ impl Api {
         let has_status = r.subresources.contains(&"status");
         if status_only {
             // Only the status changes (and, as upstream lets the status writer, nothing else).
-            let mut merged = (*old).clone();
+            let mut merged = old.clone();
             merged["status"] = new.get("status").cloned().unwrap_or(json!({}));
             if let Some(rv) = new.pointer("/metadata/resourceVersion").cloned() {
                 merged["metadata"]["resourceVersion"] = rv;
@@ -599,7 +650,7 @@ impl Api {
         if r.plural == "namespaces" && !status_only {
             new["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
         }
-        if *old == new {
+        if old == new {
             return Ok(Written {
                 object: Self::present(r, &old),
                 code: 200,
@@ -635,7 +686,7 @@ impl Api {
         self.wake(r.storage, rv);
         self.reap_namespaces();
         Ok(Written {
-            object: Self::present(r, &out),
+            object: Self::present_obj(r, &out),
             code: 200,
             warnings,
         })
@@ -724,7 +775,8 @@ impl Api {
         let key = r.key(ns, name);
         let cur = s
             .get(r.storage, &key)
-            .ok_or_else(|| ApiError::not_found(r, name))?;
+            .ok_or_else(|| ApiError::not_found(r, name))?
+            .value();
         if let Some(uid) = &opts.precondition_uid {
             if uid != meta::uid(&cur) {
                 return Err(ApiError::conflict(
@@ -825,7 +877,7 @@ impl Api {
             }
         };
         let with_deletion = |d: DeletionState| -> Value {
-            let mut v = (*cur).clone();
+            let mut v = cur.clone();
             let m = meta::meta_mut(&mut v);
             if let Some(dt) = d.deletion_timestamp {
                 let t = jiff::Timestamp::from_second(dt).unwrap_or_else(|_| now());
@@ -849,7 +901,7 @@ impl Api {
             if outcome.decision.graceful {
                 // Upstream writes the deletion timestamp first, then deletes (two events).
                 let marked = with_deletion(outcome.decision.object);
-                if marked != *cur {
+                if marked != cur {
                     s.update(r.storage, &key, marked)
                         .map_err(|e| store_err(r, name, e))?;
                 }
@@ -858,9 +910,9 @@ impl Api {
                 .delete(r.storage, &key)
                 .map_err(|e| store_err(r, name, e))?;
             let object = if is_ns {
-                Self::present(r, &last)
+                Self::present_obj(r, &last)
             } else {
-                status::success(Some((r, name, meta::uid(&last))))
+                status::success(Some((r, name, meta::uid(&last.value()))))
             };
             Written {
                 object,
@@ -870,9 +922,10 @@ impl Api {
         } else {
             let kept = outcome.object.map(|o| o.deletion).unwrap_or_default();
             let marked = with_deletion(kept);
-            let out = if marked != *cur {
+            let out = if marked != cur {
                 s.update(r.storage, &key, marked)
                     .map_err(|e| store_err(r, name, e))?
+                    .value()
             } else {
                 cur.clone()
             };
@@ -917,7 +970,7 @@ impl Api {
                 .map_err(|e| store_err(r, "", e))?;
             page.items
                 .iter()
-                .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
+                .map(|(_, o)| (o.namespace().to_string(), o.name().to_string()))
                 .collect()
         };
         let mut items = Vec::new();
@@ -959,12 +1012,7 @@ impl Api {
                     ReadAt::Latest,
                     |_| true,
                 )
-                .map(|p| {
-                    p.items
-                        .iter()
-                        .map(|(_, o)| meta::name(o).to_string())
-                        .collect()
-                })
+                .map(|p| p.items.iter().map(|(_, o)| o.name().to_string()).collect())
                 .unwrap_or_default()
             });
             for n in names {
@@ -988,7 +1036,7 @@ impl Api {
         let mut s = self.lock();
         let terminating: Vec<String> = s
             .list("namespaces", "", None, 0, ReadAt::Latest, |o| {
-                o.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+                o.field("status.phase") == Some("Terminating")
             })
             .map(|p| p.items.iter().map(|(k, _)| k.clone()).collect())
             .unwrap_or_default();
@@ -1024,7 +1072,7 @@ impl Api {
                 .map(|p| {
                     p.items
                         .iter()
-                        .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
+                        .map(|(_, o)| (o.namespace().to_string(), o.name().to_string()))
                         .collect()
                 })
                 .unwrap_or_default()
@@ -1045,7 +1093,7 @@ impl Api {
 /// The `Scheduled` Event the scheduler writes when it binds `pod` to `node`: `Normal`,
 /// `Successfully assigned NS/NAME to NODE`, reported by `default-scheduler` with action
 /// `Binding` and an eventTime (no count, no first/last timestamps: an events.k8s.io/v1 event).
-pub fn scheduled_event(pod: &Obj, node: &str, now: jiff::Timestamp) -> Value {
+pub fn scheduled_event(pod: &Value, node: &str, now: jiff::Timestamp) -> Value {
     let ns = meta::namespace(pod);
     let name = meta::name(pod);
     json!({

@@ -282,8 +282,16 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                                 .transpose()?,
                         );
                     }
+                    if !wants_table(&accept) {
+                        let body = api.list_body(resource, namespace.as_deref(), &opts)?;
+                        return Ok(Response::builder()
+                            .status(200)
+                            .header("content-type", "application/json")
+                            .body(Body::from(body))
+                            .unwrap_or_default());
+                    }
                     let list = api.list(resource, namespace.as_deref(), &opts)?;
-                    if wants_table(&accept) {
+                    {
                         let inc = include_object(&q)?;
                         let items: Vec<Value> =
                             list["items"].as_array().cloned().unwrap_or_default();
@@ -296,9 +304,8 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                             true,
                             list["metadata"].clone(),
                         );
-                        return Ok(table_response(&t));
+                        Ok(table_response(&t))
                     }
-                    Ok(json_response(200, &list, &[]))
                 }
                 ("GET", Some(n), None) | ("GET", Some(n), Some("status")) => {
                     if watch_prefix {

@@ -18,8 +18,190 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// A stored object (JSON, as served), shared between the store, its history and watchers.
-pub type Obj = Arc<Value>;
+/// A stored object, shared between the store, its history and watchers.
+pub type Obj = Arc<Stored>;
+
+/// The field selector labels indexed at write time (`fields.Set` of every served kind, in the
+/// stored form: Events as core/v1).
+const INDEXED: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "spec.clusterIP",
+    "spec.type",
+    "spec.unschedulable",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+    "type",
+    "reason",
+    "reportingComponent",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+];
+
+/// An object as stored: its JSON (compact, as served, without `kind` and `apiVersion`, which
+/// the resource gives), and what selectors and the registry read without parsing it: name,
+/// namespace, resourceVersion, labels and the selectable fields. About the size of its JSON,
+/// where a parsed `serde_json::Value` takes ten to twenty times that.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    json: Box<str>,
+    kind_head: Box<str>,
+    rv: u64,
+    name: Box<str>,
+    namespace: Box<str>,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    fields: Box<[(&'static str, Box<str>)]>,
+}
+
+fn field_text(v: &Value, label: &str) -> Option<String> {
+    if label == "source" {
+        // Events' `source` selects on the reporting component (`source.component`).
+        return v
+            .pointer("/source/component")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    let path: String = label.split('.').map(|p| format!("/{p}")).collect();
+    match v.pointer(&path)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+impl Stored {
+    /// Indexes and serializes `v` (its `kind` and `apiVersion` are kept apart).
+    pub fn new(v: &Value) -> Stored {
+        let mut body = v.clone();
+        let (mut kind, mut av) = (String::new(), String::new());
+        if let Some(m) = body.as_object_mut() {
+            kind = m
+                .remove("kind")
+                .and_then(|k| k.as_str().map(str::to_string))
+                .unwrap_or_default();
+            av = m
+                .remove("apiVersion")
+                .and_then(|k| k.as_str().map(str::to_string))
+                .unwrap_or_default();
+        }
+        let labels = v
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str().into(), v.into())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut fields: Vec<(&'static str, Box<str>)> = INDEXED
+            .iter()
+            .filter_map(|l| field_text(v, l).map(|t| (*l, t.into_boxed_str())))
+            .collect();
+        if let Some(src) = field_text(v, "source") {
+            fields.push(("source", src.into()));
+        }
+        let head = if kind.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\"kind\":{},\"apiVersion\":{},",
+                Value::String(kind),
+                Value::String(av)
+            )
+        };
+        Stored {
+            json: serde_json::to_string(&body)
+                .unwrap_or_default()
+                .into_boxed_str(),
+            kind_head: head.into_boxed_str(),
+            rv: resource_version(v).unwrap_or(0),
+            name: v
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            namespace: v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            labels,
+            fields: fields.into_boxed_slice(),
+        }
+    }
+
+    /// The object, parsed (with `kind` and `apiVersion`).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.object_json()).unwrap_or(Value::Null)
+    }
+
+    /// The object's JSON with `kind` and `apiVersion` (as a get or a watch event serves it).
+    pub fn object_json(&self) -> String {
+        if self.kind_head.is_empty() || self.json.len() < 2 {
+            return self.json.to_string();
+        }
+        let rest = &self.json[1..];
+        let sep = if rest == "}" {
+            self.kind_head.trim_end_matches(',')
+        } else {
+            &self.kind_head
+        };
+        format!("{{{sep}{rest}")
+    }
+
+    /// The JSON without `kind` and `apiVersion` (as a list's item).
+    pub fn item_json(&self) -> &str {
+        &self.json
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// `metadata.labels`.
+    pub fn labels(&self) -> std::collections::BTreeMap<String, String> {
+        self.labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// An indexed field selector value (`None`: absent).
+    pub fn field(&self, label: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(l, _)| *l == label)
+            .map(|(_, v)| &**v)
+    }
+
+    /// The serialized size, bytes.
+    pub fn size(&self) -> usize {
+        self.json.len()
+    }
+}
 
 /// The type of a change, as in a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -198,7 +380,7 @@ impl Store {
         }
         self.rv += 1;
         stamp(&mut obj, self.rv);
-        let obj = Arc::new(obj);
+        let obj = Arc::new(Stored::new(&obj));
         self.table(resource)
             .objects
             .insert(key.to_string(), obj.clone());
@@ -227,7 +409,7 @@ impl Store {
         };
         self.rv += 1;
         stamp(&mut obj, self.rv);
-        let obj = Arc::new(obj);
+        let obj = Arc::new(Stored::new(&obj));
         self.table(resource)
             .objects
             .insert(key.to_string(), obj.clone());
@@ -255,9 +437,9 @@ impl Store {
             return Err(StoreError::NotFound);
         };
         self.rv += 1;
-        let mut last = (*prev).clone();
+        let mut last = prev.value();
         stamp(&mut last, self.rv);
-        let last = Arc::new(last);
+        let last = Arc::new(Stored::new(&last));
         let rv = self.rv;
         self.record(
             resource,
@@ -331,7 +513,7 @@ impl Store {
         start_after: Option<&str>,
         limit: usize,
         at: ReadAt,
-        mut matches: impl FnMut(&Value) -> bool,
+        mut matches: impl FnMut(&Stored) -> bool,
     ) -> Result<Page, StoreError> {
         let empty = Table::default();
         let t = self.tables.get(resource).unwrap_or(&empty);
@@ -425,7 +607,7 @@ impl Store {
 /// `convertToWatchEvent` (Kubernetes 1.18 to 1.37).
 pub fn watch_event(
     event: &Event,
-    mut matches: impl FnMut(&Value) -> bool,
+    mut matches: impl FnMut(&Stored) -> bool,
 ) -> Option<(EventType, Obj)> {
     let cur = event.kind != EventType::Deleted && matches(&event.object);
     let old = event.prev.as_ref().is_some_and(|p| matches(p));
@@ -436,9 +618,9 @@ pub fn watch_event(
             if event.kind == EventType::Deleted {
                 return Some((EventType::Deleted, event.object.clone()));
             }
-            let mut prev = (**event.prev.as_ref()?).clone();
+            let mut prev = event.prev.as_ref()?.value();
             stamp(&mut prev, event.rv);
-            Some((EventType::Deleted, Arc::new(prev)))
+            Some((EventType::Deleted, Arc::new(Stored::new(&prev))))
         }
         (false, false) => None,
     }
@@ -454,21 +636,47 @@ mod tests {
     }
 
     #[test]
+    fn stored_objects_keep_their_json_and_index_selectors() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default",
+            "labels": {"app": "web"}, "resourceVersion": "7"}, "spec": {"nodeName": "n", "hostNetwork": true}, "status": {"phase": "Running"}});
+        let s = Stored::new(&v);
+        assert_eq!(s.value(), v);
+        assert!(
+            s.object_json()
+                .starts_with(r#"{"kind":"Pod","apiVersion":"v1","metadata""#),
+            "{}",
+            s.object_json()
+        );
+        assert!(!s.item_json().contains("\"kind\""));
+        assert_eq!((s.name(), s.namespace(), s.rv()), ("web", "default", 7));
+        assert_eq!(s.labels().get("app").map(String::as_str), Some("web"));
+        assert_eq!(s.field("status.phase"), Some("Running"));
+        assert_eq!(s.field("spec.hostNetwork"), Some("true"));
+        assert_eq!(s.field("spec.restartPolicy"), None);
+        let bare = Stored::new(&json!({"kind": "Status", "apiVersion": "v1"}));
+        assert_eq!(bare.value(), json!({"kind": "Status", "apiVersion": "v1"}));
+        let ev = Stored::new(
+            &json!({"kind": "Event", "apiVersion": "v1", "source": {"component": "kubelet"}}),
+        );
+        assert_eq!(ev.field("source"), Some("kubelet"));
+    }
+
+    #[test]
     fn writes_stamp_one_global_counter() {
         let mut s = Store::new(10);
         let a = s.create("pods", "default/a", obj("a", 1)).unwrap();
         let b = s.create("configmaps", "default/b", obj("b", 1)).unwrap();
-        assert_eq!(resource_version(&a), Some(1));
-        assert_eq!(resource_version(&b), Some(2));
+        assert_eq!(a.rv(), 1);
+        assert_eq!(b.rv(), 2);
         assert_eq!(
             s.create("pods", "default/a", obj("a", 1)),
             Err(StoreError::AlreadyExists)
         );
         let a2 = s.update("pods", "default/a", obj("a", 2)).unwrap();
-        assert_eq!(resource_version(&a2), Some(3));
+        assert_eq!(a2.rv(), 3);
         let gone = s.delete("pods", "default/a").unwrap();
-        assert_eq!(resource_version(&gone), Some(4));
-        assert_eq!(gone["v"], 2);
+        assert_eq!(gone.rv(), 4);
+        assert_eq!(gone.value()["v"], 2);
         assert_eq!(s.delete("pods", "default/a"), Err(StoreError::NotFound));
         let evs = s.events_since("pods", 0).unwrap();
         let kinds: Vec<_> = evs.iter().map(|e| (e.rv, e.kind)).collect();
@@ -535,7 +743,7 @@ mod tests {
         let got: Vec<_> = then
             .items
             .iter()
-            .map(|(k, v)| (k.as_str(), v["v"].as_i64().unwrap()))
+            .map(|(k, v)| (k.as_str(), v.value()["v"].as_i64().unwrap()))
             .collect();
         assert_eq!(got, [("default/a", 2), ("default/b", 1)]);
 
@@ -555,7 +763,7 @@ mod tests {
         assert_eq!(second.more_after, None);
 
         let filtered = s
-            .list("pods", "", None, 0, ReadAt::Latest, |o| o["v"] == 1)
+            .list("pods", "", None, 0, ReadAt::Latest, |o| o.value()["v"] == 1)
             .unwrap();
         assert_eq!(filtered.items.len(), 2);
     }
@@ -570,8 +778,8 @@ mod tests {
         let evs = s.events_since("pods", 0).unwrap();
         let seen: Vec<_> = evs
             .iter()
-            .filter_map(|e| watch_event(e, |o| o["v"] == 2 || o["v"] == 3))
-            .map(|(t, o)| (t, resource_version(&o).unwrap(), o["v"].as_i64().unwrap()))
+            .filter_map(|e| watch_event(e, |o| o.value()["v"] == 2 || o.value()["v"] == 3))
+            .map(|(t, o)| (t, o.rv(), o.value()["v"].as_i64().unwrap()))
             .collect();
         assert_eq!(
             seen,
@@ -583,8 +791,8 @@ mod tests {
         );
         let only_two: Vec<_> = evs
             .iter()
-            .filter_map(|e| watch_event(e, |o| o["v"] == 2))
-            .map(|(t, o)| (t, resource_version(&o).unwrap(), o["v"].as_i64().unwrap()))
+            .filter_map(|e| watch_event(e, |o| o.value()["v"] == 2))
+            .map(|(t, o)| (t, o.rv(), o.value()["v"].as_i64().unwrap()))
             .collect();
         // Leaving the selector is a DELETED of the previous state at the change's version.
         assert_eq!(
@@ -629,7 +837,7 @@ mod tests {
             w.state = page
                 .items
                 .iter()
-                .map(|(k, v)| (k.clone(), v["v"].as_i64().unwrap()))
+                .map(|(k, v)| (k.clone(), v.value()["v"].as_i64().unwrap()))
                 .collect();
             w.rv = page.rv;
             w.relisted = true;
@@ -640,7 +848,7 @@ mod tests {
                 Ok(evs) => {
                     for e in evs {
                         assert!(e.rv > w.rv, "out of order: {} after {}", e.rv, w.rv);
-                        let v = e.object["v"].as_i64().unwrap();
+                        let v = e.object.value()["v"].as_i64().unwrap();
                         match e.kind {
                             EventType::Added => {
                                 assert!(w.state.insert(e.key.clone(), v).is_none(), "ADDED twice")
@@ -692,7 +900,7 @@ mod tests {
                             let mut w = Watcher { rv: s.current_rv().saturating_sub(back as u64), state: Map::new(), delivered: Vec::new(), relisted: false };
                             // A watch from an older version starts from the list at that version.
                             match s.list("pods", "", None, 0, ReadAt::Exact(w.rv), |_| true) {
-                                Ok(page) => w.state = page.items.iter().map(|(k, v)| (k.clone(), v["v"].as_i64().unwrap())).collect(),
+                                Ok(page) => w.state = page.items.iter().map(|(k, v)| (k.clone(), v.value()["v"].as_i64().unwrap())).collect(),
                                 Err(StoreError::Expired { .. }) => relist(&s, &mut w),
                                 Err(e) => panic!("unexpected {e}"),
                             }
@@ -708,7 +916,7 @@ mod tests {
                     }
                 }
                 let truth: Map<String, i64> = s.list("pods", "", None, 0, ReadAt::Latest, |_| true).unwrap()
-                    .items.iter().map(|(k, v)| (k.clone(), v["v"].as_i64().unwrap())).collect();
+                    .items.iter().map(|(k, v)| (k.clone(), v.value()["v"].as_i64().unwrap())).collect();
                 let all: Vec<u64> = s.tables.get("pods").map(|t| t.history.iter().map(|e| e.rv).collect()).unwrap_or_default();
                 for w in &mut watchers {
                     let start = w.rv;

@@ -67,6 +67,16 @@ impl Watcher {
         line.push(b'\n');
         Bytes::from(line)
     }
+    /// Sends a stored object; its JSON is written as stored unless it must be converted (a
+    /// Table, or an Event served as events.k8s.io/v1).
+    async fn send_obj(&mut self, ty: &str, o: &store::Obj) -> bool {
+        if self.table.is_none() && self.r.group != "events.k8s.io" {
+            let line = format!("{{\"type\":\"{ty}\",\"object\":{}}}\n", o.object_json());
+            return self.tx.send(Bytes::from(line)).await.is_ok();
+        }
+        let v = Api::present_obj(self.r, o);
+        self.send(ty, &v).await
+    }
 
     async fn send(&mut self, ty: &str, obj: &Value) -> bool {
         let b = self.encode(ty, obj);
@@ -80,8 +90,7 @@ impl Watcher {
         }
         json!({"kind": self.r.kind, "apiVersion": self.r.api_version(), "metadata": md})
     }
-
-    fn name_ok(&self, obj: &Value) -> bool {
+    fn name_ok(&self, obj: &store::Stored) -> bool {
         Api::matches(self.r, &self.opts, obj)
     }
 
@@ -109,8 +118,7 @@ impl Watcher {
                     }
                 };
                 for (_, o) in &page.items {
-                    let v = Api::present(self.r, o);
-                    if !self.send("ADDED", &v).await {
+                    if !self.send_obj("ADDED", o).await {
                         return;
                     }
                 }
@@ -143,8 +151,7 @@ impl Watcher {
                             continue;
                         }
                         if let Some((ty, obj)) = store::watch_event(&e, |o| self.name_ok(o)) {
-                            let v = Api::present(self.r, &obj);
-                            if !self.send(ty.as_str(), &v).await {
+                            if !self.send_obj(ty.as_str(), &obj).await {
                                 return;
                             }
                         }
