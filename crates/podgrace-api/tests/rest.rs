@@ -782,3 +782,152 @@ async fn kube_rs_talks_to_the_embedded_server_in_process() {
         other => panic!("{other}"),
     }
 }
+
+#[tokio::test]
+async fn logs_are_read_from_the_kubelets_cri_files() {
+    let dir = std::env::temp_dir().join(format!("podgrace-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let api = Api::new(ApiConfig {
+        log_dir: Some(dir.clone()),
+        ..ApiConfig::default()
+    });
+    let r = router(api.clone());
+    let (_, p) = post(&r, "/api/v1/namespaces/default/pods", pod("web", json!({}))).await;
+    let (c, e, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/web/log", "", "").await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (
+            400,
+            "container \"app\" in pod \"web\" is waiting to start: ContainerCreating"
+        )
+    );
+    // The kubelet's status: the container runs its second instance (one restart).
+    let mut st = p.clone();
+    st["status"]["containerStatuses"] = json!([{"name": "app", "ready": true, "restartCount": 1, "image": "busybox:1.36", "imageID": "", "started": true,
+        "state": {"running": {"startedAt": "2026-12-01T10:00:05Z"}}, "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]);
+    let (c, _, _) = call(
+        &r,
+        "PUT",
+        "/api/v1/namespaces/default/pods/web/status",
+        "application/json",
+        st.to_string(),
+    )
+    .await;
+    assert_eq!(c, 200);
+    let uid = p["metadata"]["uid"].as_str().unwrap();
+    let cdir = dir.join(format!("default_web_{uid}")).join("app");
+    std::fs::create_dir_all(&cdir).unwrap();
+    std::fs::write(
+        cdir.join("0.log"),
+        "2026-12-01T10:00:00.000000001Z stdout F first run\n",
+    )
+    .unwrap();
+    std::fs::write(cdir.join("1.log"), "2026-12-01T10:00:05.1Z stdout F one\n2026-12-01T10:00:05.2Z stderr P tw\n2026-12-01T10:00:05.3Z stderr F o\n2026-12-01T10:00:05.4Z stdout F three\n").unwrap();
+    let (_, body, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/web/log", "", "").await;
+    assert_eq!(body, json!("one\ntwo\nthree\n"));
+    let (_, body, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?tailLines=1&timestamps=true",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(body, json!("2026-12-01T10:00:05.4Z three\n"));
+    let (_, body, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?previous=true",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(body, json!("first run\n"));
+    let (c, e, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?container=nope",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (400, "container nope is not valid for pod web")
+    );
+    // follow: lines written later arrive; the stream ends when the pod is gone.
+    let mut f = Stream::open(
+        &r,
+        "/api/v1/namespaces/default/pods/web/log?follow=true&tailLines=0",
+    )
+    .await;
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(cdir.join("1.log"))
+        .unwrap();
+    writeln!(file, "2026-12-01T10:00:06Z stdout F {{\"later\":1}}").unwrap();
+    assert_eq!(f.next().await.unwrap(), json!({"later": 1}));
+    call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        json!({"gracePeriodSeconds": 0}).to_string(),
+    )
+    .await;
+    assert!(f.next().await.is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_terminates_deletes_its_content_and_goes() {
+    let (_, r) = api(100);
+    post(
+        &r,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "team"}}),
+    )
+    .await;
+    post(
+        &r,
+        "/api/v1/namespaces/team/configmaps",
+        json!({"metadata": {"name": "c"}}),
+    )
+    .await;
+    post(&r, "/api/v1/namespaces/team/pods", pod("web", json!({}))).await;
+    let (c, ns, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/team",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (c, e) = post(
+        &r,
+        "/api/v1/namespaces/team/configmaps",
+        json!({"metadata": {"name": "d"}}),
+    )
+    .await;
+    assert_eq!(c, 403);
+    assert_eq!(e["message"], "configmaps \"d\" is forbidden: unable to create new content in namespace team because it is being terminated");
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/team/configmaps/c", "", "").await;
+    assert_eq!(c, 404);
+    // The pod terminates gracefully (a kubelet would finish it); the namespace waits for it.
+    let (c, p, _) = call(&r, "GET", "/api/v1/namespaces/team/pods/web", "", "").await;
+    assert_eq!(c, 200);
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 10);
+    call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/team/pods/web",
+        "application/json",
+        json!({"gracePeriodSeconds": 0}).to_string(),
+    )
+    .await;
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/team", "", "").await;
+    assert_eq!(c, 404);
+}

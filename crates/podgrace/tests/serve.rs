@@ -612,3 +612,69 @@ fn the_python_client_watches_gets_bookmarks_and_recovers_from_410() {
     );
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+fn interrupt(child: &Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT)
+        .expect("SIGINT to podgrace serve");
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
+    let bin = kubectls().remove(0);
+    // No pod: the drain is done at once.
+    let mut empty = Serve::start("ctrlc-empty", &[]);
+    interrupt(&empty.child);
+    let st = wait_exit(&mut empty.child, Duration::from_secs(5))
+        .expect("serve exits after Ctrl-C with no pods");
+    assert!(st.success(), "{st:?}");
+    // A pod: the drain deletes it with its own grace period and waits for it; without a
+    // kubelet nothing finishes it, so the second Ctrl-C ends serve.
+    let mut s = Serve::start("ctrlc", &[]);
+    let f = s.file("pod.yaml", POD);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    interrupt(&s.child);
+    let until = Instant::now() + Duration::from_secs(5);
+    let grace = loop {
+        let o = s.kubectl(
+            &bin,
+            &[
+                "get",
+                "pod",
+                "web",
+                "-o",
+                "jsonpath={.metadata.deletionGracePeriodSeconds}",
+            ],
+        );
+        if !out(&o).is_empty() || Instant::now() > until {
+            break out(&o);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        grace, "10",
+        "the drain deletes with the pod's own terminationGracePeriodSeconds"
+    );
+    assert!(
+        s.child.try_wait().unwrap().is_none(),
+        "serve waits for the pod"
+    );
+    interrupt(&s.child);
+    let st =
+        wait_exit(&mut s.child, Duration::from_secs(5)).expect("a second Ctrl-C exits at once");
+    assert!(st.success(), "{st:?}");
+}

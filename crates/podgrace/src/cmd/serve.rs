@@ -1,7 +1,7 @@
 //! `podgrace serve`: a single-node Kubernetes API server on this machine, closed by default
 //! (127.0.0.1 only unless `--bind`, TLS with its own CA, a bearer token), with a kubeconfig
-//! for kubectl and client libraries. Ctrl-C deletes every pod as a node drain would and exits
-//! when they are gone; a second Ctrl-C exits at once.
+//! for kubectl and client libraries. Ctrl-C (or SIGTERM) deletes every pod as a node drain
+//! would and exits when they are gone; a second one exits at once.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +49,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<Outcome> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed before anything is printed, so that a Ctrl-C right after start is a drain.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let api = Api::new(ApiConfig {
         node_name: args.node_name.clone(),
         history: args.watch_history,
@@ -95,14 +99,16 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             let _ = stop_rx.await;
         },
     ));
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    tokio::select! {
+        _ = sigint.recv() => {}
+        _ = sigterm.recv() => {}
+    }
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
     drain(&api);
     tokio::select! {
         _ = wait_gone(&api) => eprintln!("podgrace serve: every pod is gone"),
-        _ = tokio::signal::ctrl_c() => eprintln!("podgrace serve: exiting at once"),
+        _ = sigint.recv() => eprintln!("podgrace serve: exiting at once"),
+        _ = sigterm.recv() => eprintln!("podgrace serve: exiting at once"),
     }
     let _ = stop_tx.send(());
     let _ = listen.await;
