@@ -379,7 +379,7 @@ impl Api {
 
     /// Whether `obj` of `r` matches the options' selectors (and namespace, by key).
     pub fn matches(r: &Resource, opts: &ListOptions, obj: &store::Stored) -> bool {
-        if !opts.labels.is_empty() && !opts.labels.matches(&obj.labels()) {
+        if !opts.labels.is_empty() && !opts.labels.matches_with(|k| obj.label(k)) {
             return false;
         }
         if opts.fields.is_empty() {

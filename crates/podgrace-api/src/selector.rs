@@ -61,13 +61,18 @@ impl LabelSelector {
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_with(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// Whether the labels read by `label` (a key to its value) satisfy every requirement.
+    pub fn matches_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.reqs.iter().all(|(k, op)| {
-            let v = labels.get(k);
+            let v = label(k);
             match op {
-                LabelOp::Equals(want) => v == Some(want),
-                LabelOp::NotEquals(want) => v != Some(want),
-                LabelOp::In(set) => v.is_some_and(|v| set.contains(v)),
-                LabelOp::NotIn(set) => !v.is_some_and(|v| set.contains(v)),
+                LabelOp::Equals(want) => v == Some(want.as_str()),
+                LabelOp::NotEquals(want) => v != Some(want.as_str()),
+                LabelOp::In(set) => v.is_some_and(|v| set.iter().any(|s| s == v)),
+                LabelOp::NotIn(set) => !v.is_some_and(|v| set.iter().any(|s| s == v)),
                 LabelOp::Exists => v.is_some(),
                 LabelOp::DoesNotExist => v.is_none(),
                 LabelOp::Gt(n) => v

@@ -189,6 +189,14 @@ impl Stored {
             .collect()
     }
 
+    /// The value of label `key`, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
+    }
+
     /// An indexed field selector value (`None`: absent).
     pub fn field(&self, label: &str) -> Option<&str> {
         self.fields
