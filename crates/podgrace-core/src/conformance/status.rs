@@ -175,7 +175,7 @@ pub(super) fn get_phase_vector(c: &mut Check<'_>) -> Result<(), VectorError> {
         bool_input(c, "podHasInitialized")?,
         version(c)?,
     );
-    c.expect_eq("phase", format!("{got:?}"));
+    c.expect_eq("phase", got.as_str());
     Ok(())
 }
 

@@ -31,6 +31,18 @@ impl PodPhase {
         })
     }
 
+    /// The API string (`""` for [`PodPhase::Unset`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Unset => "",
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
     /// `true` for Succeeded and Failed.
     pub fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
