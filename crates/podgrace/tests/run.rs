@@ -584,3 +584,24 @@ fn the_text_summary_marks_times_since_the_termination() {
     assert!(near(num(&sigterm, "SIGTERM"), 1.0), "{text}");
     assert!(line("preStop sleep").contains("+0.000 → +1."), "{text}");
 }
+
+#[test]
+fn a_pod_range_kube_apiserver_would_reject_is_bad_input() {
+    let file = tmp_file(
+        "podnet",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: app, image: x, command: [sleep, \"1\"]}\n",
+    );
+    let out = podgrace(&[
+        "run",
+        file.to_str().unwrap(),
+        "--pod-network",
+        "169.254.77.0/24",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("may not be in the link-local range (169.254.0.0/16, fe80::/10)"),
+        "{}",
+        stderr(&out)
+    );
+}
