@@ -5,6 +5,10 @@
 //! length is unknown, `min` assumes it returns at once and `max` that it uses its whole budget; a
 //! hook of known length (sleep action, `sleep N`) gives `min == max`. For sidecars, `min` also
 //! assumes every app exits at once on its stop signal and `max` that each runs until SIGKILL.
+//!
+//! [`Options::second_delete`] adds a later `kubectl delete` (what the API server and the kubelet
+//! make of it, per version); [`Options::runtime`] widens the times by a real runtime's measured
+//! latencies (`min` with the smallest, `max` with the largest).
 
 use crate::plan::{ContainerPlan, ContainerRole, Handler, PodPlan};
 use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};

@@ -258,7 +258,9 @@ impl ApiObject {
     /// The kubelet's status once every container has stopped (`SyncTerminatingPod`'s last
     /// `generateAPIPodStatus` with `podIsTerminal`): the phase from [`podstatus::get_phase`],
     /// or the eviction's `Failed`/`Evicted` (`reason`), Ready false. A `MODIFIED` if the object
-    /// still exists.
+    /// still exists. No terminal phase reaches the API earlier: the status manager holds it back
+    /// while containers could still run (`pkg/kubelet/status/status_manager.go`
+    /// `mergePodStatus`), so an evicted pod shows `Failed` only once its containers are gone.
     pub fn terminated(
         &mut self,
         at: Instant,
