@@ -337,10 +337,6 @@ async fn supervise(
                 }
             }
         }
-        if deletes == 1 && first_delete.is_none() && eviction.is_some() {
-            // An eviction has no API delete to time a second one from.
-            first_delete = Some(tokio::time::Instant::now());
-        }
     }
     let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
     let run = build_report(&report, |id| runtime.stop_events(id), namespaced);
