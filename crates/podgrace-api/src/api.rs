@@ -809,7 +809,8 @@ impl Api {
                 warnings: Vec::new(),
             });
         }
-        let now_s = now().as_second();
+        let now_ms = now().as_millisecond();
+        let now_s = apiserver::stored_time_seconds(now_ms);
         let to_secs = |v: Option<&Value>| {
             v.and_then(Value::as_str)
                 .and_then(meta::parse_time)
@@ -844,11 +845,12 @@ impl Api {
         let is_ns = r.plural == "namespaces";
         let clamp = apiserver::clamps_deletion_timestamp(self.0.cfg.kube_version);
         let outcome = if is_pod {
-            apiserver::store_delete(
+            // At the clock's milliseconds, stored in whole seconds, as the API server does.
+            apiserver::store_delete_ms(
                 &stored,
                 opts.present,
                 opts.grace_period_seconds,
-                now_s,
+                now_ms,
                 clamp,
             )
         } else {
@@ -859,6 +861,7 @@ impl Api {
                 apiserver::StoreDeleteOutcome {
                     was_deleted: true,
                     object: None,
+                    written: None,
                     decision,
                 }
             } else {
@@ -871,7 +874,8 @@ impl Api {
                 }
                 apiserver::StoreDeleteOutcome {
                     was_deleted: false,
-                    object: Some(kept),
+                    object: Some(kept.clone()),
+                    written: Some(kept),
                     decision,
                 }
             }

@@ -10,6 +10,10 @@
 
 use serde_json::{json, Value};
 
+use podgrace_core::rules::podstatus::{ContainerState, ContainerStatus, Terminated};
+use podgrace_core::rules::printers::{print_pod, PodForPrint};
+use podgrace_core::KubeVersion;
+
 use crate::meta;
 
 /// `duration.HumanDuration`: `<invalid>` below -1 s, then `0s`, `45s`, `2m5s`, `3h`, `5d2h`...
@@ -176,11 +180,11 @@ pub fn columns(kind: &str) -> Vec<Value> {
 }
 
 /// The cells of `obj` of `kind` at `now`.
-pub fn cells(kind: &str, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+pub fn cells(kind: &str, obj: &Value, now: jiff::Timestamp, version: KubeVersion) -> Vec<Value> {
     let name = json!(meta::name(obj));
     let age = || json!(since(obj.pointer("/metadata/creationTimestamp"), now));
     match kind {
-        "Pod" => pod_cells(obj, now),
+        "Pod" => pod_cells(obj, now, version),
         "Namespace" => vec![name, json!(s(obj, "/status/phase")), age()],
         "Node" => node_cells(obj, now),
         "Event" => event_cells(obj, now),
@@ -211,165 +215,91 @@ pub fn cells(kind: &str, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
     }
 }
 
-fn terminated_reason(t: &Value) -> String {
-    let reason = s(t, "/reason");
-    if !reason.is_empty() {
-        return reason.to_string();
-    }
-    let signal = t.get("signal").and_then(Value::as_i64).unwrap_or(0);
-    if signal != 0 {
-        format!("Signal:{signal}")
-    } else {
-        format!(
-            "ExitCode:{}",
-            t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
-        )
-    }
-}
-
-fn restartable_init(pod: &Value, name: &str) -> bool {
-    arr(pod, "/spec/initContainers")
-        .iter()
-        .any(|c| s(c, "/name") == name && s(c, "/restartPolicy") == "Always")
-}
-
 fn condition_true(pod: &Value, ty: &str) -> bool {
     arr(pod, "/status/conditions")
         .iter()
         .any(|c| s(c, "/type") == ty && s(c, "/status") == "True")
 }
 
-/// `printPod`: NAME, READY, STATUS, RESTARTS, AGE, then IP, NODE, NOMINATED NODE, READINESS
-/// GATES (the `-o wide` columns).
-fn pod_cells(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let mut restarts: i64 = 0;
-    let mut sidecar_restarts: i64 = 0;
-    let mut total = arr(pod, "/spec/containers").len();
-    let mut ready = 0usize;
-    let mut last_restart: Option<jiff::Timestamp> = None;
-    let mut last_sidecar_restart: Option<jiff::Timestamp> = None;
-    let phase = s(pod, "/status/phase");
-    let mut reason = phase.to_string();
-    if !s(pod, "/status/reason").is_empty() {
-        reason = s(pod, "/status/reason").to_string();
+fn ms(v: Option<&Value>) -> Option<i64> {
+    v.and_then(Value::as_str)
+        .and_then(meta::parse_time)
+        .map(|t| t.as_millisecond())
+}
+
+fn terminated(t: &Value) -> Terminated {
+    Terminated {
+        exit_code: t.get("exitCode").and_then(Value::as_i64).unwrap_or(0) as i32,
+        reason: s(t, "/reason").to_string(),
+        signal: t.get("signal").and_then(Value::as_i64).unwrap_or(0) as i32,
+        finished_at_ms: ms(t.get("finishedAt")),
     }
-    for c in arr(pod, "/status/conditions") {
-        if s(c, "/type") == "PodScheduled" && s(c, "/reason") == "SchedulingGated" {
-            reason = "SchedulingGated".into();
+}
+
+fn container_status(cs: &Value) -> ContainerStatus {
+    let state = if let Some(t) = cs.pointer("/state/terminated") {
+        ContainerState::Terminated(terminated(t))
+    } else if cs.pointer("/state/running").is_some() {
+        ContainerState::Running
+    } else if let Some(w) = cs.pointer("/state/waiting") {
+        ContainerState::Waiting {
+            reason: s(w, "/reason").to_string(),
         }
-    }
-    let inits = arr(pod, "/spec/initContainers");
-    total += inits
-        .iter()
-        .filter(|c| s(c, "/restartPolicy") == "Always")
-        .count();
-    let finished = |cs: &Value| {
-        cs.pointer("/lastState/terminated/finishedAt")
-            .and_then(Value::as_str)
-            .and_then(meta::parse_time)
+    } else {
+        ContainerState::Unset
     };
-    let later = |a: Option<jiff::Timestamp>, b: Option<jiff::Timestamp>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let mut initializing = false;
-    let init_statuses = arr(pod, "/status/initContainerStatuses");
-    for (i, cs) in init_statuses.iter().enumerate() {
-        let cname = s(cs, "/name");
-        let rc = cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-        restarts += rc;
-        last_restart = later(last_restart, finished(cs));
-        let sidecar = restartable_init(pod, cname);
-        if sidecar {
-            sidecar_restarts += rc;
-            last_sidecar_restart = later(last_sidecar_restart, finished(cs));
-        }
-        let term = cs.pointer("/state/terminated");
-        let waiting_reason = s(cs, "/state/waiting/reason");
-        if term.is_some_and(|t| t.get("exitCode").and_then(Value::as_i64) == Some(0)) {
-            continue;
-        }
-        if sidecar && cs.get("started").and_then(Value::as_bool) == Some(true) {
-            if cs.get("ready").and_then(Value::as_bool) == Some(true) {
-                ready += 1;
-            }
-            continue;
-        }
-        if let Some(t) = term {
-            let r = s(t, "/reason");
-            reason = if r.is_empty() {
-                let signal = t.get("signal").and_then(Value::as_i64).unwrap_or(0);
-                if signal != 0 {
-                    format!("Init:Signal:{signal}")
-                } else {
-                    format!(
-                        "Init:ExitCode:{}",
-                        t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
-                    )
-                }
-            } else {
-                format!("Init:{r}")
-            };
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
-            reason = format!("Init:{waiting_reason}");
-        } else {
-            reason = format!("Init:{i}/{}", inits.len());
-        }
-        initializing = true;
-        break;
+    ContainerStatus {
+        name: s(cs, "/name").to_string(),
+        state,
+        last_terminated: cs.pointer("/lastState/terminated").map(terminated),
+        ready: cs.get("ready").and_then(Value::as_bool).unwrap_or(false),
+        started: cs.get("started").and_then(Value::as_bool),
+        restart_count: cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0) as i32,
     }
-    if !initializing || condition_true(pod, "Initialized") {
-        restarts = sidecar_restarts;
-        last_restart = last_sidecar_restart;
-        let mut has_running = false;
-        let mut error_reason = String::new();
-        for cs in arr(pod, "/status/containerStatuses").iter().rev() {
-            restarts += cs.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
-            last_restart = later(last_restart, finished(cs));
-            let waiting = s(cs, "/state/waiting/reason");
-            if !waiting.is_empty() {
-                reason = waiting.to_string();
-            } else if let Some(t) = cs.pointer("/state/terminated") {
-                reason = terminated_reason(t);
-                if t.get("exitCode").and_then(Value::as_i64).unwrap_or(0) != 0 {
-                    error_reason = reason.clone();
-                }
-            } else if cs.get("ready").and_then(Value::as_bool) == Some(true)
-                && cs.pointer("/state/running").is_some()
-            {
-                has_running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" {
-            if has_running
-                && arr(pod, "/status/conditions")
-                    .iter()
-                    .any(|c| s(c, "/type") == "Ready")
-            {
-                reason = "Running".into();
-            } else if !error_reason.is_empty() {
-                reason = error_reason;
-            } else if has_running {
-                reason = "NotReady".into();
-            }
-        }
+}
+
+/// What `printPod` reads of a pod object.
+pub fn pod_for_print(pod: &Value) -> PodForPrint {
+    PodForPrint {
+        name: meta::name(pod).to_string(),
+        containers: arr(pod, "/spec/containers").len(),
+        init_containers: arr(pod, "/spec/initContainers")
+            .iter()
+            .map(|c| {
+                (
+                    s(c, "/name").to_string(),
+                    s(c, "/restartPolicy") == "Always",
+                )
+            })
+            .collect(),
+        phase: s(pod, "/status/phase").to_string(),
+        reason: s(pod, "/status/reason").to_string(),
+        deletion_timestamp: pod
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null()),
+        scheduling_gated: arr(pod, "/status/conditions")
+            .iter()
+            .any(|c| s(c, "/type") == "PodScheduled" && s(c, "/reason") == "SchedulingGated"),
+        initialized: condition_true(pod, "Initialized"),
+        ready_condition: arr(pod, "/status/conditions")
+            .iter()
+            .any(|c| s(c, "/type") == "Ready"),
+        init_container_statuses: arr(pod, "/status/initContainerStatuses")
+            .iter()
+            .map(container_status)
+            .collect(),
+        container_statuses: arr(pod, "/status/containerStatuses")
+            .iter()
+            .map(container_status)
+            .collect(),
+        created_ms: ms(pod.pointer("/metadata/creationTimestamp")),
     }
-    let deleting = pod
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
-    if deleting && s(pod, "/status/reason") == "NodeLost" {
-        reason = "Unknown".into();
-    } else if deleting && !matches!(phase, "Succeeded" | "Failed") {
-        reason = "Terminating".into();
-    }
-    let restarts_str = match last_restart {
-        Some(t) if restarts != 0 => format!(
-            "{restarts} ({} ago)",
-            human_duration((now.as_millisecond() - t.as_millisecond()).div_euclid(1000))
-        ),
-        _ => restarts.to_string(),
-    };
+}
+
+/// `printPod`: NAME, READY, STATUS, RESTARTS, AGE from podgrace-core's rule for `version`,
+/// then IP, NODE, NOMINATED NODE, READINESS GATES (the `-o wide` columns).
+fn pod_cells(pod: &Value, now: jiff::Timestamp, version: KubeVersion) -> Vec<Value> {
+    let row = print_pod(&pod_for_print(pod), now.as_millisecond(), version);
     let or_none = |v: &str| {
         if v.is_empty() {
             "<none>".to_string()
@@ -392,11 +322,11 @@ fn pod_cells(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
         format!("{t}/{}", gates.len())
     };
     vec![
-        json!(meta::name(pod)),
-        json!(format!("{ready}/{total}")),
-        json!(reason),
-        json!(restarts_str),
-        json!(since(pod.pointer("/metadata/creationTimestamp"), now)),
+        json!(row.name),
+        json!(row.ready),
+        json!(row.status),
+        json!(row.restarts),
+        json!(row.age),
         json!(or_none(&ip)),
         json!(or_none(s(pod, "/spec/nodeName"))),
         json!(or_none(s(pod, "/status/nominatedNodeName"))),
@@ -610,7 +540,13 @@ pub enum IncludeObject {
 }
 
 /// One row: its cells and the object as asked for (`PartialObjectMetadata` by default).
-pub fn row(kind: &str, obj: &Value, now: jiff::Timestamp, include: IncludeObject) -> Value {
+pub fn row(
+    kind: &str,
+    obj: &Value,
+    now: jiff::Timestamp,
+    version: KubeVersion,
+    include: IncludeObject,
+) -> Value {
     let object = match include {
         IncludeObject::None => Value::Null,
         IncludeObject::Object => obj.clone(),
@@ -620,7 +556,7 @@ pub fn row(kind: &str, obj: &Value, now: jiff::Timestamp, include: IncludeObject
             "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
         }),
     };
-    let mut r = json!({"cells": cells(kind, obj, now), "object": object});
+    let mut r = json!({"cells": cells(kind, obj, now, version), "object": object});
     let phase = obj.pointer("/status/phase").and_then(Value::as_str);
     if kind == "Pod" && matches!(phase, Some("Succeeded") | Some("Failed")) {
         let completed = phase == Some("Succeeded");
@@ -635,6 +571,7 @@ pub fn table(
     kind: &str,
     objects: &[&Value],
     now: jiff::Timestamp,
+    version: KubeVersion,
     include: IncludeObject,
     headers: bool,
     list_meta: Value,
@@ -644,7 +581,7 @@ pub fn table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
         "columnDefinitions": if headers { Value::Array(columns(kind)) } else { Value::Null },
-        "rows": objects.iter().map(|o| row(kind, o, now, include)).collect::<Vec<_>>(),
+        "rows": objects.iter().map(|o| row(kind, o, now, version, include)).collect::<Vec<_>>(),
     })
 }
 
@@ -689,7 +626,7 @@ mod tests {
         };
         let running = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
             "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0, "state": {"running": {"startedAt": "2026-12-01T09:59:52Z"}}}]});
-        let c = pod_cells(&base(running.clone(), false), now());
+        let c = pod_cells(&base(running.clone(), false), now(), KubeVersion::LATEST);
         assert_eq!(
             c[..5],
             [
@@ -700,24 +637,35 @@ mod tests {
                 json!("9s")
             ]
         );
-        assert_eq!(pod_cells(&base(running, true), now())[2], "Terminating");
+        assert_eq!(
+            pod_cells(&base(running, true), now(), KubeVersion::LATEST)[2],
+            "Terminating"
+        );
         let failed = json!({"phase": "Failed", "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0,
             "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]});
-        let c = pod_cells(&base(failed, true), now());
+        let c = pod_cells(&base(failed, true), now(), KubeVersion::LATEST);
         assert_eq!((c[1].clone(), c[2].clone()), (json!("0/1"), json!("Error")));
         let done = json!({"phase": "Succeeded", "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0,
             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]});
-        assert_eq!(pod_cells(&base(done, true), now())[2], "Completed");
+        assert_eq!(
+            pod_cells(&base(done.clone(), true), now(), KubeVersion::LATEST)[2],
+            "Completed"
+        );
+        // Before 1.31 a deleted pod showed Terminating whatever its phase.
+        assert_eq!(
+            pod_cells(&base(done, true), now(), KubeVersion::new(1, 30))[2],
+            "Terminating"
+        );
         let crash = json!({"phase": "Running", "containerStatuses": [{"name": "app", "ready": false, "restartCount": 3,
             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
             "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-12-01T09:59:40Z"}}}]});
-        let c = pod_cells(&base(crash, false), now());
+        let c = pod_cells(&base(crash, false), now(), KubeVersion::LATEST);
         assert_eq!(
             (c[2].clone(), c[3].clone()),
             (json!("CrashLoopBackOff"), json!("3 (20s ago)"))
         );
         let pending = json!({"phase": "Pending"});
-        let c = pod_cells(&base(pending, false), now());
+        let c = pod_cells(&base(pending, false), now(), KubeVersion::LATEST);
         assert_eq!(
             (c[1].clone(), c[2].clone(), c[5].clone()),
             (json!("0/1"), json!("Pending"), json!("<none>"))

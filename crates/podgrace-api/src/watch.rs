@@ -53,6 +53,7 @@ impl Watcher {
                     self.r.kind,
                     &[obj],
                     jiff::Timestamp::now(),
+                    self.api.config().kube_version,
                     inc,
                     !self.headers_sent,
                     json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()}),
