@@ -5,12 +5,18 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
 use podgrace_core::KubeVersion;
+
+use podgrace_kubelet::KubeletConfig;
+use podgrace_node::process::OutputLine;
+use podgrace_node::runtime::ProcessRuntime;
+use podgrace_node::sandbox::NetworkConfig;
 
 use crate::{BadInput, Outcome};
 
@@ -35,6 +41,24 @@ pub struct Args {
     /// How often a watch that allows bookmarks gets one (kube-apiserver: 1m).
     #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
     bookmark_interval: Duration,
+    /// The pods' address range (one /24; each pod gets its own network namespace and address
+    /// when run as root).
+    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
+    pod_network: NetworkConfig,
+}
+
+/// A client of `api` in this process, through its router (no listener, no token), as the
+/// local kubelet uses it.
+fn in_process_client(api: &Api) -> kube::Client {
+    let svc = tower::ServiceBuilder::new()
+        .map_request(|req: http::Request<kube::client::Body>| req.map(axum::body::Body::new))
+        .service(podgrace_api::http::router(api.clone()));
+    kube::Client::new(svc, "default")
+}
+
+/// Container output until the logs are written in the CRI layout: dropped.
+async fn discard_output(mut output: tokio::sync::mpsc::UnboundedReceiver<OutputLine>) {
+    while output.recv().await.is_some() {}
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -99,6 +123,19 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             let _ = stop_rx.await;
         },
     ));
+    // The local kubelet: a client of this API like any other (in-process, over the router).
+    let (runtime, output) = ProcessRuntime::new(args.pod_network.clone());
+    let runtime = Arc::new(runtime);
+    let logs = tokio::spawn(discard_output(output));
+    let kubelet = podgrace_kubelet::start(
+        in_process_client(&api),
+        runtime.clone(),
+        KubeletConfig {
+            node_name: args.node_name.clone(),
+            version: args.kubernetes_version,
+            ..KubeletConfig::default()
+        },
+    );
     tokio::select! {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
@@ -110,8 +147,11 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         _ = sigint.recv() => eprintln!("podgrace serve: exiting at once"),
         _ = sigterm.recv() => eprintln!("podgrace serve: exiting at once"),
     }
+    kubelet.shutdown().await;
     let _ = stop_tx.send(());
     let _ = listen.await;
+    drop(runtime);
+    logs.abort();
     Ok(Outcome::Success)
 }
 

@@ -1,0 +1,94 @@
+//! podgrace-kubelet: the local kubelet as a client of an API server (`podgrace serve`'s, or any
+//! other that a `kube::Client` reaches). Layer 3 of podgrace beside `podgrace-api`: above the
+//! node layer, whose pod worker runs the pods; it does not depend on the API crate.
+//!
+//! * [`source`]: the pod source, a watch of the pods bound to this node (`spec.nodeName`);
+//!   each new pod gets a [`worker`].
+//! * [`worker`]: one pod synced with the API: run by the node layer's pod worker
+//!   ([`podgrace_node::kubelet::run_pod`]), a delete seen through the watch handed to it as the
+//!   delete it is (graceful with the object's `deletionGracePeriodSeconds`, or forced when the
+//!   object is gone), the status written through the `status` subresource as the kubelet's
+//!   status manager writes it, and the final delete with grace 0 once the pod has terminated.
+//! * [`status`]: `generateAPIPodStatus` (container statuses, phase, conditions), pure.
+//! * [`observed`]: the runtime seen through one pod (its sandbox and container instances), as
+//!   `GetPodStatus` sees it.
+//! * [`recorder`]: the kubelet's events as `v1` Event objects.
+//!
+//! Upstream: `pkg/kubelet/config/apiserver.go` (the pod source: a watch with
+//! `spec.nodeName=NODE`), `pkg/kubelet/kubelet.go` (`syncLoopIteration`, `HandlePodUpdates`,
+//! `HandlePodRemoves`), `pkg/kubelet/status/status_manager.go` (`syncPod`: the status patch and
+//! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
+
+pub mod observed;
+pub mod recorder;
+pub mod source;
+pub mod status;
+pub mod worker;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use podgrace_core::KubeVersion;
+
+pub use source::{start, KubeletHandle};
+
+/// How the local kubelet runs.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    /// The node's name: the pods with this `spec.nodeName` are this kubelet's.
+    pub node_name: String,
+    /// The Kubernetes release whose kubelet to reproduce.
+    pub version: KubeVersion,
+    /// The node's address (`status.hostIP`, and `podIP` of host-network pods).
+    pub host_ip: IpAddr,
+    /// Run every container as a plain host process even when namespaces are permitted.
+    pub force_host: bool,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            node_name: podgrace_node::kubelet::pod::NODE_NAME.to_string(),
+            version: KubeVersion::LATEST,
+            host_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            force_host: false,
+        }
+    }
+}
+
+/// The monotonic clock mapped onto wall-clock milliseconds (the API's times), from one anchor.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    mono: Instant,
+    unix_ms: i64,
+}
+
+impl Clock {
+    /// Anchored now.
+    pub fn now() -> Clock {
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or_default();
+        Clock {
+            mono: Instant::now(),
+            unix_ms,
+        }
+    }
+
+    /// `at` in milliseconds since the Unix epoch.
+    pub fn ms(&self, at: Instant) -> i64 {
+        if at >= self.mono {
+            self.unix_ms
+                + i64::try_from(at.duration_since(self.mono).as_millis()).unwrap_or(i64::MAX)
+        } else {
+            self.unix_ms
+                - i64::try_from(self.mono.duration_since(at).as_millis()).unwrap_or(i64::MAX)
+        }
+    }
+
+    /// Now in milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.ms(Instant::now())
+    }
+}

@@ -1,0 +1,477 @@
+//! One pod synced with the API server: the pod worker of the node layer runs it; what the
+//! watch shows of the object becomes the pod worker's updates; what the runtime and the pod
+//! worker report becomes the object's status; the end is the kubelet's final delete.
+//!
+//! * **A delete** seen through the watch (the object's `deletionTimestamp` set, or its
+//!   `deletionGracePeriodSeconds` lowered by a second delete) goes to the pod worker as the
+//!   delete it is, with the object's DGPS as the grace: the pod worker applies it as the
+//!   kubelet does (`rules::podworker`: the effective grace only shrinks; a shorter one that
+//!   arrives while the kill runs is recorded but does not shorten it, `later_update_in_flight`).
+//!   DGPS 0 (a force delete) and the object's removal (`DELETED`) are a force delete: the
+//!   processes are still killed, with the kubelet's minimum grace.
+//! * **The status** (`generateAPIPodStatus`, [`crate::status`]) is written through the `status`
+//!   subresource whenever it changes, as the status manager does.
+//! * **The end**: once the pod worker has finished (`SyncTerminatedPod`), the status with every
+//!   container stopped (phase Failed or Succeeded), then, when the object carries a deletion
+//!   timestamp (`canBeDeleted`), the delete with grace 0 and the pod's UID as a precondition
+//!   (`rules::apiserver::kubelet_final_delete` is what the API server makes of it).
+//!
+//! Upstream: `pkg/kubelet/kubelet.go` (`HandlePodUpdates`, `HandlePodRemoves`: a removed pod is
+//! killed), `pkg/kubelet/pod_workers.go` (`UpdatePod`), `pkg/kubelet/status/status_manager.go`
+//! (`syncPod`, `canBeDeleted`), Kubernetes 1.27 to 1.37.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use podgrace_core::manifest::{self, LoadOptions};
+use podgrace_core::plan::{ContainerRole, PodPlan};
+use podgrace_core::rules::apiserver::{KubectlDeleteFlags, PodPhase as ApiPhase};
+use podgrace_core::rules::podstatus::can_be_deleted;
+use podgrace_node::events::{reason, EventRecorder};
+use podgrace_node::kubelet::{check_pod, run_pod, PodCommand, PodOptions, PodPhase};
+use podgrace_node::runtime::{CallContext, ContainerState, RuntimeService};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::observed::ObservedRuntime;
+use crate::recorder::{InvolvedPod, Recorder};
+use crate::status::{generate, ContainerView, Instance, PodView};
+use crate::{Clock, KubeletConfig};
+
+/// What the pod source hands a worker.
+#[derive(Debug)]
+pub enum Update {
+    /// A later version of the object.
+    Changed(Box<Pod>),
+    /// The object is gone (`DELETED`, or missing from a relist).
+    Removed,
+}
+
+/// What every worker shares.
+pub struct Shared<R> {
+    pub client: kube::Client,
+    pub runtime: Arc<R>,
+    pub config: KubeletConfig,
+    pub clock: Clock,
+}
+
+/// The pod worker's delete for the object's `deletionGracePeriodSeconds`: graceful with that
+/// grace, or forced at 0.
+pub fn delete_for_grace(dgps: i64) -> KubectlDeleteFlags {
+    if dgps <= 0 {
+        KubectlDeleteFlags {
+            grace_period: 0,
+            force: true,
+            now: false,
+        }
+    } else {
+        KubectlDeleteFlags {
+            grace_period: dgps,
+            force: false,
+            now: false,
+        }
+    }
+}
+
+/// The plan of the API object (its JSON through `podgrace-core`'s loader, for `version`).
+///
+/// # Errors
+/// The loader's message when the object cannot be planned.
+pub fn plan_of(pod: &Value, version: podgrace_core::KubeVersion) -> Result<PodPlan, String> {
+    let text = serde_json::to_string(pod).map_err(|e| e.to_string())?;
+    let name = format!(
+        "pod {}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let m = manifest::load_with(
+        &text,
+        &name,
+        &LoadOptions {
+            kube_version: version,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let plan = m.pods().next().cloned();
+    plan.ok_or_else(|| format!("{name}: not a pod"))
+}
+
+fn phase_of(obj: &Value) -> ApiPhase {
+    obj["status"]["phase"]
+        .as_str()
+        .and_then(ApiPhase::parse)
+        .unwrap_or(ApiPhase::Pending)
+}
+
+struct Sync<R> {
+    shared: Arc<Shared<R>>,
+    api: kube::Api<Pod>,
+    name: String,
+    namespace: String,
+    uid: String,
+    /// The object as the watch last showed it.
+    latest: Value,
+    /// The status last written.
+    written: Option<Value>,
+    start_ms: i64,
+    removed: bool,
+}
+
+impl<R: RuntimeService + 'static> Sync<R> {
+    fn deletion_grace(&self) -> Option<i64> {
+        self.latest["metadata"]
+            .get("deletionTimestamp")
+            .filter(|v| !v.is_null())
+            .map(|_| {
+                self.latest["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0)
+            })
+    }
+
+    /// The status in the API as the generator should see it: the kubelet's own conditions as
+    /// last written (the watch may not have shown that write yet), the others' as in the API.
+    fn old_status(&self) -> Value {
+        let mut old = self.latest.get("status").cloned().unwrap_or(json!({}));
+        if let Some(w) = &self.written {
+            let owned = [
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+            ];
+            let mut conds: Vec<Value> = old["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| !c["type"].as_str().is_some_and(|t| owned.contains(&t)))
+                .collect();
+            conds.extend(
+                w["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| c["type"].as_str().is_some_and(|t| owned.contains(&t))),
+            );
+            old["conditions"] = json!(conds);
+        }
+        old
+    }
+
+    /// Writes `status` through the status subresource unless it is what was written last.
+    async fn write(&mut self, status: Value) {
+        if self.removed || self.written.as_ref() == Some(&status) {
+            return;
+        }
+        let patch = json!({"status": status});
+        match self
+            .api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(p) => {
+                if let Ok(v) = serde_json::to_value(&p) {
+                    self.latest = v;
+                }
+                self.written = Some(status);
+            }
+            Err(e) => tracing::debug!(pod = %self.name, error = %e, "status update"),
+        }
+    }
+
+    /// The status manager's final delete: grace 0, the UID as a precondition.
+    async fn final_delete(&mut self) {
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        if let Err(e) = self.api.delete(&self.name, &dp).await {
+            tracing::debug!(pod = %self.name, error = %e, "final delete");
+        }
+    }
+}
+
+/// Syncs one pod until it has terminated and its object is deleted (or gone).
+pub async fn sync_pod<R: RuntimeService + 'static>(
+    shared: Arc<Shared<R>>,
+    pod: Pod,
+    mut updates: mpsc::UnboundedReceiver<Update>,
+) {
+    let latest = serde_json::to_value(&pod).unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let mut s = Sync {
+        api: kube::Api::namespaced(shared.client.clone(), &namespace),
+        start_ms: shared.clock.now_ms(),
+        shared: shared.clone(),
+        name,
+        namespace: namespace.clone(),
+        uid: uid.clone(),
+        latest,
+        written: None,
+        removed: false,
+    };
+    let version = shared.config.version;
+    let opts = PodOptions {
+        version,
+        namespace: namespace.clone(),
+        force_host: shared.config.force_host,
+        ..PodOptions::default()
+    };
+    let plan = plan_of(&s.latest, version).and_then(|p| {
+        check_pod(&p, &opts).map_err(|e| e.to_string())?;
+        Ok(p)
+    });
+    if phase_of(&s.latest).is_terminal() || plan.is_err() {
+        // A pod that has finished (seen again after a restart of the kubelet) is not run
+        // again; one that cannot be run stays as it is, with a Warning saying why.
+        if let Err(msg) = &plan {
+            let events = EventRecorder::new();
+            events.warning(reason::FAILED, None, format!("Error: {msg}"));
+            let mut rec = recorder_for(&s, None);
+            for e in events.events() {
+                rec.record(&e).await;
+            }
+        }
+        idle_until_deleted(&mut s, &mut updates).await;
+        return;
+    }
+    let Ok(plan) = plan else { return };
+    let observed = Arc::new(ObservedRuntime::new(shared.runtime.clone()));
+    let events = EventRecorder::new();
+    let mut own_events = events.subscribe();
+    // The events go to the API in order, beside the status writes.
+    let mut rec = recorder_for(&s, Some(&plan));
+    let mut rec_events = events.subscribe();
+    let rec_task = tokio::spawn(async move {
+        while let Some(e) = rec_events.recv().await {
+            rec.record(&e).await;
+        }
+    });
+    let handle = run_pod(observed.clone(), plan.clone(), opts, events.clone());
+    let mut status_rx = handle.status();
+    let changed = observed.changed();
+    let mut container_events: Option<broadcast::Receiver<_>> = None;
+    let mut back_offs: HashMap<String, Instant> = HashMap::new();
+    let mut sent_grace: Option<i64> = None;
+    loop {
+        if let Some(g) = s.deletion_grace() {
+            if sent_grace.is_none_or(|sent| g < sent) {
+                sent_grace = Some(g);
+                handle.send(PodCommand::Delete(delete_for_grace(g)));
+            }
+        }
+        tokio::select! {
+            u = updates.recv() => match u {
+                Some(Update::Changed(p)) => {
+                    if let Ok(v) = serde_json::to_value(&*p) {
+                        s.latest = v;
+                    }
+                }
+                Some(Update::Removed) | None => {
+                    if !s.removed {
+                        s.removed = true;
+                        sent_grace = Some(0);
+                        handle.send(PodCommand::Delete(delete_for_grace(0)));
+                    }
+                }
+            },
+            r = status_rx.changed() => {
+                if r.is_err() || status_rx.borrow_and_update().phase == PodPhase::Terminated {
+                    break;
+                }
+            }
+            () = changed.notified() => {}
+            Some(e) = own_events.recv() => {
+                if e.reason == reason::BACK_OFF {
+                    if let Some(c) = e.container {
+                        back_offs.insert(c, e.at);
+                    }
+                }
+            }
+            _ = recv_container_event(&mut container_events) => {}
+        }
+        if container_events.is_none() {
+            if let Some(sb) = observed.record().sandbox {
+                container_events = observed.inner().container_events(&sb);
+            }
+        }
+        let st = status_rx.borrow().clone();
+        if st.phase == PodPhase::Terminating {
+            // The pod worker is in SyncTerminatingPod: the next status it generates is the one
+            // with every container stopped (a real 1.32 node went from Running, Ready straight
+            // to Failed with the container terminated).
+            continue;
+        }
+        let status = compute(&s, &plan, &observed, &st, &back_offs, false).await;
+        s.write(status).await;
+    }
+    let report = handle.wait().await;
+    // SyncTerminatedPod: the status with every container stopped.
+    let st = status_rx.borrow().clone();
+    let status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
+    s.write(status).await;
+    if let Ok(r) = &report {
+        if let Some(sb) = &r.sandbox {
+            let _ = shared
+                .runtime
+                .remove_pod_sandbox(&CallContext::background(), sb)
+                .await;
+        }
+    }
+    // The events of the termination are written before the object goes.
+    drop(events);
+    let _ = rec_task.await;
+    idle_until_deleted(&mut s, &mut updates).await;
+}
+
+fn recorder_for<R>(s: &Sync<R>, plan: Option<&PodPlan>) -> Recorder {
+    Recorder::new(
+        s.shared.client.clone(),
+        InvolvedPod {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            uid: s.uid.clone(),
+            resource_version: s.latest["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            init_containers: plan
+                .map(|p| p.init_containers.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
+        },
+        s.shared.config.node_name.clone(),
+        s.shared.clock,
+    )
+}
+
+/// After the pod worker: the final delete as soon as the object carries a deletion timestamp
+/// and a terminal phase (`canBeDeleted`), or nothing more once the object is gone.
+async fn idle_until_deleted<R: RuntimeService + 'static>(
+    s: &mut Sync<R>,
+    updates: &mut mpsc::UnboundedReceiver<Update>,
+) {
+    loop {
+        if s.removed {
+            return;
+        }
+        let deleting = s.deletion_grace().is_some();
+        if can_be_deleted(deleting, false, phase_of(&s.latest), true, s.shared.config.version) {
+            s.final_delete().await;
+            return;
+        }
+        match updates.recv().await {
+            Some(Update::Changed(p)) => {
+                if let Ok(v) = serde_json::to_value(&*p) {
+                    s.latest = v;
+                }
+            }
+            Some(Update::Removed) | None => s.removed = true,
+        }
+    }
+}
+
+async fn recv_container_event<T: Clone>(rx: &mut Option<broadcast::Receiver<T>>) {
+    match rx {
+        Some(r) => match r.recv().await {
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => {
+                *rx = None;
+                std::future::pending::<()>().await;
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// The kubelet's back-off before the restart that follows `instances` exited runs (`doBackOff`
+/// as the node layer's pod worker applies it: the first restart at once, then 10 s doubling up
+/// to 300 s), seconds.
+fn back_off_seconds(instances: usize) -> u64 {
+    match instances {
+        0 | 1 => 0,
+        n => (10u64 << (n - 2).min(5)).min(300),
+    }
+}
+
+async fn compute<R: RuntimeService + 'static>(
+    s: &Sync<R>,
+    plan: &PodPlan,
+    observed: &ObservedRuntime<R>,
+    st: &podgrace_node::kubelet::PodStatus,
+    back_offs: &HashMap<String, Instant>,
+    terminal: bool,
+) -> Value {
+    let record = observed.record();
+    let ctx = CallContext::background();
+    let clock = s.shared.clock;
+    let mut views: Vec<ContainerView> = Vec::new();
+    for c in plan.init_containers.iter().chain(&plan.containers) {
+        let mut instances = Vec::new();
+        let mut last_finished: Option<Instant> = None;
+        for (_, id) in record.containers.iter().filter(|(n, _)| *n == c.name) {
+            let Ok(cs) = observed.container_status(&ctx, id).await else {
+                continue;
+            };
+            let inst = match cs.state {
+                ContainerState::Created => Instance::Created,
+                ContainerState::Running => Instance::Running {
+                    started_at_ms: cs.started_at.map(|t| clock.ms(t)).unwrap_or(s.start_ms),
+                },
+                ContainerState::Exited => {
+                    last_finished = cs.finished_at;
+                    Instance::Exited {
+                        started_at_ms: cs.started_at.map(|t| clock.ms(t)),
+                        finished_at_ms: cs.finished_at.map(|t| clock.ms(t)).unwrap_or(s.start_ms),
+                        exit_code: cs.exit.map(|e| e.code()).unwrap_or(0),
+                    }
+                }
+            };
+            instances.push((id.clone(), inst));
+        }
+        let has_probe = c.readiness_probe.is_some();
+        let running = matches!(instances.last(), Some((_, Instance::Running { .. })));
+        let back_off = match (back_offs.get(&c.name), last_finished) {
+            (Some(at), Some(fin)) if *at >= fin && c.role != ContainerRole::Init => {
+                Some(back_off_seconds(instances.len()))
+            }
+            _ => None,
+        };
+        views.push(ContainerView {
+            name: c.name.clone(),
+            ready: running && (st.ready || !has_probe),
+            instances,
+            back_off_seconds: back_off,
+        });
+    }
+    let old = s.old_status();
+    let view = PodView {
+        plan,
+        uid: &s.uid,
+        namespace: &s.namespace,
+        containers: &views,
+        sandbox_ready: record.sandbox.is_some() && !record.sandbox_stopped && !terminal,
+        pod_is_terminal: terminal,
+        pod_ip: st.pod_ip,
+        host_ip: s.shared.config.host_ip,
+        start_time_ms: s.start_ms,
+        old_status: &old,
+        now_ms: clock.now_ms(),
+        version: s.shared.config.version,
+    };
+    generate(&view).0
+}
