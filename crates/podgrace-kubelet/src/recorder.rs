@@ -98,7 +98,8 @@ impl Recorder {
     /// Writes `e` (a create, or a patch of the equal earlier event). Errors are logged: events
     /// are best effort, as the kubelet's are.
     pub async fn record(&mut self, e: &Event) {
-        let api: kube::Api<ApiEvent> = kube::Api::namespaced(self.client.clone(), &self.pod.namespace);
+        let api: kube::Api<ApiEvent> =
+            kube::Api::namespaced(self.client.clone(), &self.pod.namespace);
         let at_ms = self.clock.ms(e.at);
         let key = (
             e.kind.as_str().to_string(),
@@ -122,7 +123,10 @@ impl Recorder {
         }
         let at_ns = i128::from(at_ms) * 1_000_000 + i128::from(self.seen.len() as i64);
         let v = event_object(&self.pod, &self.node, e, at_ms, at_ns);
-        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let Ok(obj) = serde_json::from_value::<ApiEvent>(v) else {
             return;
         };

@@ -194,10 +194,7 @@ fn container_status(
     }
     // A regular init container is "ready" once it completed (exit 0), as the kubelet marks it.
     let ready = match role {
-        ContainerRole::Init => matches!(
-            current,
-            Some((_, Instance::Exited { exit_code: 0, .. }))
-        ),
+        ContainerRole::Init => matches!(current, Some((_, Instance::Exited { exit_code: 0, .. }))),
         _ => running && ready_flag,
     };
     let started = running;
@@ -598,7 +595,10 @@ mod tests {
         let (s2, phase) = generate(&v);
         assert_eq!(phase, PodPhase::Failed);
         let t = &s2["containerStatuses"][0]["state"]["terminated"];
-        assert_eq!((t["exitCode"].as_i64(), t["reason"].as_str()), (Some(137), Some("Error")));
+        assert_eq!(
+            (t["exitCode"].as_i64(), t["reason"].as_str()),
+            (Some(137), Some("Error"))
+        );
         assert_eq!(cond_of(&s2, "Ready")["reason"], "PodFailed");
         assert_eq!(cond_of(&s2, "PodReadyToStartContainers")["status"], "False");
         // Initialized stays True: its time is kept.

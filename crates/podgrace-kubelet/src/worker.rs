@@ -370,7 +370,13 @@ async fn idle_until_deleted<R: RuntimeService + 'static>(
             return;
         }
         let deleting = s.deletion_grace().is_some();
-        if can_be_deleted(deleting, false, phase_of(&s.latest), true, s.shared.config.version) {
+        if can_be_deleted(
+            deleting,
+            false,
+            phase_of(&s.latest),
+            true,
+            s.shared.config.version,
+        ) {
             s.final_delete().await;
             return;
         }

@@ -210,6 +210,9 @@ fn kubectl_sessions_of_every_version() {
         let o = k(&["apply", "-f", f]);
         assert_eq!(out(&o), "pod/web configured\n", "{who}: {}", err(&o));
 
+        // The local kubelet runs it.
+        let o = k(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
+        assert_ok(&o, &who);
         let o = k(&["get", "pods"]);
         assert_ok(&o, &who);
         let text = out(&o);
@@ -221,7 +224,7 @@ fn kubectl_sessions_of_every_version() {
             "{who}"
         );
         let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        assert_eq!(row[..4], ["web", "0/1", "Pending", "0"], "{who}");
+        assert_eq!(row[..4], ["web", "1/1", "Running", "0"], "{who}");
         let o = k(&["get", "pods", "-o", "wide"]);
         let head = out(&o);
         assert!(
@@ -230,7 +233,9 @@ fn kubectl_sessions_of_every_version() {
                     .lines()
                     .next()
                     .unwrap()
-                    .ends_with("IP       NODE       NOMINATED NODE   READINESS GATES"),
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .ends_with(&["IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]),
             "{who}: {head}"
         );
         assert!(head.contains(" podgrace "), "{who}: {head}");
@@ -252,8 +257,10 @@ fn kubectl_sessions_of_every_version() {
             "    tier: front\n",
             "    note: hi\n",
             "  nodeName: podgrace\n",
-            "  phase: Pending\n",
+            "  phase: Running\n",
             "  qosClass: BestEffort\n",
+            "    type: Ready\n",
+            "      running:\n",
         ] {
             assert!(yaml.contains(want), "{who}: {want:?} not in\n{yaml}");
         }
@@ -266,9 +273,16 @@ fn kubectl_sessions_of_every_version() {
         for want in [
             "Name: web",
             "Node: podgrace/",
-            "Status: Pending",
+            "Status: Running",
+            "State: Running",
+            "Ready: True",
+            "Restart Count: 0",
+            "Ready True",
+            "ContainersReady True",
             "Normal Scheduled",
             "default-scheduler Successfully assigned default/web to podgrace",
+            "kubelet Created container: app",
+            "kubelet Started container app",
         ] {
             assert!(d.contains(want), "{who}: {want:?} not in\n{d}");
         }
@@ -353,53 +367,174 @@ fn kubectl_sessions_of_every_version() {
     }
 }
 
+/// `kubectl get pods -w` reading rows until one matches; every row read, with when.
+fn rows_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    seen: &mut Vec<(Instant, String)>,
+    want: impl Fn(&[&str]) -> bool,
+) -> Instant {
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let at = Instant::now();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let hit = want(&cols);
+        seen.push((at, line));
+        if hit {
+            return at;
+        }
+    }
+    panic!("the watch ended; rows: {seen:#?}");
+}
+
 #[test]
-fn kubectl_get_watch_shows_terminating_then_gone() {
+fn kubectl_get_watch_shows_running_terminating_error_then_gone() {
     let bin = kubectls().remove(0);
     let s = Serve::start("watch", &[]);
     let f = s.file("pod.yaml", POD);
-    assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
-        "apply",
-    );
     let mut w = Command::new(&bin)
-        .args(["get", "pods", "-w", "--request-timeout=20s"])
+        .args([
+            "get",
+            "pods",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=60s",
+        ])
         .env("KUBECONFIG", &s.kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(w.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("NAME"), "{first}");
-    let row = lines.next().unwrap().unwrap();
-    assert_eq!(row.split_whitespace().nth(2), Some("Pending"), "{row}");
     assert_ok(
-        &s.kubectl(
-            &bin,
-            &["delete", "pod", "web", "--grace-period=5", "--wait=false"],
-        ),
-        "delete",
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
     );
-    let row = lines.next().unwrap().unwrap();
-    assert_eq!(row.split_whitespace().nth(2), Some("Terminating"), "{row}");
-    assert_ok(
-        &s.kubectl(
-            &bin,
-            &["delete", "pod", "web", "--force", "--grace-period=0"],
-        ),
-        "force delete",
+    let mut seen = Vec::new();
+    // EVENT NAME READY STATUS RESTARTS AGE
+    rows_until(&mut lines, &mut seen, |c| {
+        c.get(3) == Some(&"Running") && c.get(2) == Some(&"1/1")
+    });
+    let deleted = Instant::now();
+    let o = s.kubectl(
+        &bin,
+        &["delete", "pod", "web", "--grace-period=5", "--wait=false"],
     );
-    // The force delete: a MODIFIED (grace 0) and the DELETED row, both Terminating.
-    let a = lines.next().unwrap().unwrap();
-    let b = lines.next().unwrap().unwrap();
-    assert_eq!(
-        (a.split_whitespace().nth(2), b.split_whitespace().nth(2)),
-        (Some("Terminating"), Some("Terminating")),
-        "{a}\n{b}"
-    );
+    assert_ok(&o, "delete");
+    let terminating = rows_until(&mut lines, &mut seen, |c| c.get(3) == Some(&"Terminating"));
+    // The app (sleep as PID 1) ignores SIGTERM: after the preStop's 3 s it is killed at the
+    // grace period's end, exit 137: Error; then the kubelet's final delete removes it.
+    let error = rows_until(&mut lines, &mut seen, |c| c.get(3) == Some(&"Error"));
+    let gone = rows_until(&mut lines, &mut seen, |c| c.first() == Some(&"DELETED"));
     let _ = w.kill();
     let _ = w.wait();
+    let rows: Vec<String> = seen
+        .iter()
+        .map(|(_, l)| l.split_whitespace().take(5).collect::<Vec<_>>().join(" "))
+        .collect();
+    // The recorded 1.32 sequence (cases a): Terminating while Running and Ready, then the
+    // terminal status, the final delete's MODIFIED and the DELETED, all shown as Error.
+    let tail: Vec<&str> = rows[rows.len() - 4..].iter().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        [
+            "MODIFIED web 1/1 Terminating 0",
+            "MODIFIED web 0/1 Error 0",
+            "MODIFIED web 0/1 Error 0",
+            "DELETED web 0/1 Error 0"
+        ],
+        "{rows:#?}"
+    );
+    assert!(
+        terminating.duration_since(deleted) < Duration::from_secs(1),
+        "{rows:#?}"
+    );
+    let killed = error.duration_since(deleted);
+    assert!(
+        killed > Duration::from_millis(4_700) && killed < Duration::from_millis(6_000),
+        "Error {killed:?} after the delete (grace 5 s)"
+    );
+    assert!(
+        gone.duration_since(error) < Duration::from_secs(2),
+        "{rows:#?}"
+    );
+    assert_eq!(
+        err(&s.kubectl(&bin, &["get", "pod", "web"])).trim_end(),
+        "Error from server (NotFound): pods \"web\" not found"
+    );
+}
+
+/// The pids whose environment holds `marker` (every process of one container).
+fn pids_with_env(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+#[test]
+fn a_force_delete_removes_the_object_at_once_and_still_kills_the_processes() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("force", &[]);
+    let marker = format!("PODGRACE_FORCE_TEST={}", std::process::id());
+    let (k, v) = marker.split_once('=').unwrap();
+    let pod = POD.replace(
+        "    command: [sleep, '100']\n",
+        &format!("    command: [sleep, '100']\n    env:\n    - {{name: {k}, value: '{v}'}}\n"),
+    );
+    let f = s.file("pod.yaml", &pod);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
+        ),
+        "wait Ready",
+    );
+    assert!(!pids_with_env(&marker).is_empty(), "the container runs");
+    let o = s.kubectl(
+        &bin,
+        &["delete", "pod", "web", "--force", "--grace-period=0"],
+    );
+    assert_ok(&o, "force delete");
+    assert!(
+        out(&o).starts_with("pod \"web\" force deleted"),
+        "{}",
+        out(&o)
+    );
+    let gone_at = Instant::now();
+    assert_eq!(
+        s.kubectl(&bin, &["get", "pod", "web"]).status.code(),
+        Some(1)
+    );
+    // The kubelet kills with its minimum grace (the preStop cut after 1 s, then 2 s), so the
+    // processes outlive the object by about 3 s, as recorded on 1.32 (case b).
+    assert!(
+        !pids_with_env(&marker).is_empty(),
+        "the processes outlive the object"
+    );
+    while !pids_with_env(&marker).is_empty() {
+        assert!(
+            gone_at.elapsed() < Duration::from_secs(10),
+            "the processes are killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = gone_at.elapsed();
+    assert!(
+        took > Duration::from_millis(2_500) && took < Duration::from_millis(4_500),
+        "killed {took:?} after the force delete"
+    );
 }
 
 #[test]
@@ -639,8 +774,8 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
     let st = wait_exit(&mut empty.child, Duration::from_secs(5))
         .expect("serve exits after Ctrl-C with no pods");
     assert!(st.success(), "{st:?}");
-    // A pod: the drain deletes it with its own grace period and waits for it; without a
-    // kubelet nothing finishes it, so the second Ctrl-C ends serve.
+    // A pod: the drain deletes it with its own grace period (10 s: the app ignores SIGTERM)
+    // and waits for it; a second Ctrl-C ends serve at once.
     let mut s = Serve::start("ctrlc", &[]);
     let f = s.file("pod.yaml", POD);
     assert_ok(

@@ -142,12 +142,20 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     }
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
     drain(&api);
-    tokio::select! {
-        _ = wait_gone(&api) => eprintln!("podgrace serve: every pod is gone"),
-        _ = sigint.recv() => eprintln!("podgrace serve: exiting at once"),
-        _ = sigterm.recv() => eprintln!("podgrace serve: exiting at once"),
+    let drained = tokio::select! {
+        _ = wait_gone(&api) => true,
+        _ = sigint.recv() => false,
+        _ = sigterm.recv() => false,
+    };
+    if drained {
+        kubelet.shutdown().await;
+        eprintln!("podgrace serve: every pod is gone");
+    } else {
+        // Not a Kubernetes action: serve exits, and every container process dies with it
+        // (PR_SET_PDEATHSIG); the pods' network namespaces go first.
+        eprintln!("podgrace serve: exiting at once");
+        podgrace_node::sandbox::teardown_own();
     }
-    kubelet.shutdown().await;
     let _ = stop_tx.send(());
     let _ = listen.await;
     drop(runtime);
