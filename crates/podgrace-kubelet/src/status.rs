@@ -472,6 +472,44 @@ pub fn generate(view: &PodView<'_>) -> (Value, PodPhase) {
     (status, phase)
 }
 
+/// The status manager's `TerminatePod`: the status of a pod the kubelet has finished with. A
+/// container not terminated (it never ran, or was not found) is given up as terminated with
+/// exit code 137, reason `ContainerStatusUnknown` (regular containers once the pod has
+/// initialized, init containers that ran); a phase that is not terminal becomes `Failed`.
+///
+/// Upstream: `pkg/kubelet/status/status_manager.go` `TerminatePod` (1.27 to 1.37).
+pub fn terminate_pod(status: &mut Value) {
+    let unknown = json!({"terminated": {
+        "exitCode": 137,
+        "reason": "ContainerStatusUnknown",
+        "message": "The container could not be located when the pod was terminated",
+    }});
+    let initialized = status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"));
+    if initialized {
+        if let Some(cs) = status["containerStatuses"].as_array_mut() {
+            for c in cs {
+                if c["state"].get("terminated").is_none() {
+                    c["state"] = unknown.clone();
+                }
+            }
+        }
+    }
+    if let Some(cs) = status["initContainerStatuses"].as_array_mut() {
+        for c in cs {
+            let ran = c["state"].get("running").is_some() || c["lastState"].get("terminated").is_some();
+            if ran && c["state"].get("terminated").is_none() {
+                c["state"] = unknown.clone();
+            }
+        }
+    }
+    let phase = status["phase"].as_str().unwrap_or("Pending");
+    if phase != "Succeeded" && phase != "Failed" {
+        status["phase"] = json!("Failed");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::observed::ObservedRuntime;
 use crate::recorder::{InvolvedPod, Recorder};
-use crate::status::{generate, ContainerView, Instance, PodView};
+use crate::status::{generate, terminate_pod, ContainerView, Instance, PodView};
 use crate::{Clock, KubeletConfig};
 
 /// What the pod source hands a worker.
@@ -323,7 +323,8 @@ pub async fn sync_pod<R: RuntimeService + 'static>(
     let report = handle.wait().await;
     // SyncTerminatedPod: the status with every container stopped.
     let st = status_rx.borrow().clone();
-    let status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
+    let mut status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
+    terminate_pod(&mut status);
     s.write(status).await;
     if let Ok(r) = &report {
         if let Some(sb) = &r.sandbox {
@@ -370,6 +371,12 @@ async fn idle_until_deleted<R: RuntimeService + 'static>(
             return;
         }
         let deleting = s.deletion_grace().is_some();
+        if deleting && !phase_of(&s.latest).is_terminal() {
+            // A pod that never ran (or whose worker ended early): TerminatePod's status.
+            let mut st = s.latest.get("status").cloned().unwrap_or(json!({}));
+            terminate_pod(&mut st);
+            s.write(st).await;
+        }
         if can_be_deleted(
             deleting,
             false,
