@@ -13,14 +13,18 @@
 //! * [`observed`]: the runtime seen through one pod (its sandbox and container instances), as
 //!   `GetPodStatus` sees it.
 //! * [`recorder`]: the kubelet's events as `v1` Event objects.
+//! * [`runtimes`]: the runtime each pod runs on; [`logs`]: its containers' output in the CRI
+//!   log layout that the API's `log` subresource reads.
 //!
 //! Upstream: `pkg/kubelet/config/apiserver.go` (the pod source: a watch with
 //! `spec.nodeName=NODE`), `pkg/kubelet/kubelet.go` (`syncLoopIteration`, `HandlePodUpdates`,
 //! `HandlePodRemoves`), `pkg/kubelet/status/status_manager.go` (`syncPod`: the status patch and
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 
+pub mod logs;
 pub mod observed;
 pub mod recorder;
+pub mod runtimes;
 pub mod source;
 pub mod status;
 pub mod worker;
@@ -30,6 +34,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use podgrace_core::KubeVersion;
 
+pub use runtimes::{ProcessRuntimes, RuntimeSource};
 pub use source::{start, KubeletHandle};
 
 /// How the local kubelet runs.
@@ -43,6 +48,8 @@ pub struct KubeletConfig {
     pub host_ip: IpAddr,
     /// Run every container as a plain host process even when namespaces are permitted.
     pub force_host: bool,
+    /// Where container logs go (`NAMESPACE_POD_UID/CONTAINER/N.log`); `None`: nowhere.
+    pub log_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for KubeletConfig {
@@ -52,6 +59,7 @@ impl Default for KubeletConfig {
             version: KubeVersion::LATEST,
             host_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             force_host: false,
+            log_dir: None,
         }
     }
 }

@@ -28,7 +28,7 @@ pub struct PodRecord {
 /// The node's runtime, seen through one pod.
 pub struct ObservedRuntime<R> {
     inner: Arc<R>,
-    record: Mutex<PodRecord>,
+    record: Arc<Mutex<PodRecord>>,
     changed: Arc<Notify>,
 }
 
@@ -37,7 +37,7 @@ impl<R> ObservedRuntime<R> {
     pub fn new(inner: Arc<R>) -> Self {
         ObservedRuntime {
             inner,
-            record: Mutex::new(PodRecord::default()),
+            record: Arc::new(Mutex::new(PodRecord::default())),
             changed: Arc::new(Notify::new()),
         }
     }
@@ -45,6 +45,11 @@ impl<R> ObservedRuntime<R> {
     /// A snapshot of what was created so far.
     pub fn record(&self) -> PodRecord {
         self.record.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The record itself, shared (for readers that must not keep the runtime alive).
+    pub fn shared_record(&self) -> Arc<Mutex<PodRecord>> {
+        self.record.clone()
     }
 
     /// Notified after each sandbox or container call that changes what the pod holds.

@@ -14,10 +14,10 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
-use podgrace_node::runtime::RuntimeService;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
+use crate::runtimes::RuntimeSource;
 use crate::worker::{self, Update};
 use crate::{Clock, KubeletConfig};
 
@@ -40,14 +40,14 @@ impl KubeletHandle {
 }
 
 /// Starts the local kubelet on the current tokio runtime: it watches the pods bound to
-/// `config.node_name` through `client` and runs them on `runtime`.
-pub fn start<R: RuntimeService + 'static>(
+/// `config.node_name` through `client` and runs each on the runtime `runtimes` gives it.
+pub fn start<S: RuntimeSource>(
     client: kube::Client,
-    runtime: Arc<R>,
+    runtimes: S,
     config: KubeletConfig,
 ) -> KubeletHandle {
     let (stop_tx, stop_rx) = oneshot::channel();
-    let task = tokio::spawn(run(client, runtime, config, stop_rx));
+    let task = tokio::spawn(run(client, runtimes, config, stop_rx));
     KubeletHandle {
         stop: Some(stop_tx),
         task,
@@ -58,15 +58,15 @@ struct Known {
     updates: mpsc::UnboundedSender<Update>,
 }
 
-async fn run<R: RuntimeService + 'static>(
+async fn run<S: RuntimeSource>(
     client: kube::Client,
-    runtime: Arc<R>,
+    runtimes: S,
     config: KubeletConfig,
     mut stop: oneshot::Receiver<()>,
 ) {
     let shared = Arc::new(worker::Shared {
         client: client.clone(),
-        runtime,
+        runtimes,
         config: config.clone(),
         clock: Clock::now(),
     });

@@ -484,9 +484,10 @@ pub fn terminate_pod(status: &mut Value) {
         "reason": "ContainerStatusUnknown",
         "message": "The container could not be located when the pod was terminated",
     }});
-    let initialized = status["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"));
+    let initialized = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+    });
     if initialized {
         if let Some(cs) = status["containerStatuses"].as_array_mut() {
             for c in cs {
@@ -498,7 +499,8 @@ pub fn terminate_pod(status: &mut Value) {
     }
     if let Some(cs) = status["initContainerStatuses"].as_array_mut() {
         for c in cs {
-            let ran = c["state"].get("running").is_some() || c["lastState"].get("terminated").is_some();
+            let ran =
+                c["state"].get("running").is_some() || c["lastState"].get("terminated").is_some();
             if ran && c["state"].get("terminated").is_none() {
                 c["state"] = unknown.clone();
             }

@@ -36,8 +36,10 @@ use podgrace_node::runtime::{CallContext, ContainerState, RuntimeService};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
+use crate::logs::{pod_log_dir, write_logs};
 use crate::observed::ObservedRuntime;
 use crate::recorder::{InvolvedPod, Recorder};
+use crate::runtimes::RuntimeSource;
 use crate::status::{generate, terminate_pod, ContainerView, Instance, PodView};
 use crate::{Clock, KubeletConfig};
 
@@ -51,9 +53,9 @@ pub enum Update {
 }
 
 /// What every worker shares.
-pub struct Shared<R> {
+pub struct Shared<S> {
     pub client: kube::Client,
-    pub runtime: Arc<R>,
+    pub runtimes: S,
     pub config: KubeletConfig,
     pub clock: Clock,
 }
@@ -106,8 +108,8 @@ fn phase_of(obj: &Value) -> ApiPhase {
         .unwrap_or(ApiPhase::Pending)
 }
 
-struct Sync<R> {
-    shared: Arc<Shared<R>>,
+struct Sync<S> {
+    shared: Arc<Shared<S>>,
     api: kube::Api<Pod>,
     name: String,
     namespace: String,
@@ -120,7 +122,7 @@ struct Sync<R> {
     removed: bool,
 }
 
-impl<R: RuntimeService + 'static> Sync<R> {
+impl<S: RuntimeSource> Sync<S> {
     fn deletion_grace(&self) -> Option<i64> {
         self.latest["metadata"]
             .get("deletionTimestamp")
@@ -201,8 +203,8 @@ impl<R: RuntimeService + 'static> Sync<R> {
 }
 
 /// Syncs one pod until it has terminated and its object is deleted (or gone).
-pub async fn sync_pod<R: RuntimeService + 'static>(
-    shared: Arc<Shared<R>>,
+pub async fn sync_pod<S: RuntimeSource>(
+    shared: Arc<Shared<S>>,
     pod: Pod,
     mut updates: mpsc::UnboundedReceiver<Update>,
 ) {
@@ -251,7 +253,25 @@ pub async fn sync_pod<R: RuntimeService + 'static>(
         return;
     }
     let Ok(plan) = plan else { return };
-    let observed = Arc::new(ObservedRuntime::new(shared.runtime.clone()));
+    let (runtime, output) = shared.runtimes.for_pod();
+    let observed = Arc::new(ObservedRuntime::new(runtime));
+    let log_task = match (output, &shared.config.log_dir) {
+        (Some(out), Some(root)) => {
+            let record = observed.shared_record();
+            Some(tokio::spawn(write_logs(
+                pod_log_dir(root, &namespace, &s.name, &uid),
+                out,
+                move |c| {
+                    record
+                        .lock()
+                        .map(|r| r.containers.iter().filter(|(n, _)| n == c).count())
+                        .unwrap_or(0)
+                        .saturating_sub(1)
+                },
+            )))
+        }
+        _ => None,
+    };
     let events = EventRecorder::new();
     let mut own_events = events.subscribe();
     // The events go to the API in order, beside the status writes.
@@ -328,8 +348,8 @@ pub async fn sync_pod<R: RuntimeService + 'static>(
     s.write(status).await;
     if let Ok(r) = &report {
         if let Some(sb) = &r.sandbox {
-            let _ = shared
-                .runtime
+            let _ = observed
+                .inner()
                 .remove_pod_sandbox(&CallContext::background(), sb)
                 .await;
         }
@@ -337,10 +357,15 @@ pub async fn sync_pod<R: RuntimeService + 'static>(
     // The events of the termination are written before the object goes.
     drop(events);
     let _ = rec_task.await;
+    drop(observed);
+    if let Some(t) = log_task {
+        // The output ends when the pod's processes and runtime are gone.
+        let _ = t.await;
+    }
     idle_until_deleted(&mut s, &mut updates).await;
 }
 
-fn recorder_for<R>(s: &Sync<R>, plan: Option<&PodPlan>) -> Recorder {
+fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
     Recorder::new(
         s.shared.client.clone(),
         InvolvedPod {
@@ -362,8 +387,8 @@ fn recorder_for<R>(s: &Sync<R>, plan: Option<&PodPlan>) -> Recorder {
 
 /// After the pod worker: the final delete as soon as the object carries a deletion timestamp
 /// and a terminal phase (`canBeDeleted`), or nothing more once the object is gone.
-async fn idle_until_deleted<R: RuntimeService + 'static>(
-    s: &mut Sync<R>,
+async fn idle_until_deleted<S: RuntimeSource>(
+    s: &mut Sync<S>,
     updates: &mut mpsc::UnboundedReceiver<Update>,
 ) {
     loop {
@@ -421,8 +446,8 @@ fn back_off_seconds(instances: usize) -> u64 {
     }
 }
 
-async fn compute<R: RuntimeService + 'static>(
-    s: &Sync<R>,
+async fn compute<S: RuntimeSource, R: RuntimeService>(
+    s: &Sync<S>,
     plan: &PodPlan,
     observed: &ObservedRuntime<R>,
     st: &podgrace_node::kubelet::PodStatus,

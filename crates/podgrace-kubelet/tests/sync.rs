@@ -4,16 +4,13 @@
 //! path down to the final grace-0 delete. Real kubectl drives the same path in
 //! `crates/podgrace/tests/serve.rs`.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api as KApi, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use podgrace_api::{http::router, Api, ApiConfig};
-use podgrace_kubelet::{start, KubeletConfig, KubeletHandle};
-use podgrace_node::runtime::ProcessRuntime;
-use podgrace_node::sandbox::NetworkConfig;
+use podgrace_kubelet::{start, KubeletConfig, KubeletHandle, ProcessRuntimes};
 use serde_json::{json, Value};
 
 struct Node {
@@ -27,8 +24,11 @@ fn node() -> Node {
         .map_request(|req: http::Request<kube::client::Body>| req.map(axum::body::Body::new))
         .service(router(api));
     let client = kube::Client::new(svc, "default");
-    let (runtime, _output) = ProcessRuntime::new(NetworkConfig::default());
-    let kubelet = start(client.clone(), Arc::new(runtime), KubeletConfig::default());
+    let kubelet = start(
+        client.clone(),
+        ProcessRuntimes::default(),
+        KubeletConfig::default(),
+    );
     Node {
         client,
         kubelet: Some(kubelet),
@@ -44,7 +44,10 @@ impl Node {
         let p: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web"}, "spec": spec}))
         .unwrap();
-        self.pods().create(&PostParams::default(), &p).await.unwrap()
+        self.pods()
+            .create(&PostParams::default(), &p)
+            .await
+            .unwrap()
     }
 
     /// Watches `web` until `want` holds for the object (or it is deleted: `None`).
@@ -111,21 +114,35 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
         .await;
     let running = n
         .until("Ready", |p| {
-            p["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
         })
         .await
         .unwrap();
     assert_eq!(running["status"]["phase"], "Running");
     let c = &running["status"]["containerStatuses"][0];
     assert_eq!(
-        (c["name"].as_str(), c["ready"].as_bool(), c["restartCount"].as_i64(), c["started"].as_bool()),
+        (
+            c["name"].as_str(),
+            c["ready"].as_bool(),
+            c["restartCount"].as_i64(),
+            c["started"].as_bool()
+        ),
         (Some("app"), Some(true), Some(0), Some(true))
     );
     assert!(c["state"]["running"]["startedAt"].is_string(), "{c:#}");
-    assert!(c["containerID"].as_str().unwrap().starts_with("podgrace://"));
-    for t in ["PodReadyToStartContainers", "Initialized", "ContainersReady", "PodScheduled"] {
+    assert!(c["containerID"]
+        .as_str()
+        .unwrap()
+        .starts_with("podgrace://"));
+    for t in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
         assert_eq!(cond(&running, t)["status"], "True", "{t}");
     }
     assert_eq!(running["status"]["hostIP"], "127.0.0.1");
@@ -135,7 +152,10 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
     // A graceful delete: the app exits 0 on SIGTERM, so the pod ends Succeeded (Completed),
     // then the kubelet's delete with grace 0 removes the object.
     let wp = WatchParams::default().fields("metadata.name=web");
-    let rv = running["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = running["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut stream = n.pods().watch(&wp, &rv).await.unwrap().boxed();
     let deleted_at = Instant::now();
     n.pods()
@@ -165,12 +185,18 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
         ));
         if kind == "DELETED" {
             let t = &v["status"]["containerStatuses"][0]["state"]["terminated"];
-            assert_eq!((t["exitCode"].as_i64(), t["reason"].as_str()), (Some(0), Some("Completed")));
+            assert_eq!(
+                (t["exitCode"].as_i64(), t["reason"].as_str()),
+                (Some(0), Some("Completed"))
+            );
             assert_eq!(cond(&v, "Ready")["reason"], "PodCompleted");
             break;
         }
     }
-    let shape: Vec<_> = seen.iter().map(|s| (s.0, s.1, s.2.as_str(), s.3.as_str())).collect();
+    let shape: Vec<_> = seen
+        .iter()
+        .map(|s| (s.0, s.1, s.2.as_str(), s.3.as_str()))
+        .collect();
     assert_eq!(
         shape,
         [
@@ -199,12 +225,27 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
     assert_eq!(
         kubelet,
         [
-            ("Created".into(), "Created container: app".into(), "spec.containers{app}".into()),
-            ("Started".into(), "Started container app".into(), "spec.containers{app}".into()),
-            ("Killing".into(), "Stopping container app".into(), "spec.containers{app}".into()),
+            (
+                "Created".into(),
+                "Created container: app".into(),
+                "spec.containers{app}".into()
+            ),
+            (
+                "Started".into(),
+                "Started container app".into(),
+                "spec.containers{app}".into()
+            ),
+            (
+                "Killing".into(),
+                "Stopping container app".into(),
+                "spec.containers{app}".into()
+            ),
         ]
     );
-    let e = events.iter().find(|e| e.reason.as_deref() == Some("Killing")).unwrap();
+    let e = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Killing"))
+        .unwrap();
     let src = e.source.as_ref().unwrap();
     assert_eq!(src.host.as_deref(), Some("podgrace"));
     assert_eq!(e.count, Some(1));
@@ -217,9 +258,11 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashing_container_shows_crash_loop_back_off_with_its_last_exit() {
     let n = node();
-    n.create(json!({"terminationGracePeriodSeconds": 1, "containers": [{"name": "app",
-        "image": "busybox:1.36", "command": ["sh", "-c", "exit 3"]}]}))
-        .await;
+    n.create(
+        json!({"terminationGracePeriodSeconds": 1, "containers": [{"name": "app",
+        "image": "busybox:1.36", "command": ["sh", "-c", "exit 3"]}]}),
+    )
+    .await;
     let p = n
         .until("CrashLoopBackOff", |p| {
             p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
@@ -234,10 +277,16 @@ async fn a_crashing_container_shows_crash_loop_back_off_with_its_last_exit() {
         format!("back-off 10s restarting failed container=app pod=web_default({uid})")
     );
     let last = &c["lastState"]["terminated"];
-    assert_eq!((last["exitCode"].as_i64(), last["reason"].as_str()), (Some(3), Some("Error")));
+    assert_eq!(
+        (last["exitCode"].as_i64(), last["reason"].as_str()),
+        (Some(3), Some("Error"))
+    );
     assert_eq!(p["status"]["phase"], "Running");
     assert_eq!(cond(&p, "Ready")["status"], "False");
-    assert_eq!(cond(&p, "Ready")["message"], "containers with unready status: [app]");
+    assert_eq!(
+        cond(&p, "Ready")["message"],
+        "containers with unready status: [app]"
+    );
     let events = n.events().await;
     let back_off = events
         .iter()
@@ -261,7 +310,10 @@ async fn a_pod_that_cannot_be_run_stays_pending_with_a_warning_until_deleted() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let failed = loop {
         let evs = n.events().await;
-        if let Some(e) = evs.into_iter().find(|e| e.reason.as_deref() == Some("Failed")) {
+        if let Some(e) = evs
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("Failed"))
+        {
             break e;
         }
         assert!(Instant::now() < deadline, "no Failed event");

@@ -813,3 +813,44 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
         wait_exit(&mut s.child, Duration::from_secs(5)).expect("a second Ctrl-C exits at once");
     assert!(st.success(), "{st:?}");
 }
+
+#[test]
+fn kubectl_logs_follows_the_containers_output() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("logs", &[]);
+    let pod = POD.replace(
+        "command: [sleep, '100']",
+        "command: [sh, -c, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']",
+    );
+    let f = s.file("pod.yaml", &pod);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
+        ),
+        "wait Ready",
+    );
+    let mut follow = Command::new(&bin)
+        .args(["logs", "-f", "web"])
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let first: Vec<String> = lines.by_ref().take(6).map(|l| l.unwrap()).collect();
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let want: Vec<String> = (0..6).map(|i| format!("line {i}")).collect();
+    assert_eq!(first, want);
+    let o = s.kubectl(&bin, &["logs", "web", "--timestamps", "--tail=1"]);
+    assert_ok(&o, "logs --timestamps");
+    let line = out(&o);
+    let (ts, text) = line.trim_end().split_once(' ').unwrap();
+    assert!(ts.ends_with('Z') && ts.contains('T'), "{line}");
+    assert!(text.starts_with("line "), "{line}");
+}

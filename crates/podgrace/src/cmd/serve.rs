@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,9 +12,7 @@ use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
 use podgrace_core::KubeVersion;
 
-use podgrace_kubelet::KubeletConfig;
-use podgrace_node::process::OutputLine;
-use podgrace_node::runtime::ProcessRuntime;
+use podgrace_kubelet::{KubeletConfig, ProcessRuntimes};
 use podgrace_node::sandbox::NetworkConfig;
 
 use crate::{BadInput, Outcome};
@@ -56,9 +53,23 @@ fn in_process_client(api: &Api) -> kube::Client {
     kube::Client::new(svc, "default")
 }
 
-/// Container output until the logs are written in the CRI layout: dropped.
-async fn discard_output(mut output: tokio::sync::mpsc::UnboundedReceiver<OutputLine>) {
-    while output.recv().await.is_some() {}
+/// The container logs of this serve (the kubelet's `/var/log/pods`), removed at exit.
+struct LogDir {
+    path: PathBuf,
+}
+
+impl LogDir {
+    fn create() -> std::io::Result<LogDir> {
+        let path = std::env::temp_dir().join(format!("podgrace-serve-{}-pods", std::process::id()));
+        std::fs::create_dir_all(&path)?;
+        Ok(LogDir { path })
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -77,7 +88,9 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     // Installed before anything is printed, so that a Ctrl-C right after start is a drain.
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let log_dir = LogDir::create().context("creating the container log directory")?;
     let api = Api::new(ApiConfig {
+        log_dir: Some(log_dir.path.clone()),
         node_name: args.node_name.clone(),
         history: args.watch_history,
         kube_version: args.kubernetes_version,
@@ -124,15 +137,15 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         },
     ));
     // The local kubelet: a client of this API like any other (in-process, over the router).
-    let (runtime, output) = ProcessRuntime::new(args.pod_network.clone());
-    let runtime = Arc::new(runtime);
-    let logs = tokio::spawn(discard_output(output));
     let kubelet = podgrace_kubelet::start(
         in_process_client(&api),
-        runtime.clone(),
+        ProcessRuntimes {
+            network: args.pod_network.clone(),
+        },
         KubeletConfig {
             node_name: args.node_name.clone(),
             version: args.kubernetes_version,
+            log_dir: Some(log_dir.path.clone()),
             ..KubeletConfig::default()
         },
     );
@@ -158,8 +171,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     }
     let _ = stop_tx.send(());
     let _ = listen.await;
-    drop(runtime);
-    logs.abort();
+    drop(log_dir);
     Ok(Outcome::Success)
 }
 
