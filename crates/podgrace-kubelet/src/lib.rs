@@ -13,6 +13,7 @@
 //! * [`observed`]: the runtime seen through one pod (its sandbox and container instances), as
 //!   `GetPodStatus` sees it.
 //! * [`recorder`]: the kubelet's events as `v1` Event objects.
+//! * [`node`]: the Node object of this machine and its Lease heartbeat.
 //! * [`runtimes`]: the runtime each pod runs on; [`logs`]: its containers' output in the CRI
 //!   log layout that the API's `log` subresource reads.
 //!
@@ -22,6 +23,7 @@
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 
 pub mod logs;
+pub mod node;
 pub mod observed;
 pub mod recorder;
 pub mod runtimes;

@@ -70,6 +70,11 @@ async fn run<S: RuntimeSource>(
         config: config.clone(),
         clock: Clock::now(),
     });
+    let node = tokio::spawn(crate::node::keep_node(
+        client.clone(),
+        config.clone(),
+        shared.clock,
+    ));
     let pods: kube::Api<Pod> = kube::Api::all(client);
     let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.node_name));
     let mut stream = watcher::watcher(pods, wc).default_backoff().boxed();
@@ -142,4 +147,5 @@ async fn run<S: RuntimeSource>(
         let _ = k.updates.send(Update::Removed);
     }
     while workers.join_next().await.is_some() {}
+    node.abort();
 }

@@ -109,8 +109,14 @@ fn cond<'a>(p: &'a Value, t: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
     let n = node();
+    // Ready once its SIGTERM handler is installed (the readiness probe sees the file).
+    let flag = std::env::temp_dir().join(format!("podgrace-kubelet-trap-{}", std::process::id()));
+    let _ = std::fs::remove_file(&flag);
+    let f = flag.display().to_string();
     n.create(json!({"terminationGracePeriodSeconds": 10, "containers": [{"name": "app",
-        "image": "busybox:1.36", "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.05; done"]}]}))
+        "image": "busybox:1.36",
+        "command": ["sh", "-c", format!("trap 'exit 0' TERM; touch {f}; while true; do sleep 0.05; done")],
+        "readinessProbe": {"exec": {"command": ["test", "-e", f]}, "periodSeconds": 1}}]}))
         .await;
     let running = n
         .until("Ready", |p| {
@@ -209,6 +215,7 @@ async fn a_deleted_pod_runs_terminates_and_is_removed_by_the_final_delete() {
     );
     // SIGTERM at once (no preStop) and the exit within one loop turn.
     assert!(seen[1].4 < Duration::from_secs(1), "{seen:#?}");
+    let _ = std::fs::remove_file(&flag);
 
     let events = n.events().await;
     let kubelet: Vec<(String, String, String)> = events

@@ -854,3 +854,41 @@ fn kubectl_logs_follows_the_containers_output() {
     assert!(ts.ends_with('Z') && ts.contains('T'), "{line}");
     assert!(text.starts_with("line "), "{line}");
 }
+
+#[test]
+fn the_kubelet_registers_the_node_and_keeps_its_lease() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("node", &[]);
+    let until = Instant::now() + Duration::from_secs(10);
+    let row = loop {
+        let o = s.kubectl(&bin, &["get", "nodes", "--no-headers"]);
+        if !out(&o).is_empty() || Instant::now() > until {
+            break out(&o);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        (cols[0], cols[1], cols[2]),
+        ("podgrace", "Ready", "<none>"),
+        "{row}"
+    );
+    assert_eq!(
+        cols[4],
+        format!("v{}.0", podgrace_core::KubeVersion::LATEST),
+        "{row}"
+    );
+    let node: serde_json::Value = serde_json::from_str(&out(
+        &s.kubectl(&bin, &["get", "node", "podgrace", "-o", "json"])
+    ))
+    .unwrap();
+    assert_eq!(node["status"]["capacity"]["pods"], "110");
+    assert!(node["status"]["capacity"]["memory"]
+        .as_str()
+        .unwrap()
+        .ends_with("Ki"));
+    assert_eq!(node["status"]["nodeInfo"]["operatingSystem"], "linux");
+    let d = out(&s.kubectl(&bin, &["describe", "node", "podgrace"]));
+    assert!(d.contains("HolderIdentity:  podgrace"), "{d}");
+    assert!(d.contains("KubeletReady"), "{d}");
+}
