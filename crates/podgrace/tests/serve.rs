@@ -892,3 +892,170 @@ fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     assert!(d.contains("HolderIdentity:  podgrace"), "{d}");
     assert!(d.contains("KubeletReady"), "{d}");
 }
+
+fn wall_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128
+}
+
+/// The first `date +%s%N` line of `path`, as seconds after `since_ns`.
+fn logged_after(path: &Path, since_ns: i128) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let ns: i128 = text.lines().next()?.trim().parse().ok()?;
+    Some((ns - since_ns) as f64 / 1e9)
+}
+
+/// Field case a (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec preStop `sleep 3`, an app
+/// that does not stop on SIGTERM, `kubectl delete --grace-period=5`. The termination facts
+/// through serve (real kubectl, the local kubelet, real processes) are those `podgrace run`
+/// reports for the same manifest, within ±150 ms: the preStop at once, SIGTERM after the
+/// preStop's 3 s, the kill at the grace period's end (5 s), deletionGracePeriodSeconds 5.
+#[test]
+fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
+    if !common::privileged("serve vs run") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    let bin = kubectls().remove(0);
+    let s = Serve::start("versus-run", &[]);
+    let manifest = |tag: &str| {
+        let term = s.dir.join(format!("{tag}.term"));
+        let pre = s.dir.join(format!("{tag}.prestop"));
+        let marker = format!("PODGRACE_VERSUS_{tag}_{}", std::process::id());
+        let text = format!(
+            "apiVersion: v1
+kind: Pod
+metadata: {{name: term-a}}
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: app
+    image: sa-app:1
+    command: [sh, -c, \"trap 'date +%s%N >> {term}' TERM; touch {term}.ready; while :; do sleep 0.05; done\"]
+    env:
+    - {{name: {marker}, value: '1'}}
+    readinessProbe:
+      exec: {{command: [test, -e, {term}.ready]}}
+      periodSeconds: 1
+    lifecycle:
+      preStop:
+        exec: {{command: [sh, -c, 'date +%s%N >> {pre}; sleep 3']}}
+",
+            term = term.display(),
+            pre = pre.display()
+        );
+        (
+            s.file(&format!("{tag}.yaml"), &text),
+            term,
+            pre,
+            format!("{marker}=1"),
+        )
+    };
+
+    // podgrace run: the delete 1 s after the start.
+    let (file, term, pre, _) = manifest("run");
+    let o = common::podgrace(&[
+        "run",
+        file.to_str().unwrap(),
+        "--delete-after",
+        "1s",
+        "--grace-period",
+        "5",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let r = common::json(&o);
+    let delete_at = r["deletes"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(r["deletes"][0]["deletionGracePeriodSeconds"], 5);
+    let t = &r["containers"][0]["terminations"][0];
+    let start = t["startSeconds"].as_f64().unwrap() - delete_at;
+    let run_pre = start + t["preStop"]["afterSeconds"].as_f64().unwrap();
+    let run_term = start + t["stopSignalAfterSeconds"].as_f64().unwrap();
+    let run_exit = start
+        + t["exitAfterSeconds"]
+            .as_f64()
+            .or(t["killAfterSeconds"].as_f64())
+            .unwrap();
+    assert!(term.exists() && pre.exists(), "the run's processes logged");
+
+    // serve: the same manifest through kubectl.
+    let (file, term, pre, marker) = manifest("serve");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "pod/term-a",
+                "--timeout=30s",
+            ],
+        ),
+        "wait Ready",
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "delete",
+            "pod",
+            "term-a",
+            "--grace-period=5",
+            "--wait=false",
+        ],
+    );
+    // The API has taken the delete when kubectl returns (its reply is the last thing kubectl
+    // waits for).
+    let deleted_ns = wall_ns();
+    let deleted = Instant::now();
+    assert_ok(&o, "delete");
+    let obj: serde_json::Value = serde_json::from_str(&out(
+        &s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"])
+    ))
+    .unwrap();
+    assert_eq!(obj["metadata"]["deletionGracePeriodSeconds"], 5);
+    // The app's PID 1 (probe and hook processes carry the same environment).
+    let app = pids_with_env(&marker)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trap"))
+        })
+        .expect("the app's process");
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    while alive(app) {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(15),
+            "the app is killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serve_exit = deleted.elapsed().as_secs_f64();
+    let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM");
+    let facts = format!(
+        "preStop run {run_pre:.3} serve {serve_pre:.3}; SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3} (s after the delete)"
+    );
+    assert!((serve_pre - run_pre).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
+    assert!(
+        (run_term - 3.0).abs() <= TOLERANCE && (run_exit - 5.0).abs() <= TOLERANCE,
+        "{facts}"
+    );
+    eprintln!("{facts}");
+}
