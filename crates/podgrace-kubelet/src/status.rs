@@ -306,8 +306,8 @@ fn initialized(plan: &PodPlan, statuses: &[ContainerStatus], phase: PodPhase) ->
         .filter(|c| {
             let st = statuses.iter().find(|s| s.name == c.name);
             match c.role {
-                ContainerRole::Sidecar => !st.is_some_and(|s| s.started == Some(true)),
-                _ => !st.is_some_and(|s| s.ready),
+                ContainerRole::Sidecar => st.is_none_or(|s| s.started != Some(true)),
+                _ => st.is_none_or(|s| !s.ready),
             }
         })
         .map(|c| c.name.as_str())
