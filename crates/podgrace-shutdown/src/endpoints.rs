@@ -28,7 +28,9 @@ use crate::wait::EndpointsView;
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointsError {
     /// No client could be made from a kubeconfig or the in-cluster service account.
-    #[error("no Kubernetes credentials (neither a kubeconfig nor the in-cluster service account): {0}")]
+    #[error(
+        "no Kubernetes credentials (neither a kubeconfig nor the in-cluster service account): {0}"
+    )]
     Credentials(kube::Error),
     /// The pod's name is unknown (neither `POD_NAME` nor a hostname).
     #[error("the pod's name is unknown: set POD_NAME (downward API: fieldRef metadata.name)")]
@@ -51,14 +53,16 @@ pub struct PodEntries {
 }
 
 /// The pod's entries in `slices`: endpoints whose `targetRef` is `kind: Pod` named `pod`.
-pub fn pod_entries<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>, pod: &str) -> PodEntries {
+pub fn pod_entries<'a>(
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    pod: &str,
+) -> PodEntries {
     let mut e = PodEntries::default();
     for slice in slices {
         for ep in slice.endpoints.iter().flatten() {
-            let is_pod = ep
-                .target_ref
-                .as_ref()
-                .is_some_and(|r| r.kind.as_deref() == Some("Pod") && r.name.as_deref() == Some(pod));
+            let is_pod = ep.target_ref.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Pod") && r.name.as_deref() == Some(pod)
+            });
             if !is_pod {
                 continue;
             }
@@ -162,7 +166,7 @@ pub async fn watch(
             }
         }
         if listed {
-                view.set(pod_entries(slices.values(), &pod.name).in_rotation > 0);
+            view.set(pod_entries(slices.values(), &pod.name).in_rotation > 0);
         }
     }
 }
@@ -201,8 +205,20 @@ mod tests {
     #[test]
     fn a_ready_entry_is_in_rotation_and_nil_ready_counts_as_ready() {
         let s = slices(vec![ep("web-1", Some(true), None), ep("web-2", None, None)]);
-        assert_eq!(pod_entries([&s], "web-1"), PodEntries { listed: 1, in_rotation: 1 });
-        assert_eq!(pod_entries([&s], "web-2"), PodEntries { listed: 1, in_rotation: 1 });
+        assert_eq!(
+            pod_entries([&s], "web-1"),
+            PodEntries {
+                listed: 1,
+                in_rotation: 1
+            }
+        );
+        assert_eq!(
+            pod_entries([&s], "web-2"),
+            PodEntries {
+                listed: 1,
+                in_rotation: 1
+            }
+        );
     }
 
     #[test]
@@ -219,7 +235,13 @@ mod tests {
     fn a_pod_in_two_slices_is_in_rotation_while_either_entry_is() {
         let a = slices(vec![ep("web-1", Some(false), Some(true))]);
         let b = slices(vec![ep("web-1", Some(true), Some(false))]);
-        assert_eq!(pod_entries([&a, &b], "web-1"), PodEntries { listed: 2, in_rotation: 1 });
+        assert_eq!(
+            pod_entries([&a, &b], "web-1"),
+            PodEntries {
+                listed: 2,
+                in_rotation: 1
+            }
+        );
     }
 
     #[test]

@@ -66,7 +66,11 @@ pub async fn serve<S, B>(
     shutdown: &Shutdown,
 ) -> std::io::Result<ServeReport>
 where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: Body + Send + 'static,
@@ -172,7 +176,9 @@ impl Drop for InFlight {
             *t = Instant::now();
         }
         self.conn.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.shutdown.in_flight_counter().fetch_sub(1, Ordering::SeqCst);
+        self.shutdown
+            .in_flight_counter()
+            .fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -210,7 +216,8 @@ where
 {
     type Response = Response<Counted<B>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         if req.version() == Version::HTTP_2 {
@@ -223,7 +230,9 @@ where
         Box::pin(async move {
             let (mut parts, body) = fut.await?.into_parts();
             if http11 && shutdown.phase() >= Phase::Draining {
-                parts.headers.insert(CONNECTION, HeaderValue::from_static("close"));
+                parts
+                    .headers
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
             }
             Ok(Response::from_parts(
                 parts,
@@ -244,7 +253,9 @@ pub fn readiness(shutdown: &Shutdown) -> Response<http_body_util::Full<Bytes>> {
     } else {
         (hyper::StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
     };
-    let mut r = Response::new(http_body_util::Full::new(Bytes::from_static(text.as_bytes())));
+    let mut r = Response::new(http_body_util::Full::new(Bytes::from_static(
+        text.as_bytes(),
+    )));
     *r.status_mut() = status;
     r
 }

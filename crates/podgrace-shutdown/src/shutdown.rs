@@ -9,8 +9,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::connections::ConnectionCounter;
-use crate::grace::{self, budget, Budget, DEFAULT_GRACE, DEFAULT_MARGIN, DEFAULT_QUIESCE_MAX, GRACE_ENV};
-use crate::quiesce::{QuietPolicy, Quiescence, Reason, Step};
+use crate::grace::{
+    self, budget, Budget, DEFAULT_GRACE, DEFAULT_MARGIN, DEFAULT_QUIESCE_MAX, GRACE_ENV,
+};
+use crate::quiesce::{Quiescence, QuietPolicy, Reason, Step};
 use crate::wait::SAMPLE_INTERVAL;
 
 /// Where a shutdown is. Phases only move forward.
@@ -292,7 +294,12 @@ impl Shutdown {
     }
 
     async fn quiesce_connections(&self, policy: QuietPolicy, signal_at: Instant) {
-        let ports = self.inner.ports.lock().map(|p| p.clone()).unwrap_or_default();
+        let ports = self
+            .inner
+            .ports
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default();
         let mut counter = match ConnectionCounter::new(&ports) {
             Ok(c) => c,
             Err(e) => {
@@ -454,11 +461,19 @@ mod tests {
         // process environment of the other tests is left alone.
         if std::env::var_os("PODGRACE_SHUTDOWN_ENV_CHILD").is_none() {
             let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "shutdown::tests::a_bad_grace_period_in_the_environment_is_an_error", "--nocapture"])
+                .args([
+                    "--exact",
+                    "shutdown::tests::a_bad_grace_period_in_the_environment_is_an_error",
+                    "--nocapture",
+                ])
                 .env("PODGRACE_SHUTDOWN_ENV_CHILD", "1")
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
             return;
         }
         std::env::set_var(GRACE_ENV, "45");
@@ -477,8 +492,15 @@ mod tests {
         );
         std::env::set_var(GRACE_ENV, "soon");
         let e = Shutdown::builder().build().unwrap_err();
-        assert!(e.to_string().starts_with("POD_TERMINATION_GRACE_PERIOD=\"soon\": "), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("POD_TERMINATION_GRACE_PERIOD=\"soon\": "),
+            "{e}"
+        );
         std::env::remove_var(GRACE_ENV);
-        assert_eq!(Shutdown::builder().build().unwrap().grace_period(), DEFAULT_GRACE);
+        assert_eq!(
+            Shutdown::builder().build().unwrap().grace_period(),
+            DEFAULT_GRACE
+        );
     }
 }

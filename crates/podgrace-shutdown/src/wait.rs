@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::connections::{ConnectionCounter, CounterError};
-use crate::quiesce::{Outcome, QuietPolicy, Quiescence, Reason, Step};
+use crate::quiesce::{Outcome, Quiescence, QuietPolicy, Reason, Step};
 
 /// How often the counters are read: 100 ms, so a wait ends at most 100 ms after its quiet window
 /// (plus the time the hook takes to exit).
@@ -217,7 +217,11 @@ mod tests {
             "waiting until no new connection has arrived on port 8080, 9090 for 1.0 s (at least 0.0 s, at most 60.0 s) and the pod's EndpointSlice entries are no longer ready"
         );
         assert_eq!(
-            Progress::Second { second: 3, connections: 1 }.to_string(),
+            Progress::Second {
+                second: 3,
+                connections: 1
+            }
+            .to_string(),
             "3 s: 1 new connection in the last second"
         );
         let o = Outcome {

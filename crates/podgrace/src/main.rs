@@ -37,6 +37,9 @@ enum Command {
     /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs);
     /// with --upstream, a sidecar proxy in front of it.
     DemoApp(cmd::demo_app::Args),
+    /// An exec preStop hook: returns once new connections have stopped arriving at the pod
+    /// (and, with --endpoints, its EndpointSlice entries are no longer ready). No shell needed.
+    PrestopWait(cmd::prestop_wait::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -46,6 +49,8 @@ pub enum Outcome {
     Success,
     /// Exit 1: the check ran and failed.
     CheckFailed,
+    /// This exit code (`init`: the child's; `prestop-wait`: 3 when the machine failed it).
+    Exit(u8),
 }
 
 /// Bad usage or bad input: exit code 2.
@@ -71,10 +76,12 @@ fn main() -> ExitCode {
         Command::Drill(args) => cmd::drill::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
         Command::DemoApp(args) => cmd::demo_app::run(args),
+        Command::PrestopWait(args) => cmd::prestop_wait::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
+        Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(e) => {
             for line in format!("{e:#}").lines() {
                 eprintln!("error: {line}");

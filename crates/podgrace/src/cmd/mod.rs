@@ -5,6 +5,7 @@ pub mod demo_app;
 pub mod drill;
 pub mod explain;
 pub mod lint;
+pub mod prestop_wait;
 pub mod run;
 
 /// `--pod-network A.B.C.0/24`: the range pods take their addresses from (`.1` is the host side,
