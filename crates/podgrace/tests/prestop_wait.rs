@@ -276,3 +276,207 @@ fn bad_flags_are_refused_before_anything_waits() {
     let out = podgrace(&["prestop-wait", "--port", "0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A stand-in for the Kubernetes API server, as much of it as `--endpoints` uses: the list and
+/// watch of EndpointSlices in namespace `default` (the paths, query, bearer token, watch event
+/// stream and `Status` errors of the real API). Real kube-apiserver is not available here; the
+/// client is the real kube-rs one.
+struct FakeApi {
+    port: u16,
+    /// The watch streams open now; each event is written to all of them.
+    watchers: Arc<Mutex<Vec<std::net::TcpStream>>>,
+    /// The request lines seen, with the instant each came.
+    seen: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+const TOKEN: &str = "podgrace-test-token";
+
+fn slice(pod: &str, ip: &str, ready: bool, rv: u32) -> Value {
+    serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": "web-x7k2p", "namespace": "default", "resourceVersion": rv.to_string(),
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": [{
+            "addresses": [ip],
+            "conditions": {"ready": ready, "serving": ready, "terminating": !ready},
+            "targetRef": {"kind": "Pod", "namespace": "default", "name": pod}
+        }],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    })
+}
+
+impl FakeApi {
+    /// Serves on all addresses (the pod reaches the host through its gateway). `forbid`: every
+    /// request gets the 403 `Status` of a service account without the RBAC.
+    fn start(pod: &'static str, pod_ip: String, forbid: bool) -> FakeApi {
+        let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let watchers = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (w, s) = (Arc::clone(&watchers), Arc::clone(&seen));
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (w, s, ip) = (Arc::clone(&w), Arc::clone(&s), pod_ip.clone());
+                std::thread::spawn(move || serve_api(conn, pod, &ip, forbid, &w, &s));
+            }
+        });
+        FakeApi { port, watchers, seen }
+    }
+
+    /// Sends a MODIFIED event with the pod's entry no longer ready (terminating) to every watch.
+    fn pod_not_ready(&self, pod: &str, ip: &str) {
+        let event = serde_json::json!({"type": "MODIFIED", "object": slice(pod, ip, false, 2)});
+        let body = format!("{event}\n");
+        let chunk = format!("{:x}\r\n{body}\r\n", body.len());
+        for w in self.watchers.lock().unwrap().iter_mut() {
+            let _ = w.write_all(chunk.as_bytes());
+        }
+    }
+
+    fn watching(&self) -> usize {
+        self.watchers.lock().unwrap().len()
+    }
+}
+
+fn serve_api(
+    mut conn: std::net::TcpStream,
+    pod: &str,
+    ip: &str,
+    forbid: bool,
+    watchers: &Mutex<Vec<std::net::TcpStream>>,
+    seen: &Mutex<Vec<(Instant, String)>>,
+) {
+    let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+    loop {
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            match std::io::BufRead::read_line(&mut reader, &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push(line.trim_end().to_string());
+        }
+        let request = head.first().cloned().unwrap_or_default();
+        seen.lock().unwrap().push((Instant::now(), request.clone()));
+        let authorized = head
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&format!("authorization: Bearer {TOKEN}")));
+        let path = request.split_whitespace().nth(1).unwrap_or("");
+        let ok_path = path.starts_with("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices");
+        let respond = |conn: &mut std::net::TcpStream, code: &str, body: &Value| {
+            let body = body.to_string();
+            let _ = conn.write_all(
+                format!("HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes(),
+            );
+        };
+        let status = |code: u16, reason: &str, message: String| {
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "message": message, "reason": reason, "code": code})
+        };
+        if !authorized {
+            respond(&mut conn, "401 Unauthorized", &status(401, "Unauthorized", "Unauthorized".into()));
+        } else if forbid || !ok_path {
+            respond(&mut conn, "403 Forbidden", &status(403, "Forbidden",
+                "endpointslices.discovery.k8s.io is forbidden: User \"system:serviceaccount:default:default\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the namespace \"default\"".into()));
+        } else if path.contains("watch=true") || path.contains("watch=1") {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+            watchers.lock().unwrap().push(conn.try_clone().unwrap());
+        } else {
+            let list = serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList",
+                "metadata": {"resourceVersion": "1"},
+                "items": [slice(pod, ip, true, 1)]
+            });
+            respond(&mut conn, "200 OK", &list);
+        }
+    }
+}
+
+/// A pod whose hook waits for its EndpointSlice entry (`--endpoints`), with the kubeconfig of
+/// [`FakeApi`] at `{dir}/kubeconfig`, written once the pod's address (and so the host's, its
+/// gateway) is known.
+fn endpoints_pod(name: &str, hook: &[&str]) -> String {
+    let mut yaml = pod(name, hook);
+    yaml = yaml.replacen(
+        "    lifecycle:\n",
+        "    env:\n    - {name: KUBECONFIG, value: \"{dir}/kubeconfig\"}\n    - {name: POD_NAME, value: NAME}\n    lifecycle:\n",
+        1,
+    );
+    yaml.replace("value: NAME}", &format!("value: {name}}}"))
+}
+
+fn write_kubeconfig(p: &RunningPod, pod_ip: std::net::Ipv4Addr, port: u16) {
+    let o = pod_ip.octets();
+    let host = std::net::Ipv4Addr::new(o[0], o[1], o[2], 1);
+    std::fs::write(
+        p.dir.join("kubeconfig"),
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"http://{host}:{port}\"}}\nusers:\n- name: sa\n  user: {{token: {TOKEN}}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: sa, namespace: default}}\ncurrent-context: fake\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn with_endpoints_the_hook_waits_for_the_endpointslice_entry_then_a_quiet_window() {
+    if !privileged("prestop-wait endpoints") {
+        return;
+    }
+    let name = "pwendpoints";
+    let p = RunningPod::start(name, &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "10s"]), &[]);
+    let ip = p.ip();
+    let api = FakeApi::start("pwendpoints", ip.to_string(), false);
+    write_kubeconfig(&p, ip, api.port);
+    wait_listening(SocketAddr::from((ip, 8080)));
+    let deleted = p.delete();
+    // The hook lists, then watches; the pod's entry is ready: it must wait although no
+    // connection arrives.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while api.watching() == 0 {
+        assert!(Instant::now() < deadline, "the hook never watched: {:?}", api.seen.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_secs(2).saturating_sub(deleted.elapsed()));
+    let flipped = deleted.elapsed().as_secs_f64();
+    api.pod_not_ready(name, &ip.to_string());
+    let (status, r, err) = p.finish();
+    assert!(status.success(), "{err}");
+    let t = termination(&r, "app");
+    assert_eq!(t["preStop"]["outcome"], "completed", "{t}\n{err}");
+    let end = secs(&t["preStop"]["endAfterSeconds"]);
+    // One quiet window (0.5 s) after the entry left rotation, sampled every 100 ms.
+    let after = end - flipped;
+    assert!((0.45..=0.85).contains(&after), "hook ended {end:.3} s after the delete, {after:.3} s after the entry left rotation\n{err}");
+    assert!(err.contains("[pod/pwendpoints/app] prestop-wait: waiting until no new connection has arrived in this network namespace for 0.5 s (at least 0.0 s, at most 10.0 s) and the pod's EndpointSlice entries are no longer ready"), "{err}");
+    assert!(err.contains(": the pod's endpoints are no longer ready"), "{err}");
+    assert!(err.contains("endpoints not ready from "), "{err}");
+    let seen = api.seen.lock().unwrap();
+    assert!(seen.iter().any(|(_, l)| l.starts_with("GET /apis/discovery.k8s.io/v1/namespaces/default/endpointslices?")), "{seen:?}");
+}
+
+#[test]
+fn with_endpoints_but_no_rbac_the_hook_waits_until_max_and_fails_visibly() {
+    if !privileged("prestop-wait endpoints forbidden") {
+        return;
+    }
+    let name = "pwforbidden";
+    let p = RunningPod::start(name, &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "2s"]), &[]);
+    let ip = p.ip();
+    let api = FakeApi::start("pwforbidden", ip.to_string(), true);
+    write_kubeconfig(&p, ip, api.port);
+    wait_listening(SocketAddr::from((ip, 8080)));
+    p.delete();
+    let (status, r, err) = p.finish();
+    assert!(status.success(), "{err}");
+    let t = termination(&r, "app");
+    // Exit 3 after --max: the kubelet records FailedPreStopHook with the reason.
+    assert_eq!(t["preStop"]["outcome"], "failed", "{t}\n{err}");
+    let end = secs(&t["preStop"]["endAfterSeconds"]);
+    assert!((2.0..=2.3).contains(&end), "hook ended {end:.3} s after the delete\n{err}");
+    assert!(err.contains("[pod/pwforbidden/app] prestop-wait: watching EndpointSlices in namespace default: ") && err.contains("forbidden"), "{err}");
+    assert!(r["events"].as_array().unwrap().iter().any(|e| e["reason"] == "FailedPreStopHook"), "{r}");
+}
