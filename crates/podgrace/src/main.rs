@@ -40,6 +40,9 @@ enum Command {
     /// An exec preStop hook: returns once new connections have stopped arriving at the pod
     /// (and, with --endpoints, its EndpointSlice entries are no longer ready). No shell needed.
     PrestopWait(cmd::prestop_wait::Args),
+    /// A PID 1 for container images: forwards (and maps) signals to CMD, reaps zombies, exits
+    /// with CMD's status, and can hold SIGTERM for a drain delay.
+    Init(cmd::init::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Conformance(args) => cmd::conformance::run(args),
         Command::DemoApp(args) => cmd::demo_app::run(args),
         Command::PrestopWait(args) => cmd::prestop_wait::run(args),
+        Command::Init(args) => cmd::init::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

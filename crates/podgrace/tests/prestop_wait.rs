@@ -322,7 +322,11 @@ impl FakeApi {
                 std::thread::spawn(move || serve_api(conn, pod, &ip, forbid, &w, &s));
             }
         });
-        FakeApi { port, watchers, seen }
+        FakeApi {
+            port,
+            watchers,
+            seen,
+        }
     }
 
     /// Sends a MODIFIED event with the pod's entry no longer ready (terminating) to every watch.
@@ -368,7 +372,8 @@ fn serve_api(
             .iter()
             .any(|h| h.eq_ignore_ascii_case(&format!("authorization: Bearer {TOKEN}")));
         let path = request.split_whitespace().nth(1).unwrap_or("");
-        let ok_path = path.starts_with("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices");
+        let ok_path =
+            path.starts_with("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices");
         let respond = |conn: &mut std::net::TcpStream, code: &str, body: &Value| {
             let body = body.to_string();
             let _ = conn.write_all(
@@ -380,7 +385,11 @@ fn serve_api(
                                "message": message, "reason": reason, "code": code})
         };
         if !authorized {
-            respond(&mut conn, "401 Unauthorized", &status(401, "Unauthorized", "Unauthorized".into()));
+            respond(
+                &mut conn,
+                "401 Unauthorized",
+                &status(401, "Unauthorized", "Unauthorized".into()),
+            );
         } else if forbid || !ok_path {
             respond(&mut conn, "403 Forbidden", &status(403, "Forbidden",
                 "endpointslices.discovery.k8s.io is forbidden: User \"system:serviceaccount:default:default\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the namespace \"default\"".into()));
@@ -427,7 +436,11 @@ fn with_endpoints_the_hook_waits_for_the_endpointslice_entry_then_a_quiet_window
         return;
     }
     let name = "pwendpoints";
-    let p = RunningPod::start(name, &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "10s"]), &[]);
+    let p = RunningPod::start(
+        name,
+        &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "10s"]),
+        &[],
+    );
     let ip = p.ip();
     let api = FakeApi::start("pwendpoints", ip.to_string(), false);
     write_kubeconfig(&p, ip, api.port);
@@ -437,7 +450,11 @@ fn with_endpoints_the_hook_waits_for_the_endpointslice_entry_then_a_quiet_window
     // connection arrives.
     let deadline = Instant::now() + Duration::from_secs(5);
     while api.watching() == 0 {
-        assert!(Instant::now() < deadline, "the hook never watched: {:?}", api.seen.lock().unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "the hook never watched: {:?}",
+            api.seen.lock().unwrap()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_secs(2).saturating_sub(deleted.elapsed()));
@@ -450,12 +467,22 @@ fn with_endpoints_the_hook_waits_for_the_endpointslice_entry_then_a_quiet_window
     let end = secs(&t["preStop"]["endAfterSeconds"]);
     // One quiet window (0.5 s) after the entry left rotation, sampled every 100 ms.
     let after = end - flipped;
-    assert!((0.45..=0.85).contains(&after), "hook ended {end:.3} s after the delete, {after:.3} s after the entry left rotation\n{err}");
+    assert!(
+        (0.45..=0.85).contains(&after),
+        "hook ended {end:.3} s after the delete, {after:.3} s after the entry left rotation\n{err}"
+    );
     assert!(err.contains("[pod/pwendpoints/app] prestop-wait: waiting until no new connection has arrived in this network namespace for 0.5 s (at least 0.0 s, at most 10.0 s) and the pod's EndpointSlice entries are no longer ready"), "{err}");
-    assert!(err.contains(": the pod's endpoints are no longer ready"), "{err}");
+    assert!(
+        err.contains(": the pod's endpoints are no longer ready"),
+        "{err}"
+    );
     assert!(err.contains("endpoints not ready from "), "{err}");
     let seen = api.seen.lock().unwrap();
-    assert!(seen.iter().any(|(_, l)| l.starts_with("GET /apis/discovery.k8s.io/v1/namespaces/default/endpointslices?")), "{seen:?}");
+    assert!(
+        seen.iter().any(|(_, l)| l
+            .starts_with("GET /apis/discovery.k8s.io/v1/namespaces/default/endpointslices?")),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -464,7 +491,11 @@ fn with_endpoints_but_no_rbac_the_hook_waits_until_max_and_fails_visibly() {
         return;
     }
     let name = "pwforbidden";
-    let p = RunningPod::start(name, &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "2s"]), &[]);
+    let p = RunningPod::start(
+        name,
+        &endpoints_pod(name, &["--endpoints", "--quiet", "500ms", "--max", "2s"]),
+        &[],
+    );
     let ip = p.ip();
     let api = FakeApi::start("pwforbidden", ip.to_string(), true);
     write_kubeconfig(&p, ip, api.port);
@@ -476,7 +507,22 @@ fn with_endpoints_but_no_rbac_the_hook_waits_until_max_and_fails_visibly() {
     // Exit 3 after --max: the kubelet records FailedPreStopHook with the reason.
     assert_eq!(t["preStop"]["outcome"], "failed", "{t}\n{err}");
     let end = secs(&t["preStop"]["endAfterSeconds"]);
-    assert!((2.0..=2.3).contains(&end), "hook ended {end:.3} s after the delete\n{err}");
-    assert!(err.contains("[pod/pwforbidden/app] prestop-wait: watching EndpointSlices in namespace default: ") && err.contains("forbidden"), "{err}");
-    assert!(r["events"].as_array().unwrap().iter().any(|e| e["reason"] == "FailedPreStopHook"), "{r}");
+    assert!(
+        (2.0..=2.3).contains(&end),
+        "hook ended {end:.3} s after the delete\n{err}"
+    );
+    assert!(
+        err.contains(
+            "[pod/pwforbidden/app] prestop-wait: watching EndpointSlices in namespace default: "
+        ) && err.contains("forbidden"),
+        "{err}"
+    );
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "FailedPreStopHook"),
+        "{r}"
+    );
 }

@@ -234,6 +234,20 @@ impl RunningPod {
         }
     }
 
+    /// Waits (up to 10 s) for a file a container creates in `{dir}`.
+    pub fn wait_file_exists(&self, name: &str) {
+        let path = self.dir.join(name);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !path.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// The pod's IPv4 address, which its container wrote to `{dir}/ip` with
     /// `ip -o -4 addr show dev eth0`.
     pub fn ip(&self) -> std::net::Ipv4Addr {
