@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::{Api, Client};
 
 use crate::wait::EndpointsView;
@@ -35,11 +35,13 @@ pub enum EndpointsError {
     /// The pod's name is unknown (neither `POD_NAME` nor a hostname).
     #[error("the pod's name is unknown: set POD_NAME (downward API: fieldRef metadata.name)")]
     PodName,
-    /// The watch failed (it is retried with back-off; this is the first failure).
-    #[error("watching EndpointSlices in namespace {namespace}: {source} (the pod's service account needs list and watch on endpointslices.discovery.k8s.io)")]
+    /// The watch failed (it is retried with back-off; this is the first failure). `hint`
+    /// names the RBAC the pod's service account lacks when the API answered 403.
+    #[error("watching EndpointSlices in namespace {namespace}: {source}{hint}")]
     Watch {
         namespace: String,
         source: watcher::Error,
+        hint: &'static str,
     },
 }
 
@@ -135,7 +137,9 @@ pub async fn watch(
     let mut reported = false;
     // Nothing is known before the first full list.
     let mut listed = false;
-    let stream = watcher(api, watcher::Config::default());
+    // With back-off: a watch that fails (no RBAC, API down) is retried at growing intervals,
+    // not in a busy loop.
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let key = |s: &EndpointSlice| s.metadata.name.clone().unwrap_or_default();
     while let Some(event) = stream.next().await {
@@ -157,9 +161,15 @@ pub async fn watch(
             Err(source) => {
                 if !reported {
                     reported = true;
+                    let hint = if forbidden(&source) {
+                        " (the pod's service account needs list and watch on endpointslices.discovery.k8s.io)"
+                    } else {
+                        ""
+                    };
                     on_error(EndpointsError::Watch {
                         namespace: pod.namespace.clone(),
                         source,
+                        hint,
                     });
                 }
                 continue;
@@ -168,6 +178,17 @@ pub async fn watch(
         if listed {
             view.set(pod_entries(slices.values(), &pod.name).in_rotation > 0);
         }
+    }
+}
+
+/// Whether the API refused the request as forbidden (403).
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
     }
 }
 

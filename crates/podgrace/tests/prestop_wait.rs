@@ -514,7 +514,10 @@ fn with_endpoints_but_no_rbac_the_hook_waits_until_max_and_fails_visibly() {
     assert!(
         err.contains(
             "[pod/pwforbidden/app] prestop-wait: watching EndpointSlices in namespace default: "
-        ) && err.contains("forbidden"),
+        ) && err.contains("cannot list resource \\\"endpointslices\\\"")
+            && err.contains(
+                "(the pod's service account needs list and watch on endpointslices.discovery.k8s.io)"
+            ),
         "{err}"
     );
     assert!(
