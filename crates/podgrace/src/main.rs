@@ -61,7 +61,34 @@ pub enum Outcome {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// `podgrace init` and `podgrace prestop-wait` alone, parsed without the rest of the CLI.
+#[derive(Parser)]
+#[command(name = "podgrace", version)]
+struct Lean {
+    #[command(subcommand)]
+    command: LeanCommand,
+}
+
+#[derive(Subcommand)]
+enum LeanCommand {
+    Init(cmd::init::Args),
+    PrestopWait(cmd::prestop_wait::Args),
+}
+
 fn main() -> ExitCode {
+    // The verbs that run inside users' containers (PID 1, a preStop hook) take a lean path:
+    // only their own flags are parsed and no log subscriber is set up, so that they cost what
+    // tini and a shell's sleep cost (see the README's benchmarks), not what the whole CLI does.
+    if matches!(
+        std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
+        Some("init" | "prestop-wait")
+    ) {
+        let result = match Lean::parse().command {
+            LeanCommand::Init(args) => cmd::init::run(args),
+            LeanCommand::PrestopWait(args) => cmd::prestop_wait::run(args),
+        };
+        return exit(result);
+    }
     let cli = Cli::parse();
     // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions.
     tracing_subscriber::fmt()
@@ -82,6 +109,11 @@ fn main() -> ExitCode {
         Command::PrestopWait(args) => cmd::prestop_wait::run(args),
         Command::Init(args) => cmd::init::run(args),
     };
+    exit(result)
+}
+
+/// The exit code of a verb's result; errors are printed to stderr.
+fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
