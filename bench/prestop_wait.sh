@@ -3,7 +3,9 @@
 # RSS under 2 MB). Each case runs in a fresh network and PID namespace (unshare), as in a pod:
 # `podgrace demo-app` on 127.0.0.1:8080, a python3 client opening RATE new connections per
 # second to it (Connection: close), and prestop-wait under /usr/bin/time for its whole --max
-# (the load never lets it become quiet; the idle case has --quiet longer than --max).
+# (the load never lets it become quiet; the idle case has --quiet longer than --max). With
+# --port and a second listener (8081) in the namespace, every sample with passive opens reads
+# /proc/net/tcp{,6}: the expensive case.
 #
 #   bash bench/prestop_wait.sh              # SECS=20; PODGRACE=path/to/podgrace
 #
@@ -44,11 +46,12 @@ run() { # NAME RATE ARGS...
   OUT=$out unshare --net --pid --fork --mount-proc bash -c '
     ip link set lo up
     "$0" demo-app --listen 127.0.0.1:8080 >/dev/null 2>&1 &
+    if [ -n "${SECOND:-}" ]; then "$0" demo-app --listen 127.0.0.1:8081 >/dev/null 2>&1 & fi
     while ! (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; do sleep 0.05; done
     if [ "$1" != 0 ]; then python3 "$2" "$1" & fi
     sleep 1
     shift 2
-    KUBECONFIG=$KCFG POD_NAME=bench /usr/bin/time -o "$OUT" -f "%e %U %S %M" "$0" prestop-wait "$@" >/dev/null
+    KUBECONFIG=$KCFG POD_NAME=bench /usr/bin/time -o "$OUT" -f "%e %U %S %M" "$0" prestop-wait "$@" >/dev/null || true
   ' "$bin" "$rate" "$load" "$@" >/dev/null 2>&1 </dev/null
   read -r wall user sys rss < <(tail -1 "$out")
   awk -v n="$name" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" \
@@ -60,7 +63,8 @@ for round in 1 2 3; do
   run "idle (no connection)" 0 --quiet 1000s --max "${secs}s"
   run "200 new connections/s" 200 --quiet 1s --max "${secs}s"
   run "200 new connections/s, --port 8080" 200 --quiet 1s --max "${secs}s" --port 8080
-  run "1000 new connections/s, --port 8080" 1000 --quiet 1s --max "${secs}s" --port 8080
+  SECOND=1 run "200/s, --port 8080, a listener on 8081 too" 200 --quiet 1s --max "${secs}s" --port 8080
+  SECOND=1 run "1000/s, --port 8080, a listener on 8081 too" 1000 --quiet 1s --max "${secs}s" --port 8080
   run "idle, --endpoints (API refusing connections)" 0 --quiet 1s --max "${secs}s" --endpoints
 done
 rm -f "$load" "$KCFG"

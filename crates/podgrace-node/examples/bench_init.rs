@@ -5,7 +5,8 @@
 //! * **forwarding latency**: `kill(init, SIGUSR1)` from here, at CLOCK_MONOTONIC t0, until the
 //!   probe's timestamp t1 (same clock, no time namespace); `--signals` of them, 2 ms apart;
 //!   p50/p99/max in µs. `direct` is the probe itself as PID 1 (no init), the floor.
-//! * **memory**: the init's VmRSS and VmHWM (`/proc/PID/status`) and its PSS
+//! * **memory**: the init's VmRSS, split into RssAnon (its private memory) and RssFile (pages of
+//!   its binary and libraries, shared with every process mapping them), and its PSS
 //!   (`/proc/PID/smaps_rollup`: shared pages divided among the processes mapping them) after
 //!   the signals.
 //!
@@ -61,7 +62,8 @@ struct Measure {
     p99_us: f64,
     max_us: f64,
     rss_kb: u64,
-    hwm_kb: u64,
+    anon_kb: u64,
+    file_kb: u64,
     pss_kb: u64,
 }
 
@@ -110,7 +112,8 @@ fn run_one(argv: &[String], signals: usize) -> Measure {
             p99_us: q(0.99),
             max_us: *lat.last().unwrap(),
             rss_kb: status_kb(pid, "status", "VmRSS:"),
-            hwm_kb: status_kb(pid, "status", "VmHWM:"),
+            anon_kb: status_kb(pid, "status", "RssAnon:"),
+            file_kb: status_kb(pid, "status", "RssFile:"),
             pss_kb: status_kb(pid, "smaps_rollup", "Pss:"),
         }
     };
@@ -179,16 +182,17 @@ fn main() {
             .join(" ")
     );
     println!(
-        "{:<30} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "init (PID 1)", "VmRSS kB", "VmHWM kB", "PSS kB", "p50 µs", "p99 µs", "max µs"
+        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "init (PID 1)", "VmRSS kB", "anon kB", "file kB", "PSS kB", "p50 µs", "p99 µs", "max µs"
     );
     for ((name, _), ms) in inits.iter().zip(&results) {
         let col = |f: fn(&Measure) -> f64| median(ms.iter().map(f).collect());
         println!(
-            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1}",
+            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1}",
             name,
             col(|m| m.rss_kb as f64),
-            col(|m| m.hwm_kb as f64),
+            col(|m| m.anon_kb as f64),
+            col(|m| m.file_kb as f64),
             col(|m| m.pss_kb as f64),
             col(|m| m.p50_us),
             col(|m| m.p99_us),

@@ -3,13 +3,18 @@
 //! * Without ports: `Tcp: PassiveOpens` of `/proc/net/snmp`, the namespace's count of
 //!   connections accepted from the network (RFC 1213 `tcpPassiveOpens`, incremented when the
 //!   three-way handshake completes). One small file read per sample, whatever the traffic.
-//! * With ports: the sockets of `/proc/net/tcp` and `/proc/net/tcp6` whose local port is one of
-//!   them, in any state but `LISTEN` and `SYN_RECV`, keyed by their address pair: a pair not seen
-//!   at the previous sample is a new connection. The tables are read only when `PassiveOpens`
-//!   moved (no passive open anywhere in the namespace means none on these ports either), so an
-//!   idle pod costs one small read per sample here too. A connection that opens and is gone
-//!   entirely between two samples on a watched port is missed (one the server closed first stays
-//!   in `TIME_WAIT` and is seen).
+//! * With ports: when every listening socket of the namespace is on one of them (a pod whose
+//!   only other port is not listening), every passive open is theirs and `PassiveOpens` is
+//!   enough; the listeners are checked again at every [`LISTENER_RECHECK`]th sample that saw
+//!   passive opens. Otherwise: the sockets of `/proc/net/tcp` and `/proc/net/tcp6` whose local
+//!   port is one of them, in any state but `LISTEN` and `SYN_RECV`, keyed by their address pair:
+//!   a pair not seen at the previous sample is a new connection. The tables are read only when
+//!   `PassiveOpens` moved (no passive open anywhere in the namespace means none on these ports
+//!   either), so an idle pod costs one small read per sample. A table read is expensive: the
+//!   kernel walks its whole established-connection hash table (several milliseconds on a host
+//!   with much memory, whatever the namespace holds), which is why it is avoided when it can be.
+//!   A connection that opens and is gone entirely between two samples on a watched port is
+//!   missed (one the server closed first stays in `TIME_WAIT` and is seen).
 //!
 //! `/proc/net` is the reading process's own network namespace, so inside a pod these are the
 //! pod's connections only. Parsing is pure ([`parse_passive_opens`], [`parse_tcp_table`]);
@@ -88,6 +93,10 @@ pub fn parse_tcp_table(text: &str) -> impl Iterator<Item = TcpSocket> + '_ {
     })
 }
 
+/// With ports and only watched listeners, the listeners are read again at every this many
+/// samples that saw passive opens: 20 (2 s under constant traffic at 100 ms samples).
+pub const LISTENER_RECHECK: u32 = 20;
+
 /// Counts new connections between samples (see the module docs).
 #[derive(Debug)]
 pub struct ConnectionCounter {
@@ -96,6 +105,10 @@ pub struct ConnectionCounter {
     passive_opens: u64,
     /// With ports: the address pairs seen at the last table read.
     seen: HashSet<(String, String)>,
+    /// With ports: every listener was on a watched port at the last table read.
+    only_watched_listeners: bool,
+    /// Samples with passive opens since the last table read.
+    since_read: u32,
 }
 
 impl ConnectionCounter {
@@ -112,10 +125,12 @@ impl ConnectionCounter {
             ports: ports.to_vec(),
             passive_opens: 0,
             seen: HashSet::new(),
+            only_watched_listeners: false,
+            since_read: 0,
         };
         c.passive_opens = c.read_passive_opens()?;
         if !c.ports.is_empty() {
-            c.seen = c.read_port_pairs()?;
+            (c.seen, c.only_watched_listeners) = c.read_port_pairs()?;
         }
         Ok(c)
     }
@@ -137,9 +152,21 @@ impl ConnectionCounter {
         if self.ports.is_empty() {
             return Ok(moved);
         }
-        let now = self.read_port_pairs()?;
-        let new = now.difference(&self.seen).count() as u64;
+        self.since_read += 1;
+        if self.only_watched_listeners && self.since_read < LISTENER_RECHECK {
+            return Ok(moved);
+        }
+        self.since_read = 0;
+        let (now, only_watched) = self.read_port_pairs()?;
+        // While every listener was watched, the passive opens were all ours (and the pairs
+        // were not kept up to date, so their difference would count old connections again).
+        let new = if self.only_watched_listeners {
+            moved
+        } else {
+            now.difference(&self.seen).count() as u64
+        };
         self.seen = now;
+        self.only_watched_listeners = only_watched;
         Ok(new)
     }
 
@@ -157,9 +184,11 @@ impl ConnectionCounter {
     }
 
     /// The address pairs of connections on the watched ports, from `tcp` and `tcp6` (a missing
-    /// `tcp6`, on a kernel without IPv6, is an empty table).
-    fn read_port_pairs(&self) -> Result<HashSet<(String, String)>, CounterError> {
+    /// `tcp6`, on a kernel without IPv6, is an empty table), and whether every listening socket
+    /// is on a watched port.
+    fn read_port_pairs(&self) -> Result<(HashSet<(String, String)>, bool), CounterError> {
         let mut pairs = HashSet::new();
+        let mut only_watched = true;
         for name in ["tcp", "tcp6"] {
             let text = match self.read(name) {
                 Ok((_, text)) => text,
@@ -170,17 +199,16 @@ impl ConnectionCounter {
                 }
                 Err(e) => return Err(e),
             };
-            pairs.extend(
-                parse_tcp_table(&text)
-                    .filter(|s| {
-                        s.state != STATE_LISTEN
-                            && s.state != STATE_SYN_RECV
-                            && self.ports.contains(&s.local_port)
-                    })
-                    .map(|s| (s.local, s.remote)),
-            );
+            for s in parse_tcp_table(&text) {
+                let watched = self.ports.contains(&s.local_port);
+                if s.state == STATE_LISTEN {
+                    only_watched &= watched;
+                } else if s.state != STATE_SYN_RECV && watched {
+                    pairs.insert((s.local, s.remote));
+                }
+            }
         }
-        Ok(pairs)
+        Ok((pairs, only_watched))
     }
 }
 
@@ -228,24 +256,61 @@ mod tests {
     }
 
     #[test]
+    fn with_only_watched_listeners_passive_opens_are_enough_until_the_recheck() {
+        let dir = std::env::temp_dir().join(format!("pg-shutdown-watched-{}", std::process::id()));
+        // The only listener is 8080's: every passive open is on 8080, the tables are not read.
+        fake_proc(&dir, 17, TCP);
+        let mut c = ConnectionCounter::at(&dir, &[8080]).unwrap();
+        std::fs::write(dir.join("tcp"), "garbage").unwrap();
+        fake_proc_snmp(&dir, 20);
+        assert_eq!(c.sample().unwrap(), 3);
+        // Until the recheck, when a listener on 9090 has appeared: from then on, pairs count.
+        let other = TCP.to_string() + "   9: 00000000:2382 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n";
+        std::fs::write(dir.join("tcp"), &other).unwrap();
+        for n in 1..LISTENER_RECHECK - 1 {
+            fake_proc_snmp(&dir, 20 + u64::from(n));
+            assert_eq!(c.sample().unwrap(), 1, "sample {n}");
+        }
+        // The recheck itself still reports the passive opens ...
+        fake_proc_snmp(&dir, 20 + u64::from(LISTENER_RECHECK - 2) + 4);
+        assert_eq!(c.sample().unwrap(), 4);
+        // ... and then only new pairs on 8080 count (none: the 4 opens were elsewhere).
+        fake_proc_snmp(&dir, 100);
+        assert_eq!(c.sample().unwrap(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn fake_proc_snmp(dir: &Path, passive: u64) {
+        std::fs::write(
+            dir.join("snmp"),
+            SNMP.replace(" 3 17 0", &format!(" 3 {passive} 0")),
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn the_counter_counts_passive_opens_or_new_pairs_on_its_ports() {
         let dir = std::env::temp_dir().join(format!("pg-shutdown-conn-{}", std::process::id()));
         let header = TCP.lines().next().unwrap().to_string() + "\n";
         fake_proc(&dir, 17, &header);
         let mut all = ConnectionCounter::at(&dir, &[]).unwrap();
+        // A listener on 8081 too: the tables must be read to tell the ports apart.
+        let l8081 = "  10: 00000000:1F91 00000000:0000 0A 0 0 0 0 0 0\n";
+        std::fs::write(dir.join("tcp"), header.clone() + l8081).unwrap();
         let mut port = ConnectionCounter::at(&dir, &[8080]).unwrap();
         assert_eq!(all.sample().unwrap(), 0);
         assert_eq!(port.sample().unwrap(), 0);
         // Three passive opens: two ESTABLISHED/TIME_WAIT pairs on 8080, one on 8081; a
         // SYN_RECV on 8080 and the listener do not count.
-        fake_proc(&dir, 20, TCP);
+        let tcp = TCP.to_string() + l8081;
+        fake_proc(&dir, 20, &tcp);
         assert_eq!(all.sample().unwrap(), 3);
         assert_eq!(port.sample().unwrap(), 2);
         // The same sockets later, one more passive open elsewhere: nothing new on 8080.
-        fake_proc(&dir, 21, TCP);
+        fake_proc(&dir, 21, &tcp);
         assert_eq!(port.sample().unwrap(), 0);
         // The SYN_RECV completed: now it counts.
-        fake_proc(&dir, 22, &TCP.replace(":C356 03", ":C356 01"));
+        fake_proc(&dir, 22, &tcp.replace(":C356 03", ":C356 01"));
         assert_eq!(port.sample().unwrap(), 1);
         // No passive open: the tables are not even read (a broken table is not noticed).
         std::fs::write(dir.join("tcp"), "garbage").unwrap();

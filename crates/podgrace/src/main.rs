@@ -79,11 +79,19 @@ fn main() -> ExitCode {
     // The verbs that run inside users' containers (PID 1, a preStop hook) take a lean path:
     // only their own flags are parsed and no log subscriber is set up, so that they cost what
     // tini and a shell's sleep cost (see the README's benchmarks), not what the whole CLI does.
-    if matches!(
-        std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()),
-        Some("init" | "prestop-wait")
-    ) {
-        let result = match Lean::parse().command {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let verb = argv.get(1).and_then(|a| a.to_str());
+    if matches!(verb, Some("init" | "prestop-wait")) {
+        // Their plain flags are read without clap; anything else (help, errors) goes to clap.
+        let rest = &argv[2..];
+        let result = match verb {
+            Some("init") => cmd::init::Args::parse_lean(rest).map(cmd::init::run),
+            _ => cmd::prestop_wait::Args::parse_lean(rest).map(cmd::prestop_wait::run),
+        };
+        if let Some(result) = result {
+            return exit(result);
+        }
+        let result = match Lean::parse_from(&argv).command {
             LeanCommand::Init(args) => cmd::init::run(args),
             LeanCommand::PrestopWait(args) => cmd::prestop_wait::run(args),
         };

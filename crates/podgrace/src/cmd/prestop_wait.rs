@@ -21,7 +21,7 @@ use podgrace_shutdown::wait::{self, EndpointsView, Progress, Summary};
 
 use crate::{BadInput, Outcome};
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Debug)]
 pub struct Args {
     /// Return once no new TCP connection has arrived for this long (`1s`, `500ms`, `2.5`).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::parse_duration)]
@@ -42,6 +42,70 @@ pub struct Args {
     /// POD_NAME or the hostname, its namespace POD_NAMESPACE or the service account's.
     #[arg(long)]
     endpoints: bool,
+}
+
+impl Args {
+    /// The flags parsed without clap, for the lean start-up path (see `main`): `None` for
+    /// anything but their plain forms (`--help`, a flag twice, a value clap would refuse), which
+    /// then go through clap for its messages. The tests check that it agrees with clap.
+    pub fn parse_lean(args: &[std::ffi::OsString]) -> Option<Args> {
+        let (mut quiet, mut min, mut max) = (None, None, None);
+        let mut a = Args {
+            quiet: Duration::ZERO,
+            min: Duration::ZERO,
+            max: Duration::ZERO,
+            ports: Vec::new(),
+            endpoints: false,
+        };
+        let mut i = 0;
+        while i < args.len() {
+            let s = args[i].to_str()?;
+            let (flag, inline) = match s.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+                _ => (s, None),
+            };
+            if flag == "--endpoints" {
+                if inline.is_some() || a.endpoints {
+                    return None;
+                }
+                a.endpoints = true;
+                i += 1;
+                continue;
+            }
+            let value = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    let v = args.get(i)?.to_str()?;
+                    if v.starts_with('-') {
+                        return None;
+                    }
+                    v.to_string()
+                }
+            };
+            let slot = match flag {
+                "--quiet" => &mut quiet,
+                "--min" => &mut min,
+                "--max" => &mut max,
+                "--port" => {
+                    for p in value.split(',') {
+                        a.ports.push(p.parse::<u16>().ok().filter(|p| *p > 0)?);
+                    }
+                    i += 1;
+                    continue;
+                }
+                _ => return None,
+            };
+            if slot.replace(super::parse_duration(&value).ok()?).is_some() {
+                return None;
+            }
+            i += 1;
+        }
+        a.quiet = quiet.unwrap_or(Duration::from_secs(1));
+        a.min = min.unwrap_or(Duration::ZERO);
+        a.max = max.unwrap_or(Duration::from_secs(20));
+        Some(a)
+    }
 }
 
 /// Where each line goes: the hook's stdout and, if it is another file, PID 1's.
@@ -166,4 +230,55 @@ fn watch_endpoints(
             Err(e) => report(e.to_string()),
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Clap {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn os(v: &[&str]) -> Vec<std::ffi::OsString> {
+        v.iter().map(std::ffi::OsString::from).collect()
+    }
+
+    #[test]
+    fn the_lean_parser_agrees_with_clap_or_leaves_it_to_clap() {
+        let cases: &[&[&str]] = &[
+            &[],
+            &["--quiet", "1s", "--max", "60s"],
+            &["--quiet=500ms", "--min=2", "--max", "1m30s", "--endpoints"],
+            &["--port", "8080", "--port=9090,9091"],
+            &["--endpoints", "--port", "1"],
+        ];
+        for case in cases {
+            let lean =
+                Args::parse_lean(&os(case)).unwrap_or_else(|| panic!("lean refused {case:?}"));
+            let mut argv = vec!["prestop-wait"];
+            argv.extend_from_slice(case);
+            let clap = Clap::try_parse_from(argv).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+            assert_eq!(format!("{lean:?}"), format!("{:?}", clap.args), "{case:?}");
+        }
+        for case in [
+            &["--help"][..],
+            &["-h"],
+            &["--quiet", "soon"],
+            &["--quiet", "1s", "--quiet", "2s"],
+            &["--port", "0"],
+            &["--port", "70000"],
+            &["--port", "8080,"],
+            &["--endpoints", "--endpoints"],
+            &["--endpoints=true"],
+            &["--max"],
+            &["--max", "-1"],
+            &["stray"],
+        ] {
+            assert!(Args::parse_lean(&os(case)).is_none(), "{case:?}");
+        }
+    }
 }
