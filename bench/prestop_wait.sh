@@ -48,7 +48,13 @@ run() { # NAME RATE ARGS...
     "$0" demo-app --listen 127.0.0.1:8080 >/dev/null 2>&1 &
     if [ -n "${SECOND:-}" ]; then "$0" demo-app --listen 127.0.0.1:8081 >/dev/null 2>&1 & fi
     while ! (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; do sleep 0.05; done
-    if [ "$1" != 0 ]; then python3 "$2" "$1" & fi
+    opens() { awk "/^Tcp:/ { if (++n == 2) print \$7 }" /proc/net/snmp; }
+    if [ "$1" != 0 ]; then
+      python3 "$2" "$1" &
+      # Start measuring once the load runs (python3 can take a while to start on a busy host).
+      start=$(opens)
+      while [ $(( $(opens) - start )) -lt 20 ]; do sleep 0.05; done
+    fi
     sleep 1
     shift 2
     KUBECONFIG=$KCFG POD_NAME=bench /usr/bin/time -o "$OUT" -f "%e %U %S %M" "$0" prestop-wait "$@" >/dev/null || true

@@ -94,8 +94,8 @@ pub fn parse_tcp_table(text: &str) -> impl Iterator<Item = TcpSocket> + '_ {
 }
 
 /// With ports and only watched listeners, the listeners are read again at every this many
-/// samples that saw passive opens: 20 (2 s under constant traffic at 100 ms samples).
-pub const LISTENER_RECHECK: u32 = 20;
+/// samples that saw passive opens: 50 (5 s under constant traffic at 100 ms samples).
+pub const LISTENER_RECHECK: u32 = 50;
 
 /// Counts new connections between samples (see the module docs).
 #[derive(Debug)]
