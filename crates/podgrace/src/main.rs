@@ -43,6 +43,9 @@ enum Command {
     /// A PID 1 for container images: forwards (and maps) signals to CMD, reaps zombies, exits
     /// with CMD's status, and can hold SIGTERM for a drain delay.
     Init(cmd::init::Args),
+    /// A single-node Kubernetes API server for kubectl and client libraries (TLS, a token,
+    /// 127.0.0.1); writes a kubeconfig. Ctrl-C deletes every pod as a node drain would.
+    Serve(cmd::serve::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         Command::DemoApp(args) => cmd::demo_app::run(args),
         Command::PrestopWait(args) => cmd::prestop_wait::run(args),
         Command::Init(args) => cmd::init::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     exit(result)
 }
