@@ -80,6 +80,10 @@ pub struct Inputs<'a> {
     /// Their containers' stops.
     pub containers: &'a [ContainerStop],
     pub endpoint_lag: Duration,
+    /// What the load's client does with its connections.
+    pub client: crate::load::ClientKind,
+    /// When each disrupted pod's endpoint left the proxy's routes, since the epoch (measured).
+    pub removed: &'a [(String, Duration)],
     /// Since the epoch: when the load's schedule started and ended.
     pub load_start: Duration,
     pub load_end: Duration,
@@ -735,6 +739,8 @@ mod tests {
             terminations,
             containers,
             endpoint_lag: s(1.0),
+            client: crate::load::ClientKind::KeepAliveCareful,
+            removed: &[],
             load_start: s(0.5),
             load_end: s(10.0),
             port: 8080,
@@ -751,6 +757,7 @@ mod tests {
             pod: Some("web-1".into()),
             at: s(at),
             phase: Phase::AfterStopSignal,
+            stale_conntrack: false,
         }
     }
 
@@ -819,6 +826,8 @@ mod tests {
             terminations: &terminations,
             containers: &[],
             endpoint_lag: s(1.0),
+            client: crate::load::ClientKind::KeepAliveCareful,
+            removed: &[],
             load_start: s(0.5),
             load_end: s(5.0),
             port: 8080,
@@ -853,6 +862,8 @@ mod tests {
             outcome: RequestOutcome::Http5xx,
             status: Some(502),
             client_port: None,
+            connected: None,
+            reused: false,
         }];
         let raced_pods: HashMap<u64, String> = [(3, "web-1".to_string())].into();
         let raced_inp = Inputs {
@@ -881,6 +892,8 @@ mod tests {
             outcome: RequestOutcome::Reset,
             status: None,
             client_port: None,
+            connected: None,
+            reused: false,
         }];
         let req_pods: HashMap<u64, String> = [(7, "web-1".to_string())].into();
         let busy_inp = Inputs {

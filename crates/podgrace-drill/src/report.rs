@@ -11,13 +11,24 @@ use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// `failuresByKind`: failed requests per kind.
+/// `failuresByKind`: failed requests per kind, as the client saw them
+/// ([`RequestOutcome`](crate::load::RequestOutcome)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailuresByKind {
+    /// The connect was refused (RST: the pod's port is closed) or failed otherwise.
     pub refused: u64,
+    /// The connect got no answer within the request timeout (the pod's address is gone).
+    pub connect_timeout: u64,
+    /// The connection was closed before a full response (on a reused connection: EOF on reuse).
+    pub eof: u64,
+    /// Of `eof`, those on a reused keep-alive connection.
+    pub eof_on_reuse: u64,
+    /// The connection was reset.
     pub reset: u64,
+    /// Connected, but no full response within the request timeout.
     pub timeout: u64,
+    /// A 5xx answer (from an ingress, or from the app).
     pub http5xx: u64,
 }
 
@@ -26,20 +37,30 @@ impl FailuresByKind {
     pub fn count(records: &[RequestRecord]) -> Self {
         let mut f = FailuresByKind::default();
         for r in records {
-            match r.outcome {
-                RequestOutcome::Ok => {}
-                RequestOutcome::Refused => f.refused += 1,
-                RequestOutcome::Reset => f.reset += 1,
-                RequestOutcome::Timeout => f.timeout += 1,
-                RequestOutcome::Http5xx => f.http5xx += 1,
+            f.add(r.outcome);
+            if r.outcome == RequestOutcome::Eof && r.reused {
+                f.eof_on_reuse += 1;
             }
         }
         f
     }
 
-    /// All failures.
+    /// Counts one request of kind `outcome` (nothing for [`RequestOutcome::Ok`]).
+    pub fn add(&mut self, outcome: RequestOutcome) {
+        match outcome {
+            RequestOutcome::Ok => {}
+            RequestOutcome::Refused => self.refused += 1,
+            RequestOutcome::ConnectTimeout => self.connect_timeout += 1,
+            RequestOutcome::Eof => self.eof += 1,
+            RequestOutcome::Reset => self.reset += 1,
+            RequestOutcome::Timeout => self.timeout += 1,
+            RequestOutcome::Http5xx => self.http5xx += 1,
+        }
+    }
+
+    /// All failures (`eofOnReuse` is part of `eof`).
     pub fn total(&self) -> u64 {
-        self.refused + self.reset + self.timeout + self.http5xx
+        self.refused + self.connect_timeout + self.eof + self.reset + self.timeout + self.http5xx
     }
 }
 
@@ -124,6 +145,12 @@ pub struct Attribution {
     /// (when it saw the upstream fail), else the load's completion time.
     pub at: Duration,
     pub phase: Phase,
+    /// The request's new connection followed a conntrack entry left by an earlier connection
+    /// from the same client port (kube-proxy does not clear TCP entries; an unanswered one lives
+    /// 120 s), to a pod whose address was gone: a late timeout long after the endpoint was
+    /// removed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale_conntrack: bool,
 }
 
 /// The proxy records by the request (or stream) index they carry.
@@ -153,24 +180,47 @@ pub fn attribute(
     load.iter()
         .filter(|r| r.outcome.is_failure())
         .map(|r| {
-            let (pod, at) = match by_request.get(&r.index) {
-                Some(p) => (p.pod.clone(), p.end),
-                None => (pinned_pod(pinned, r), r.done),
+            let (pod, at, stale) = match by_request.get(&r.index) {
+                Some(p) => (p.pod.clone(), p.end, false),
+                None => match pinned_connection(pinned, r) {
+                    Some(c) => (Some(c.pod.clone()), r.done, follows_stale_entry(c, r)),
+                    None => (None, r.done, false),
+                },
             };
-            attributed(r.index, r.outcome, pod, at, pods)
+            let mut a = attributed(r.index, r.outcome, pod, at, pods);
+            a.stale_conntrack = stale;
+            a
         })
         .collect()
+}
+
+/// How much earlier than the client's connect a conntrack entry must have been made to be an
+/// older connection's (the entry of a new connection is made by its first SYN, within a
+/// millisecond here): 100 ms.
+pub const STALE_ENTRY_BEFORE: Duration = Duration::from_millis(100);
+
+/// `true` when `r` went out on a new connection that did not make a conntrack entry of its own
+/// but followed `entry`, made by an earlier connection from the same client port.
+fn follows_stale_entry(entry: &PinnedConnection, r: &RequestRecord) -> bool {
+    !r.reused && r.connected.is_some_and(|c| entry.opened + STALE_ENTRY_BEFORE < c)
 }
 
 /// The pod the connection of request `r` was pinned to: the connection from `r`'s client port
 /// pinned last before `r` ended (a port is reused only by a later connection).
 pub fn pinned_pod(pinned: &[PinnedConnection], r: &RequestRecord) -> Option<String> {
+    pinned_connection(pinned, r).map(|c| c.pod.clone())
+}
+
+/// The pinned connection (conntrack entry) of [`pinned_pod`].
+fn pinned_connection<'a>(
+    pinned: &'a [PinnedConnection],
+    r: &RequestRecord,
+) -> Option<&'a PinnedConnection> {
     let port = r.client_port?;
     pinned
         .iter()
         .filter(|c| c.client.port() == port && c.opened <= r.done)
         .max_by_key(|c| c.opened)
-        .map(|c| c.pod.clone())
 }
 
 impl FailuresByPhase {
@@ -217,6 +267,9 @@ pub struct DrillReport {
     pub failed: u64,
     pub failures_by_kind: FailuresByKind,
     pub failures_by_phase: FailuresByPhase,
+    /// Failed requests whose new connection followed a stale conntrack entry to a pod that was
+    /// gone ([`Attribution::stale_conntrack`]).
+    pub stale_conntrack: u64,
     /// The failed requests per pod they reached, by phase, in pod order; failures that reached
     /// no pod under `pod: null`, last. Empty when none failed.
     pub failures_by_pod: Vec<PodFailures>,
@@ -339,6 +392,7 @@ fn attributed(
         pod,
         at,
         phase: termination.map_or(Phase::BeforeStopSignal, |t| t.phase_at(at)),
+        stale_conntrack: false,
     }
 }
 
@@ -349,6 +403,14 @@ fn attributed(
 pub struct DrillSettings {
     /// `kube-proxy` (connections pinned) or `ingress` (each request picks an endpoint).
     pub proxy: &'static str,
+    /// How kube-proxy mode ran: `netfilter` (the kernel's DNAT and conntrack) or `userspace`
+    /// (the fallback: a TCP splice); `null` for an ingress.
+    pub proxy_implementation: Option<&'static str>,
+    /// `new-connection`, `keep-alive` or `keep-alive-careful`.
+    pub client: &'static str,
+    /// `fixed` (`endpointLagSeconds` after each change) or `kube-proxy` (its sync, with
+    /// `endpointLagSeconds` its minSyncPeriod).
+    pub endpoint_lag_model: &'static str,
     /// `http1` or `h2c`.
     pub protocol: &'static str,
     /// How long the load ran, seconds.
@@ -415,6 +477,7 @@ impl DrillReport {
             failed,
             failures_by_kind: kinds,
             failures_by_phase: FailuresByPhase::count(attributions),
+            stale_conntrack: attributions.iter().filter(|a| a.stale_conntrack).count() as u64,
             failures_by_pod: PodFailures::group(attributions),
             latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
             pods,
@@ -448,6 +511,8 @@ mod tests {
             outcome,
             status: None,
             client_port: None,
+            connected: None,
+            reused: false,
         }
     }
 

@@ -301,7 +301,7 @@ impl Slot {
         let resp = loop {
             if !self.conn.as_mut().is_some_and(Conn::usable) {
                 self.conn = None;
-                match Conn::connect(self.shared.target, Protocol::H2c).await {
+                match Conn::connect(self.shared.target, Protocol::H2c, false).await {
                     Ok(c) => self.conn = Some(c),
                     Err(ConnectError::Connect(_)) => return StreamOutcome::Refused,
                     Err(ConnectError::Handshake) => return StreamOutcome::Reset,

@@ -23,6 +23,8 @@ fn records() -> Vec<RequestRecord> {
                 },
                 status: Some(if failed { 502 } else { 200 }),
                 client_port: None,
+                connected: None,
+                reused: false,
             }
         })
         .collect()

@@ -13,9 +13,9 @@ use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::KubeVersion;
 use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
-use podgrace_drill::endpoints::LagPreset;
+use podgrace_drill::endpoints::{LagModel, LagPreset};
 use podgrace_drill::html::{html_report, write_report};
-use podgrace_drill::load::{scheduled_requests, Protocol, MAX_REQUESTS};
+use podgrace_drill::load::{scheduled_requests, ClientKind, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
@@ -58,9 +58,19 @@ pub struct Args {
     /// How long the load runs (`8s`, `1m`).
     #[arg(long, default_value = "8s", value_parser = super::parse_duration)]
     duration: Duration,
-    /// The endpoint lag L: a duration, or in-cluster (1 s), ingress (30 s), cloud-lb (120 s).
+    /// The endpoint lag L: a duration, in-cluster (1 s), ingress (30 s), cloud-lb (120 s), or
+    /// kube-proxy (its bounded-frequency sync: at once while a sync slot is free, else about
+    /// --iptables-min-sync-period later).
     #[arg(long, default_value = "1s", value_parser = parse_lag)]
-    endpoint_lag: Duration,
+    endpoint_lag: LagArg,
+    /// kube-proxy's --iptables-min-sync-period, for --endpoint-lag kube-proxy (`1s`).
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
+    iptables_min_sync_period: Duration,
+    /// The load's client: keep-alive-careful (reuses connections, drops one the server closed
+    /// while idle: urllib3, Go's net/http), keep-alive (writes into a reused connection without
+    /// checking), or new-connection (one connection per request).
+    #[arg(long, value_enum, default_value_t = ClientArg::KeepAliveCareful)]
+    client: ClientArg,
     /// The proxy in front: kube-proxy (a connection stays on its pod) or ingress (each request
     /// picks an endpoint, as an L7 ingress does).
     #[arg(long, value_enum, default_value_t = ProxyKind::KubeProxy)]
@@ -131,6 +141,33 @@ const MAX_STREAMS: usize = 1000;
 const MAX_CONNECTIONS: usize = 10_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ClientArg {
+    NewConnection,
+    KeepAlive,
+    KeepAliveCareful,
+}
+
+/// `--endpoint-lag`: a fixed lag, or kube-proxy's sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LagArg {
+    Fixed(Duration),
+    KubeProxy,
+}
+
+impl LagArg {
+    /// The lag model with `min_sync` as kube-proxy's minSyncPeriod.
+    fn model(self, min_sync: Duration) -> LagModel {
+        match self {
+            LagArg::Fixed(l) => LagModel::Fixed(l),
+            LagArg::KubeProxy => LagModel::KubeProxy {
+                min_sync_period: min_sync,
+                burst: podgrace_drill::sync::BURST_SYNCS,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProxyKind {
     KubeProxy,
     Ingress,
@@ -146,11 +183,15 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
     }
 }
 
-fn parse_lag(s: &str) -> Result<Duration, String> {
+fn parse_lag(s: &str) -> Result<LagArg, String> {
+    if s == "kube-proxy" {
+        return Ok(LagArg::KubeProxy);
+    }
     match LagPreset::parse(s) {
-        Ok(p) => Ok(p.lag()),
+        Ok(p) => Ok(LagArg::Fixed(p.lag())),
         Err(_) => super::parse_duration(s)
-            .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb")),
+            .map(LagArg::Fixed)
+            .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb, kube-proxy")),
     }
 }
 
@@ -202,8 +243,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    if args.endpoint_lag > MAX_DURATION {
+    if matches!(args.endpoint_lag, LagArg::Fixed(l) if l > MAX_DURATION) {
         return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
+    }
+    if args.iptables_min_sync_period > MAX_DURATION {
+        return Err(BadInput("--iptables-min-sync-period must be at most 24h".into()).into());
     }
     if args.path.parse::<hyper::Uri>().is_err() {
         return Err(BadInput(format!(
@@ -258,7 +302,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         stream_seconds: args.stream_seconds,
         idle_streams: args.idle_streams,
         duration: args.duration,
-        endpoint_lag: args.endpoint_lag,
+        lag: args.endpoint_lag.model(args.iptables_min_sync_period),
+        client: match args.client {
+            ClientArg::NewConnection => ClientKind::NewConnection,
+            ClientArg::KeepAlive => ClientKind::KeepAlive,
+            ClientArg::KeepAliveCareful => ClientKind::KeepAliveCareful,
+        },
         balancing: match args.proxy {
             ProxyKind::KubeProxy => Balancing::PerConnection,
             ProxyKind::Ingress => Balancing::PerRequest,
@@ -345,7 +394,10 @@ fn demo(
     config: impl Fn(u16, usize) -> DrillConfig,
 ) -> anyhow::Result<Outcome> {
     let exe = std::env::current_exe().context("cannot find podgrace's own executable")?;
-    let lag = args.endpoint_lag;
+    let lag = args
+        .endpoint_lag
+        .model(args.iptables_min_sync_period)
+        .nominal();
     let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
     let unfixed = demo_plan(&exe, None)?;
     let fixed = demo_plan(&exe, Some(pre_stop))?;
@@ -661,8 +713,25 @@ fn summary(o: &DrillOutcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ndrill {}: {} requests/s ({}, through {}), endpoint lag {:.1} s",
-        r.scenario, r.rps, r.settings.protocol, r.settings.proxy, r.endpoint_lag_seconds
+        "\ndrill {}: {} requests/s ({}, {} client, through {}{}), endpoint lag {}",
+        r.scenario,
+        r.rps,
+        r.settings.protocol,
+        r.settings.client,
+        r.settings.proxy,
+        match r.settings.proxy_implementation {
+            Some("netfilter") => " on the kernel's netfilter",
+            Some(_) => " in user space",
+            None => "",
+        },
+        if r.settings.endpoint_lag_model == "kube-proxy" {
+            format!(
+                "kube-proxy's sync (minSyncPeriod {:.1} s)",
+                r.endpoint_lag_seconds
+            )
+        } else {
+            format!("{:.1} s", r.endpoint_lag_seconds)
+        }
     );
     if r.rps == 0.0 {
         let _ = writeln!(s, "  requests: none (--rps 0)");
@@ -704,9 +773,24 @@ fn request_lines(s: &mut String, r: &DrillReport) {
     let p = &r.failures_by_phase;
     let _ = writeln!(
         s,
-        "  requests {}, failed {} (refused {}, reset {}, timeout {}, HTTP 5xx {})",
-        r.requests, r.failed, k.refused, k.reset, k.timeout, k.http5xx
+        "  requests {}, failed {} (connect timeout {}, refused {}, EOF {} ({} on a reused connection), reset {}, timeout {}, HTTP 5xx {})",
+        r.requests,
+        r.failed,
+        k.connect_timeout,
+        k.refused,
+        k.eof,
+        k.eof_on_reuse,
+        k.reset,
+        k.timeout,
+        k.http5xx
     );
+    if r.stale_conntrack > 0 {
+        let _ = writeln!(
+            s,
+            "  of them {} new connections that followed a stale conntrack entry to a pod that was gone",
+            r.stale_conntrack
+        );
+    }
     let _ = writeln!(
         s,
         "  failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
@@ -743,15 +827,20 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
         ("requests", a.requests.to_string(), b.requests.to_string()),
         ("failed", a.failed.to_string(), b.failed.to_string()),
         (
-            "  refused / reset",
+            "  connect timeout / refused",
             format!(
                 "{} / {}",
-                a.failures_by_kind.refused, a.failures_by_kind.reset
+                a.failures_by_kind.connect_timeout, a.failures_by_kind.refused
             ),
             format!(
                 "{} / {}",
-                b.failures_by_kind.refused, b.failures_by_kind.reset
+                b.failures_by_kind.connect_timeout, b.failures_by_kind.refused
             ),
+        ),
+        (
+            "  EOF / reset",
+            format!("{} / {}", a.failures_by_kind.eof, a.failures_by_kind.reset),
+            format!("{} / {}", b.failures_by_kind.eof, b.failures_by_kind.reset),
         ),
         (
             "  timeout / HTTP 5xx",
@@ -782,7 +871,7 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
                 .unwrap_or_default()
         };
         // Before the verdict.
-        rows.insert(5, ("streams failed", failed(a), failed(b)));
+        rows.insert(6, ("streams failed", failed(a), failed(b)));
     }
     for (name, x, y) in rows {
         let _ = writeln!(s, "  {name:28} {x:>18} {y:>24}");
