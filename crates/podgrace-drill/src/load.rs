@@ -388,8 +388,19 @@ impl Conn {
         protocol: Protocol,
         writing: bool,
     ) -> Result<Conn, ConnectError> {
-        let opened = Instant::now();
-        let stream = TcpStream::connect(target)
+        let (_, pending) = start_connect(target).map_err(|e| ConnectError::Connect(classify_io(&e)))?;
+        Self::handshake(pending, protocol, writing).await
+    }
+
+    /// Finishes a connect begun by [`start_connect`] and makes the HTTP handshake.
+    pub(crate) async fn handshake(
+        pending: PendingConnect,
+        protocol: Protocol,
+        writing: bool,
+    ) -> Result<Conn, ConnectError> {
+        let opened = pending.opened;
+        let stream = pending
+            .finish()
             .await
             .map_err(|e| ConnectError::Connect(classify_io(&e)))?;
         let _ = stream.set_nodelay(true);
@@ -490,6 +501,55 @@ impl Conn {
     ) -> Result<Response<Incoming>, hyper::Error> {
         drive(&mut self.driver, send(&mut self.tx, req)).await
     }
+}
+
+/// A TCP connect in progress: its SYN is out and its local port known.
+pub(crate) struct PendingConnect {
+    stream: TcpStream,
+    opened: Instant,
+}
+
+impl PendingConnect {
+    /// Waits until the connect is done (writable), and returns its outcome.
+    async fn finish(self) -> std::io::Result<TcpStream> {
+        self.stream.writable().await?;
+        if let Some(e) = self.stream.take_error()? {
+            return Err(e);
+        }
+        // Not connected after all (writable on an error the socket has already forgotten).
+        self.stream.peer_addr()?;
+        Ok(self.stream)
+    }
+}
+
+/// Starts a non-blocking TCP connect to `target`, as a client's `connect()` does (the kernel
+/// picks the local port, with its own ephemeral-port choice): the local port, and the connect
+/// to finish. Knowing the port before the connect ends is what ties a connect that never
+/// completes to its conntrack entry.
+pub(crate) fn start_connect(target: SocketAddr) -> std::io::Result<(u16, PendingConnect)> {
+    use rustix::net::{connect, getsockname, ipproto, socket_with, AddressFamily, SocketFlags, SocketType};
+    let family = if target.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let opened = Instant::now();
+    let fd = socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        Some(ipproto::TCP),
+    )?;
+    match connect(&fd, &target) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let port = SocketAddr::try_from(getsockname(&fd)?)
+        .map_err(|_| std::io::Error::other("not an inet socket"))?
+        .port();
+    let std_stream = std::net::TcpStream::from(fd);
+    let stream = TcpStream::from_std(std_stream)?;
+    Ok((port, PendingConnect { stream, opened }))
 }
 
 /// Runs `fut` while polling `driver`; an ended driver is dropped (set to `None`).
@@ -729,13 +789,12 @@ impl Worker {
                 self.connecting = true;
                 self.opened = Some(Instant::now());
                 self.reused = false;
-                let c = Conn::connect(
-                    self.cfg.target,
-                    self.cfg.protocol,
-                    client == ClientKind::KeepAlive,
-                )
-                .await
-                .map_err(|e| Failure::Outcome(e.outcome()));
+                let (port, pending) = start_connect(self.cfg.target)
+                    .map_err(|e| Failure::Outcome(classify_io(&e)))?;
+                self.port = Some(port);
+                let c = Conn::handshake(pending, self.cfg.protocol, client == ClientKind::KeepAlive)
+                    .await
+                    .map_err(|e| Failure::Outcome(e.outcome()));
                 self.connecting = false;
                 self.conn.insert(c?)
             }
@@ -815,6 +874,28 @@ impl Worker {
     }
 }
 
+/// The most requests a `new-connection` client has in flight: 10,000.
+pub const MAX_IN_FLIGHT: usize = 10_000;
+
+/// How many workers send the load: one per pooled connection for the keep-alive clients; for
+/// `new-connection`, enough that requests stalled for the whole timeout (a connect nobody
+/// answers) do not hold the next ones back: `connections + ⌈rps × timeout⌉` (at most
+/// [`MAX_IN_FLIGHT`]), so the load stays open-loop as one connection per request is.
+pub fn workers_for(cfg: &LoadConfig) -> usize {
+    match cfg.client {
+        ClientKind::NewConnection => {
+            let stalled = (cfg.rps * cfg.timeout.as_secs_f64()).ceil();
+            let stalled = if stalled.is_finite() {
+                stalled.min(MAX_IN_FLIGHT as f64) as usize
+            } else {
+                MAX_IN_FLIGHT
+            };
+            (cfg.connections + stalled).min(MAX_IN_FLIGHT)
+        }
+        _ => cfg.connections,
+    }
+}
+
 /// The number of requests a run schedules: `round(rps × duration)`.
 pub fn scheduled_requests(rps: f64, duration: Duration) -> u64 {
     (rps * duration.as_secs_f64()).round().max(0.0) as u64
@@ -844,7 +925,8 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     let cfg = Arc::new(config);
     let schedule = Arc::new(Schedule::new(Instant::now(), cfg.rps, total));
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..cfg.connections {
+    let n = workers_for(&cfg);
+    for _ in 0..n {
         let w = Worker {
             cfg: Arc::clone(&cfg),
             schedule: Arc::clone(&schedule),
@@ -854,7 +936,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
             opened: None,
             reused: false,
             // Each worker's share of the records, so that pushing them never copies.
-            records: Vec::with_capacity((total / cfg.connections as u64 + 1).min(1 << 20) as usize),
+            records: Vec::with_capacity((total / n as u64 + 1).min(1 << 20) as usize),
             uri: uri.clone(),
             host: cfg.target.to_string(),
         };

@@ -707,8 +707,16 @@ async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
 }
 
 /// The endpoints of the Service as the EndpointSlice controller writes them: one per pod with
-/// an IP that is not terminal; `ready` / `serving` / `terminating` from the pod's Ready condition
-/// and its deletion (`podToEndpoint`).
+/// an IP that is not terminal (`ShouldPodBeInEndpoints` with terminating pods included), so a
+/// new pod is listed `ready: false` as soon as its sandbox has an address, before its containers
+/// run; `ready` / `serving` / `terminating` from the pod's Ready condition and its deletion
+/// (`podToEndpoint`). A terminating pod keeps its Ready condition while its readiness probe
+/// passes (the kubelet keeps probing until the containers have stopped), so its endpoint is
+/// `ready: false, serving: true, terminating: true`; it is removed once the pod is terminal
+/// (every container stopped), before the API object is gone. Recorded on a real 1.32 cluster
+/// (`cases/real-cluster-1.32.md` d): the slice gained a new pod 77 ms after it was created
+/// (ready=false), turned an old one r=F s=T t=T 17 ms after its deletionTimestamp, and dropped it
+/// 6 ms after its phase went Succeeded.
 struct EndpointTable {
     port: u16,
     pods: BTreeMap<String, Endpoint>,
@@ -726,7 +734,20 @@ impl EndpointTable {
         let Some(ip) = st.pod_ip else {
             return;
         };
-        if st.phase == PodPhase::Terminated || st.phase == PodPhase::Starting {
+        let phase = match st.phase {
+            PodPhase::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
+            PodPhase::Running | PodPhase::Terminating => {
+                podgrace_core::rules::endpoints::PodPhase::Running
+            }
+            // The kubelet reports Succeeded or Failed once every container has stopped.
+            PodPhase::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
+        };
+        if !podgrace_core::rules::endpoints::should_pod_be_in_endpoints(
+            phase,
+            true,
+            st.terminating_since.is_some(),
+            true,
+        ) {
             self.pods.remove(pod);
             return;
         }

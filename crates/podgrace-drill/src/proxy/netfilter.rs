@@ -156,6 +156,8 @@ pub struct Netfilter {
     pods: Mutex<HashMap<Ipv4Addr, String>>,
     entries: Arc<Mutex<Vec<Entry>>>,
     events: Mutex<Option<std::process::Child>>,
+    /// The thread reading the events (ends at the child's EOF).
+    reader: Mutex<Option<std::thread::JoinHandle<()>>>,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -198,6 +200,7 @@ impl Netfilter {
             pods: Mutex::new(HashMap::new()),
             entries: Arc::new(Mutex::new(Vec::new())),
             events: Mutex::new(None),
+            reader: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
         };
         // On error `nf` is dropped, which undoes what was made.
@@ -261,7 +264,7 @@ impl Netfilter {
         .map(String::from);
         let (tx, rx) = std::sync::mpsc::channel();
         let entries = Arc::clone(&self.entries);
-        std::thread::Builder::new()
+        let reader = std::thread::Builder::new()
             .name("podgrace-conntrack".into())
             .spawn(move || {
                 let mut cmd = Command::new(&argv[0]);
@@ -301,6 +304,7 @@ impl Netfilter {
                 argv: "conntrack -E".into(),
                 reason: e.to_string(),
             })?;
+        *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
         match rx.recv() {
             Ok(Ok(child)) => {
                 *self.events.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
@@ -319,11 +323,36 @@ impl Netfilter {
         }
     }
 
-    /// Every connection to the port so far with the pod its conntrack entry DNATs it to, in
-    /// order: the kernel's pinning, as [`PinnedConnection`]s (connection numbers count entries).
-    pub fn pinned(&self) -> Vec<PinnedConnection> {
-        // Events reach the reader a moment after the SYN.
+    /// Stops reading conntrack events: `conntrack -E` gets SIGTERM, on which it writes out what
+    /// it still buffers (its output to a pipe is block-buffered) and exits; the reader then
+    /// reaches the end.
+    fn stop_events(&self) {
+        // Events reach conntrack a moment after the SYN.
         std::thread::sleep(Duration::from_millis(100));
+        if let Some(mut child) = self.events.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(t) = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Every connection to the port with the pod its conntrack entry DNATs it to, in order: the
+    /// kernel's pinning, as [`PinnedConnection`]s (connection numbers count entries). Call it
+    /// once the load has ended: it stops reading events.
+    pub fn pinned(&self) -> Vec<PinnedConnection> {
+        self.stop_events();
         let pods = self.pods.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
@@ -346,10 +375,7 @@ impl Netfilter {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Some(mut child) = self.events.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop_events();
         remove_rules(|pid| pid == self.pid, Some(&self.chain));
         let port = self.port.to_string();
         // Exit 1 when there was nothing to delete.
