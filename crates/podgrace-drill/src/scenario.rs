@@ -571,6 +571,7 @@ pub async fn run_drill(
         containers: &container_stops,
         endpoint_lag: lag,
         client: config.client,
+        connections: config.connections,
         removed: &removed,
         load_start: load_started,
         load_end: load_started + config.duration,
