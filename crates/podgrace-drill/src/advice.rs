@@ -170,7 +170,8 @@ pub fn diagnose(inp: &Inputs) -> Diagnosis {
 /// when its sync slots are used up (recorded: 906–1077 ms for 10 of 12 pods). The lag plus 1 s
 /// is what the built-in fix waits, and what lost nothing in the drill's tests and on the real
 /// kube-proxy (a 2 s preStop against its ~1 s lag: 0 of 2,800 in 3 rollouts).
-pub const RACE_MARGIN_SECONDS: i64 = 1;
+pub const RACE_MARGIN_SECONDS: i64 =
+    podgrace_core::rules::endpoints::ENDPOINT_RACE_MARGIN_SECONDS as i64;
 
 /// The preStop sleep the race advice proposes for an endpoint lag of `lag` seconds: the lag
 /// rounded up, plus [`RACE_MARGIN_SECONDS`].
