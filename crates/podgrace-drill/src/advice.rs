@@ -428,7 +428,11 @@ fn advice(inp: &Inputs, findings: &mut Findings) -> Vec<String> {
         let removed_before = stale
             .iter()
             .filter_map(|a| {
-                let gone_at = inp.removed.iter().find(|(p, _)| Some(p.as_str()) == a.pod.as_deref())?.1;
+                let gone_at = inp
+                    .removed
+                    .iter()
+                    .find(|(p, _)| Some(p.as_str()) == a.pod.as_deref())?
+                    .1;
                 Some(a.at.saturating_sub(gone_at).as_secs_f64())
             })
             .fold(0.0_f64, f64::max);
@@ -474,7 +478,10 @@ fn keep_alive_line(inp: &Inputs, failed: &[&Attribution], pod: &str, pre_stop: f
                 .and_then(|r| r.client_port)
         })
         .collect();
-    let eof = failed.iter().filter(|a| a.outcome == RequestOutcome::Eof).count();
+    let eof = failed
+        .iter()
+        .filter(|a| a.outcome == RequestOutcome::Eof)
+        .count();
     let client = match inp.client {
         crate::load::ClientKind::KeepAlive => "this client writes its next request into a connection without checking whether the server closed it (--client keep-alive)",
         _ => "the close crossed a request on its way",
@@ -482,7 +489,8 @@ fn keep_alive_line(inp: &Inputs, failed: &[&Attribution], pod: &str, pre_stop: f
     let pre_stop_note = if pre_stop > 0.0 {
         format!(" a preStop sleep ({pre_stop:.0} s here) does not save them: conntrack keeps each connection on its pod for its lifetime, so the pod kept answering them through the preStop and they failed when the app closed them at its exit;")
     } else {
-        " conntrack keeps each connection on its pod, so they reached it until the app closed them;".to_string()
+        " conntrack keeps each connection on its pod, so they reached it until the app closed them;"
+            .to_string()
     };
     format!(
         "{} to pod {pod} failed on reused keep-alive connections the app closed ({eof} EOF on reuse, {} reset; {} of {} connections):{pre_stop_note} {client}; let the app drain before it exits (answer with Connection: close, or close idle connections, during the preStop or after SIGTERM, and exit only once they are closed), and let the client drop connections the server closed before reusing them (urllib3, Go's net/http do: --client keep-alive-careful) or retry idempotent requests on a new connection",

@@ -231,12 +231,20 @@ impl View {
         };
         for e in &old.targets {
             if !has(&routes, &e.pod) {
-                changes.push(RouteChange { pod: e.pod.clone(), joined: false, at: now });
+                changes.push(RouteChange {
+                    pod: e.pod.clone(),
+                    joined: false,
+                    at: now,
+                });
             }
         }
         for e in &routes.targets {
             if !has(&old, &e.pod) {
-                changes.push(RouteChange { pod: e.pod.clone(), joined: true, at: now });
+                changes.push(RouteChange {
+                    pod: e.pod.clone(),
+                    joined: true,
+                    at: now,
+                });
             }
         }
         routes
@@ -262,7 +270,9 @@ impl LagModel {
     pub fn nominal(self) -> Duration {
         match self {
             LagModel::Fixed(l) => l,
-            LagModel::KubeProxy { min_sync_period, .. } => min_sync_period,
+            LagModel::KubeProxy {
+                min_sync_period, ..
+            } => min_sync_period,
         }
     }
 }

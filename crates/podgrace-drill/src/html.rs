@@ -130,7 +130,11 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
         .map(|(i, e)| {
             let w = e.label.chars().count() as f64 * LABEL_CHAR_W;
             let x = x_of(e.at) + 3.0;
-            let x = if x + w > CHART_WIDTH - 2.0 { x - w - 6.0 } else { x };
+            let x = if x + w > CHART_WIDTH - 2.0 {
+                x - w - 6.0
+            } else {
+                x
+            };
             (i, x.max(0.0), w)
         })
         .collect();

@@ -388,7 +388,8 @@ impl Conn {
         protocol: Protocol,
         writing: bool,
     ) -> Result<Conn, ConnectError> {
-        let (_, pending) = start_connect(target).map_err(|e| ConnectError::Connect(classify_io(&e)))?;
+        let (_, pending) =
+            start_connect(target).map_err(|e| ConnectError::Connect(classify_io(&e)))?;
         Self::handshake(pending, protocol, writing).await
     }
 
@@ -527,7 +528,9 @@ impl PendingConnect {
 /// to finish. Knowing the port before the connect ends is what ties a connect that never
 /// completes to its conntrack entry.
 pub(crate) fn start_connect(target: SocketAddr) -> std::io::Result<(u16, PendingConnect)> {
-    use rustix::net::{connect, getsockname, ipproto, socket_with, AddressFamily, SocketFlags, SocketType};
+    use rustix::net::{
+        connect, getsockname, ipproto, socket_with, AddressFamily, SocketFlags, SocketType,
+    };
     let family = if target.is_ipv4() {
         AddressFamily::INET
     } else {
@@ -778,9 +781,7 @@ impl Worker {
     /// One exchange on the pooled connection (connecting first if needed).
     async fn attempt(&mut self, index: u64) -> Result<u16, Failure> {
         let client = self.cfg.client;
-        if client == ClientKind::NewConnection
-            || self.conn.as_mut().is_some_and(|c| !c.usable())
-        {
+        if client == ClientKind::NewConnection || self.conn.as_mut().is_some_and(|c| !c.usable()) {
             self.conn = None;
         }
         let c = match self.conn.as_mut() {
@@ -792,9 +793,10 @@ impl Worker {
                 let (port, pending) = start_connect(self.cfg.target)
                     .map_err(|e| Failure::Outcome(classify_io(&e)))?;
                 self.port = Some(port);
-                let c = Conn::handshake(pending, self.cfg.protocol, client == ClientKind::KeepAlive)
-                    .await
-                    .map_err(|e| Failure::Outcome(e.outcome()));
+                let c =
+                    Conn::handshake(pending, self.cfg.protocol, client == ClientKind::KeepAlive)
+                        .await
+                        .map_err(|e| Failure::Outcome(e.outcome()));
                 self.connecting = false;
                 self.conn.insert(c?)
             }

@@ -202,7 +202,9 @@ pub const STALE_ENTRY_BEFORE: Duration = Duration::from_millis(100);
 /// `true` when `r` went out on a new connection that did not make a conntrack entry of its own
 /// but followed `entry`, made by an earlier connection from the same client port.
 fn follows_stale_entry(entry: &PinnedConnection, r: &RequestRecord) -> bool {
-    !r.reused && r.connected.is_some_and(|c| entry.opened + STALE_ENTRY_BEFORE < c)
+    !r.reused
+        && r.connected
+            .is_some_and(|c| entry.opened + STALE_ENTRY_BEFORE < c)
 }
 
 /// The pod the connection of request `r` was pinned to: the connection from `r`'s client port

@@ -400,11 +400,10 @@ pub async fn run_drill(
         }
         None => {
             let nf = netfilter.clone();
-            let pinned = tokio::task::spawn_blocking(move || {
-                nf.map(|n| n.pinned()).unwrap_or_default()
-            })
-            .await
-            .unwrap_or_default();
+            let pinned =
+                tokio::task::spawn_blocking(move || nf.map(|n| n.pinned()).unwrap_or_default())
+                    .await
+                    .unwrap_or_default();
             (Vec::new(), pinned)
         }
     };

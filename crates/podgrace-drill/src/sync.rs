@@ -69,7 +69,9 @@ impl SyncRunner {
             self.retry_at = None;
             return true;
         }
-        let elapsed = self.last_run.map_or(Duration::MAX, |l| now.saturating_sub(l));
+        let elapsed = self
+            .last_run
+            .map_or(Duration::MAX, |l| now.saturating_sub(l));
         let next_possible = self.min_interval.saturating_sub(elapsed);
         let at = now + next_possible;
         self.retry_at = Some(self.retry_at.map_or(at, |r| r.min(at)));
@@ -117,8 +119,11 @@ mod tests {
         let mut r = SyncRunner::kube_proxy_default();
         let mut out = vec![None; changes.len()];
         let mut pending: Vec<usize> = Vec::new();
-        let mut events: Vec<(u64, Option<usize>)> =
-            changes.iter().enumerate().map(|(i, t)| (*t, Some(i))).collect();
+        let mut events: Vec<(u64, Option<usize>)> = changes
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (*t, Some(i)))
+            .collect();
         let mut busy_until = 0;
         while let Some(pos) = (0..events.len()).min_by_key(|&k| events[k].0) {
             let (t, change) = events.remove(pos);
@@ -134,12 +139,17 @@ mod tests {
                     out[i] = Some(end);
                 }
             } else if let Some(at) = r.retry_at() {
-                if !events.iter().any(|(t, c)| c.is_none() && *t == at.as_millis() as u64) {
+                if !events
+                    .iter()
+                    .any(|(t, c)| c.is_none() && *t == at.as_millis() as u64)
+                {
                     events.push((at.as_millis() as u64, None));
                 }
             }
         }
-        out.into_iter().map(|x| x.expect("every change synced")).collect()
+        out.into_iter()
+            .map(|x| x.expect("every change synced"))
+            .collect()
     }
 
     #[test]

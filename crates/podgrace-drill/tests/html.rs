@@ -184,7 +184,15 @@ fn the_page_reads_well_in_a_real_browser() {
     ];
     let a = attribute(&recs, &[], &[], &[]);
     let load = summarize(recs.clone()).expect("summary");
-    let report = DrillReport::build("rollout", 200.0, Duration::from_secs(1), &load, &a, vec![], None);
+    let report = DrillReport::build(
+        "rollout",
+        200.0,
+        Duration::from_secs(1),
+        &load,
+        &a,
+        vec![],
+        None,
+    );
     let page = html_report("podgrace drill: web", &report, &recs, &events);
     // The measurement runs in the page itself, after layout, and writes its result into it.
     let probe = r#"<script>
@@ -230,7 +238,12 @@ window.addEventListener('load', () => {
         .split("<pre id=\"probe\">")
         .nth(1)
         .and_then(|r| r.split("</pre>").next())
-        .unwrap_or_else(|| panic!("no probe result: {dom}\n{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no probe result: {dom}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let v: serde_json::Value = serde_json::from_str(&json.replace("&quot;", "\"")).expect("json");
     assert_eq!(v["labels"], 7, "{v}");
     assert_eq!(v["overlaps"], 0, "labels overlap: {v}");

@@ -133,7 +133,9 @@ async fn closes_idle_connections() -> std::net::SocketAddr {
                 let mut buf = vec![0u8; 4096];
                 let mut got = Vec::new();
                 loop {
-                    let Ok(n) = s.read(&mut buf).await else { return };
+                    let Ok(n) = s.read(&mut buf).await else {
+                        return;
+                    };
                     if n == 0 {
                         return;
                     }

@@ -20,7 +20,9 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn app(pre_stop: Option<u32>) -> String {
     let exe = env!("CARGO_BIN_EXE_podgrace");
     let lifecycle = pre_stop
-        .map(|s| format!("        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n"))
+        .map(|s| {
+            format!("        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n")
+        })
         .unwrap_or_default();
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n      - name: app\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, exit]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}"

@@ -240,13 +240,17 @@ mod tests {
     /// lag plus 1 s passes.
     #[test]
     fn a_pre_stop_of_exactly_the_lag_still_races() {
-        let y = |sleep: u32| deploy(&format!("      containers:\n        - name: app\n          image: x\n          readinessProbe:\n            tcpSocket:\n              port: 8080\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: {sleep}\n"));
+        let y = |sleep: u32| {
+            deploy(&format!("      containers:\n        - name: app\n          image: x\n          readinessProbe:\n            tcpSocket:\n              port: 8080\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: {sleep}\n"))
+        };
         let f = run(&y(1));
         let e = of(&f, "endpoint-race");
         assert_eq!(e.len(), 1, "{f:?}");
         assert!(
             e[0].message.contains("with a preStop of only 1 s")
-                && e[0].message.contains("add a preStop delay of at least 2 s, the lag plus 1 s"),
+                && e[0]
+                    .message
+                    .contains("add a preStop delay of at least 2 s, the lag plus 1 s"),
             "{}",
             e[0].message
         );

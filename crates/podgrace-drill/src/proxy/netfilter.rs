@@ -87,10 +87,12 @@ fn run(argv: &[&str], stdin: Option<&str>) -> Result<String, NetfilterError> {
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let _ = pipe.write_all(input.as_bytes());
     }
-    let out = child.wait_with_output().map_err(|e| NetfilterError::Command {
-        argv: text(),
-        reason: e.to_string(),
-    })?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| NetfilterError::Command {
+            argv: text(),
+            reason: e.to_string(),
+        })?;
     if !out.status.success() {
         return Err(NetfilterError::Command {
             argv: text(),
@@ -603,7 +605,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         assert!((secs - 1_796_120_416.688_23).abs() < 1e-5);
-        assert_eq!(parse_event("[1.0] [DESTROY] tcp 6 src=1.2.3.4 sport=1"), None);
+        assert_eq!(
+            parse_event("[1.0] [DESTROY] tcp 6 src=1.2.3.4 sport=1"),
+            None
+        );
         assert_eq!(parse_event("garbage"), None);
     }
 
