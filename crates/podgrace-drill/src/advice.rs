@@ -224,13 +224,21 @@ fn no_live_endpoint(inp: &Inputs) -> Option<String> {
     let routed = |r: &Routable, at: Duration| {
         r.since <= at && termination(&r.pod).is_none_or(|t| t.started + lag > at)
     };
+    // Routing is decided when the request goes out (its connect), not when it fails: a connect
+    // to a gone pod fails only at its timeout.
+    let sent: HashMap<u64, Duration> = inp
+        .request_records
+        .iter()
+        .map(|r| (r.index, r.sent))
+        .collect();
     let stranded = inp
         .requests
         .iter()
         .filter(|a| a.phase == Phase::AfterStopSignal)
         .filter(|a| {
+            let at = sent.get(&a.request).copied().unwrap_or(a.at);
             !inp.routable.iter().any(|r| {
-                a.pod.as_deref() != Some(r.pod.as_str()) && routed(r, a.at) && live(&r.pod, a.at)
+                a.pod.as_deref() != Some(r.pod.as_str()) && routed(r, at) && live(&r.pod, at)
             })
         })
         .count();

@@ -364,10 +364,22 @@ fn a_rollout_faster_than_the_lag_strands_the_traffic_until_min_ready_seconds() {
     let yaml = |min_ready: u32| {
         format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 2\n  minReadySeconds: {min_ready}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: app\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, exit]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          exec: {{command: [\"true\"]}}\n          periodSeconds: 1\n")
     };
+    // One connection per request: with kube-proxy on the kernel's DNAT a request to a gone pod
+    // is a connect that waits out its timeout, and a pool of 16 keep-alive connections would
+    // stall behind them (the recorded kube-proxy run: requests queued behind a connect timeout
+    // waited up to 0.9 s) instead of failing them; an open-loop client shows the stranded
+    // traffic itself, as the HTTP proxy's immediate 502s did before the proxy was L4.
     let (code, r, log) = drill_logged(
         "min-ready-0",
         &yaml(0),
-        &["--duration", "6s", "--endpoint-lag", "3s"],
+        &[
+            "--duration",
+            "6s",
+            "--endpoint-lag",
+            "3s",
+            "--client",
+            "new-connection",
+        ],
     );
     assert_eq!(code, Some(1));
     let advice: Vec<&str> = r["advice"]
