@@ -279,6 +279,36 @@ fn a_container_without_command_is_refused_before_anything_starts() {
     );
 }
 
+/// Issue 9 item 10: a pod whose container cannot start (its command is not there) is reported
+/// with the runtime's reason as soon as the kubelet's `Failed` event says so, not as "did not
+/// become ready" once the 30 s readiness window is over.
+#[test]
+fn a_pod_that_cannot_start_is_reported_at_once_with_the_reason() {
+    if !privileged("nostart") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let file = tmp_file(
+        "nostart",
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [/nonexistent/server]\n    ports: [{containerPort: 8080}]\n",
+    );
+    let started = std::time::Instant::now();
+    let out = podgrace(&["drill", file.to_str().unwrap(), "--duration", "2s"]);
+    let took = started.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "error: pod web-1: container app could not start: Error: start container ctr-"
+        ) && err.contains("spawning [\"/nonexistent/server\"]: No such file or directory"),
+        "{err}"
+    );
+    assert!(!err.contains("did not become ready"), "{err}");
+    // It did not wait out the readiness window (30 s).
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}: {err}");
+}
+
 /// Flags that a drill will not read are named on stderr (here before a refusal, so that
 /// nothing runs).
 #[test]
