@@ -126,6 +126,18 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
     let t = termination(&r, "web-1", "istio-proxy");
     assert!((f(&t["exitAfterSeconds"]) - 5.0).abs() <= 0.3, "{t}");
     assert_eq!(t["killAfterSeconds"], Value::Null, "{t}");
+    // The app behind it is still at work after t = 5 s (the field case: its outbound calls
+    // after t = 5 fail): it ends the work of the requests the sidecar cut, the first of which
+    // started more than 7 s before the stop signal (it had run over 12 s at t = 5) and takes 20 s,
+    // and exits before its own 25 s drain deadline. It did not give up: the sidecar did.
+    let app = termination(&r, "web-1", "app");
+    let app_exit = f(&app["exitAfterSeconds"]);
+    assert!(
+        app_exit > 12.0 && app_exit < 25.3,
+        "app exit {app_exit} s: {app}"
+    );
+    assert_eq!(app["killAfterSeconds"], Value::Null, "{app}");
+    assert_eq!(gave_up.len(), 1, "only the sidecar gave up: {r}");
     let advice = r["advice"].to_string();
     assert!(
         advice.contains("container istio-proxy of pod web-1 gave up at 5."),
