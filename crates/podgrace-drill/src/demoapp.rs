@@ -7,7 +7,7 @@
 //! * `drain`: stop accepting (the listener is closed), finish the requests in flight, close
 //!   keep-alive connections gracefully (HTTP/1.1: `Connection: close` on the next response, or
 //!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY at once) and return once no
-//!   connection is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
+//!   connection and no request's work is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
 //!   as gRPC's `GracefulStop()` without a timeout does).
 //! * `ignore`: keep serving (what a PID 1 without a handler does; R01).
 //!
