@@ -325,7 +325,7 @@ impl EndpointsHandle {
                 rx,
                 v,
                 s,
-                crate::sync::SyncRunner::new(min_sync_period, burst),
+                crate::sync::SyncRunner::new(min_sync_period, crate::sync::MAX_INTERVAL, burst),
             )),
         };
         EndpointsHandle {
@@ -396,7 +396,9 @@ async fn deliver_fixed(
     }
 }
 
-/// kube-proxy's sync: each change asks the runner for a sync; a sync applies the latest set.
+/// kube-proxy's sync: each change (`Run()`) and the runner's timer ask the runner for a sync
+/// (`tryRun`); a sync applies the latest set (a periodic sync without a change has nothing to
+/// apply, and takes its token as upstream's does).
 async fn deliver_synced(
     mut rx: mpsc::UnboundedReceiver<(Instant, EndpointSet)>,
     view: Arc<View>,
@@ -407,15 +409,15 @@ async fn deliver_synced(
     let since = |t: Instant| t.saturating_duration_since(origin);
     let mut latest: Option<EndpointSet> = None;
     loop {
-        let retry = runner.retry_at().map(|r| origin + r);
-        let wake = tokio::select! {
+        let timer = origin + runner.timer_at();
+        tokio::select! {
             got = rx.recv() => match got {
-                Some((_, set)) => { latest = Some(set); true }
+                Some((_, set)) => latest = Some(set),
                 None => return,
             },
-            () = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => true,
-        };
-        if wake && latest.is_some() && runner.request(since(Instant::now())) {
+            () = tokio::time::sleep_until(timer) => {}
+        }
+        if runner.request(since(Instant::now())) {
             if let Some(set) = latest.take() {
                 apply(&view, &sink, &set).await;
             }
@@ -504,5 +506,49 @@ mod tests {
             "removed at t + L"
         );
         assert!(Instant::now() - t0 >= Duration::from_secs(1));
+    }
+
+    /// kube-proxy's sync (minSyncPeriod 1 s, burst 2) on tokio's paused clock: a new pod added at
+    /// 0 and another at 800 ms land at once (the burst); the old pod's removal at 850 ms waits
+    /// for 1 s after the last sync (1800 ms), the "about a second late" of the recorded rollout.
+    #[tokio::test(start_paused = true)]
+    async fn kube_proxy_sync_puts_a_third_change_off_until_a_second_after_the_last() {
+        let h = EndpointsHandle::with_model(
+            LagModel::KubeProxy {
+                min_sync_period: Duration::from_secs(1),
+                burst: 2,
+            },
+            None,
+        );
+        let (a, b, c) = (
+            Endpoint::ready("a", addr(1)),
+            Endpoint::ready("b", addr(2)),
+            Endpoint::ready("c", addr(3)),
+        );
+        h.publish_now(vec![a.clone()]);
+        let t0 = Instant::now();
+        let pods = |h: &EndpointsHandle| -> Vec<String> {
+            h.view()
+                .routes()
+                .targets
+                .iter()
+                .map(|e| e.pod.clone())
+                .collect()
+        };
+        h.publish(vec![a.clone(), b.clone()]);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(pods(&h), ["a", "b"], "at once");
+        tokio::time::sleep_until(t0 + Duration::from_millis(800)).await;
+        h.publish(vec![a.clone(), b.clone(), c.clone()]);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(pods(&h), ["a", "b", "c"], "at once: the second token");
+        tokio::time::sleep_until(t0 + Duration::from_millis(850)).await;
+        h.publish(vec![b.clone(), c.clone()]);
+        tokio::time::sleep_until(t0 + Duration::from_millis(1_799)).await;
+        assert_eq!(pods(&h), ["a", "b", "c"], "put off");
+        tokio::time::sleep_until(t0 + Duration::from_millis(1_801)).await;
+        assert_eq!(pods(&h), ["b", "c"]);
+        let left = h.view().left_at("a").expect("a left") - t0;
+        assert_eq!(left, Duration::from_millis(1_800), "{left:?}");
     }
 }

@@ -10,15 +10,38 @@
 //! (`cases/real-kube-proxy-1.32.md`).
 //!
 //! [`SyncRunner`] is that runner as a pure state machine: time is an argument (a [`Duration`]
-//! since any fixed instant), nothing here reads a clock or sleeps.
+//! since the runner's loop started), nothing here reads a clock or sleeps.
 //!
-//! Upstream: `pkg/util/async/bounded_frequency_runner.go` (`BoundedFrequencyRunner.tryRun`:
-//! `limiter.TryAccept()`, else a retry at `minInterval − elapsed since lastRun`), with the limiter
-//! of `k8s.io/client-go/util/flowcontrol` `NewTokenBucketRateLimiter(qps = 1/minInterval,
-//! burst)` (`golang.org/x/time/rate`: the bucket starts full), as `pkg/proxy/iptables/proxier.go`
-//! makes it (`burstSyncs = 2`); Kubernetes 1.28–1.32. Later releases moved the runner to
-//! `pkg/proxy/runner` and dropped the burst (a sync starts at least `minInterval` after the last
-//! one ended): `burst 1` comes close to it.
+//! Upstream, Kubernetes 1.32 (checked against the source, not from memory):
+//! `pkg/util/async/bounded_frequency_runner.go` of kubernetes/kubernetes (read at commit
+//! 2d58ef7868e6efda493e876aeaf72fb7dfea7c44, the file as release 1.32 carries it; its test file
+//! `bounded_frequency_runner_test.go` at 478fadccffeb4ab8bf0f61f6a30a54078cc7d328), made by
+//! `pkg/proxy/iptables/proxier.go` `NewProxier` as `NewBoundedFrequencyRunner("sync-runner",
+//! syncProxyRules, minSyncPeriod, time.Hour, burstSyncs = 2)`:
+//! * `tryRun`: if `limiter.TryAccept()`, run the function, set `lastRun` to the time it
+//!   *ended*, and reset the one timer to `maxInterval` (1 h: an hourly sync without changes);
+//!   else reset the timer to `min(minInterval − (now − lastRun), time left on the timer)`;
+//! * the limiter is `k8s.io/client-go/util/flowcontrol` `NewTokenBucketRateLimiterWithClock(qps
+//!   = 1 s / minInterval, burst)`, i.e. `golang.org/x/time/rate`'s `AllowN(now, 1)`: the bucket
+//!   starts full and refills continuously; `minInterval` 0 is `nullLimiter` (always runs);
+//! * `Run()` and the timer both call `tryRun`; calls while the function runs are coalesced
+//!   into one (a channel of one).
+//!
+//! So a request can run before `minInterval` has passed since the last sync when the bucket
+//! holds a token again (upstream's test: runs at 0 and 1 ms, then one at 1000 ms although the
+//! last ran 999 ms before), and a put-off sync runs `minInterval` after the last one *ended*.
+//!
+//! Where this model differs, and why it does not matter for a drill: a retry that falls due
+//! with the bucket a float rounding short of a token is taken at once here (1e-9 tolerance);
+//! upstream re-arms its timer for 0 ns and takes it microseconds later. A `minInterval` above
+//! `maxInterval` makes upstream panic at construction; here `maxInterval` is raised to it. This
+//! model was first written from memory; checked against the source it was right but for the
+//! hourly timer, now modelled ([`SyncRunner::timer_at`]), and the unit tests below replay
+//! upstream's two runner tests.
+//!
+//! Releases after 1.32 moved the runner to `pkg/proxy/runner` and dropped the burst (a sync
+//! starts at least `minInterval` after the last one ended, `maxInterval` is the periodic sync):
+//! `burst 1` comes close to it.
 
 use std::time::Duration;
 
@@ -26,66 +49,75 @@ use std::time::Duration;
 pub const DEFAULT_MIN_SYNC_PERIOD: Duration = Duration::from_secs(1);
 /// kube-proxy's burst of syncs (`burstSyncs` in the iptables proxier): 2.
 pub const BURST_SYNCS: u32 = 2;
+/// The iptables proxier's `maxInterval` (`time.Hour`): a sync at least this often, changes or
+/// not.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The bounded-frequency runner of kube-proxy's syncs, without its clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncRunner {
     min_interval: Duration,
+    max_interval: Duration,
     burst: f64,
     /// Tokens in the bucket at `stamp`.
     tokens: f64,
     stamp: Duration,
     /// When the last sync ended.
     last_run: Option<Duration>,
-    /// When a sync that could not run at once is due.
-    retry_at: Option<Duration>,
+    /// When the runner's timer fires: a put-off sync, or the periodic one.
+    timer: Duration,
 }
 
 impl SyncRunner {
-    /// A runner with `min_interval` (`--iptables-min-sync-period`) and `burst` syncs, its bucket
-    /// full. A zero `min_interval` lets every sync run at once; `burst` is at least 1.
-    pub fn new(min_interval: Duration, burst: u32) -> Self {
+    /// A runner whose loop starts at time 0, with `min_interval` (`--iptables-min-sync-period`),
+    /// `max_interval` (the periodic sync; raised to `min_interval` if below it) and `burst`
+    /// syncs (at least 1), its bucket full and its timer at `max_interval`. A zero
+    /// `min_interval` lets every sync run at once.
+    pub fn new(min_interval: Duration, max_interval: Duration, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
+        let max_interval = max_interval.max(min_interval);
         SyncRunner {
             min_interval,
+            max_interval,
             burst,
             tokens: burst,
             stamp: Duration::ZERO,
             last_run: None,
-            retry_at: None,
+            timer: max_interval,
         }
     }
 
-    /// kube-proxy's defaults: 1 s, burst 2.
+    /// kube-proxy 1.32's iptables runner: 1 s, 1 h, burst 2.
     pub fn kube_proxy_default() -> Self {
-        SyncRunner::new(DEFAULT_MIN_SYNC_PERIOD, BURST_SYNCS)
+        SyncRunner::new(DEFAULT_MIN_SYNC_PERIOD, MAX_INTERVAL, BURST_SYNCS)
     }
 
-    /// `Run()` (an endpoint change arrived) or the retry timer fired, at `now`: `true` when the
-    /// sync runs now (then call [`SyncRunner::completed`] when it has ended); `false` when it was
-    /// put off to [`SyncRunner::retry_at`].
+    /// `tryRun` at `now`, for `Run()` (an endpoint change arrived) or the timer firing: `true`
+    /// when the sync runs now (call [`SyncRunner::completed`] when it has ended); `false` when
+    /// it was put off (the timer then fires at [`SyncRunner::timer_at`]).
     pub fn request(&mut self, now: Duration) -> bool {
         if self.min_interval.is_zero() || self.try_accept(now) {
-            self.retry_at = None;
             return true;
         }
         let elapsed = self
             .last_run
             .map_or(Duration::MAX, |l| now.saturating_sub(l));
-        let next_possible = self.min_interval.saturating_sub(elapsed);
-        let at = now + next_possible;
-        self.retry_at = Some(self.retry_at.map_or(at, |r| r.min(at)));
+        let next_possible = now + self.min_interval.saturating_sub(elapsed);
+        self.timer = self.timer.min(next_possible);
         false
     }
 
-    /// The sync that [`SyncRunner::request`] let run ended at `now` (`lastRun`).
+    /// The sync that [`SyncRunner::request`] let run ended at `now`: `lastRun`, and the timer
+    /// reset to the periodic sync.
     pub fn completed(&mut self, now: Duration) {
         self.last_run = Some(now);
+        self.timer = now.saturating_add(self.max_interval);
     }
 
-    /// When a put-off sync is due (call [`SyncRunner::request`] then), if one is.
-    pub fn retry_at(&self) -> Option<Duration> {
-        self.retry_at
+    /// When the timer fires (call [`SyncRunner::request`] then): a put-off sync, or the periodic
+    /// one `max_interval` after the last.
+    pub fn timer_at(&self) -> Duration {
+        self.timer
     }
 
     /// The token bucket's `AllowN(now, 1)`: refill at one token per `min_interval` up to
@@ -127,8 +159,11 @@ mod tests {
         let mut busy_until = 0;
         while let Some(pos) = (0..events.len()).min_by_key(|&k| events[k].0) {
             let (t, change) = events.remove(pos);
-            if let Some(i) = change {
-                pending.push(i);
+            match change {
+                Some(i) => pending.push(i),
+                // A timer that a later sync re-armed does not fire.
+                None if r.timer_at() != ms(t) => continue,
+                None => {}
             }
             let now = t.max(busy_until);
             if r.request(ms(now)) {
@@ -138,7 +173,8 @@ mod tests {
                 for i in pending.drain(..) {
                     out[i] = Some(end);
                 }
-            } else if let Some(at) = r.retry_at() {
+            } else {
+                let at = r.timer_at();
                 if !events
                     .iter()
                     .any(|(t, c)| c.is_none() && *t == at.as_millis() as u64)
@@ -183,17 +219,75 @@ mod tests {
         assert!(r.request(ms(10)));
         r.completed(ms(10));
         assert!(!r.request(ms(20)), "both tokens used");
-        assert_eq!(r.retry_at(), Some(ms(1_010)));
+        assert_eq!(r.timer_at(), ms(1_010));
         // By then one token has come back (0 + 1 s).
         assert!(r.request(ms(1_010)));
         r.completed(ms(1_010));
         assert!(!r.request(ms(1_500)));
-        assert_eq!(r.retry_at(), Some(ms(2_010)));
+        assert_eq!(r.timer_at(), ms(2_010));
+    }
+
+    /// One step of upstream's fake-timer tests: at `at` ms, `Run()` or the timer firing; the
+    /// sync runs (taking no time, as there) or not, and the timer is then set `timer_in` ms
+    /// ahead (`maxInterval` after a run, the put-off sync otherwise).
+    fn step(r: &mut SyncRunner, at: u64, ran: bool, timer_in: u64) {
+        let now = ms(at);
+        assert_eq!(r.request(now), ran, "at {at} ms");
+        if ran {
+            r.completed(now);
+        }
+        assert_eq!(r.timer_at(), now + ms(timer_in), "timer after {at} ms");
+    }
+
+    /// `Test_BoundedFrequencyRunnerNoBurst` of upstream's `bounded_frequency_runner_test.go`
+    /// (minInterval 1 s, maxInterval 10 s, burst 1), replayed on this model.
+    #[test]
+    fn upstream_timeline_without_burst() {
+        let max = 10_000;
+        let mut r = SyncRunner::new(ms(1_000), ms(max), 1);
+        assert_eq!(r.timer_at(), ms(max), "the loop starts with the timer at maxInterval");
+        step(&mut r, 0, true, max);
+        step(&mut r, 500, false, 500);
+        step(&mut r, 999, false, 1);
+        step(&mut r, 1_000, true, max); // the put-off run
+        step(&mut r, 1_000, false, 1_000);
+        step(&mut r, 1_001, false, 999);
+        assert_eq!(r.timer_at(), ms(2_000), "nothing before");
+        step(&mut r, 2_000, true, max);
+        assert_eq!(r.timer_at(), ms(12_000), "no run queued: the next is periodic");
+        step(&mut r, 12_000, true, max); // maxInterval
+        step(&mut r, 12_001, false, 999);
+        step(&mut r, 13_000, true, max);
+    }
+
+    /// `Test_BoundedFrequencyRunnerBurst` (burst 2), replayed.
+    #[test]
+    fn upstream_timeline_with_burst() {
+        let max = 10_000;
+        let mut r = SyncRunner::new(ms(1_000), ms(max), 2);
+        step(&mut r, 0, true, max);
+        step(&mut r, 1, true, max); // the burst
+        step(&mut r, 499, false, 502);
+        step(&mut r, 500, false, 501);
+        step(&mut r, 501, false, 500);
+        // The bucket has a token again at 1000 ms, though the last run was 999 ms before: a
+        // Run() then runs at once (the put-off one was due at 1001 ms).
+        assert_eq!(r.timer_at(), ms(1_001));
+        step(&mut r, 1_000, true, max);
+        step(&mut r, 1_001, false, 999);
+        step(&mut r, 1_999, false, 1);
+        step(&mut r, 2_000, true, max);
+        // The burst refilled.
+        step(&mut r, 4_000, true, max);
+        step(&mut r, 4_000, true, max);
+        step(&mut r, 4_000, false, 1_000);
+        step(&mut r, 5_000, true, max);
+        step(&mut r, 15_000, true, max); // maxInterval
     }
 
     #[test]
     fn zero_min_sync_period_never_waits() {
-        let mut r = SyncRunner::new(Duration::ZERO, BURST_SYNCS);
+        let mut r = SyncRunner::new(Duration::ZERO, MAX_INTERVAL, BURST_SYNCS);
         for t in 0..10 {
             assert!(r.request(ms(t)));
             r.completed(ms(t));
