@@ -12,12 +12,14 @@
 //! [`SyncRunner`] is that runner as a pure state machine: time is an argument (a [`Duration`]
 //! since the runner's loop started), nothing here reads a clock or sleeps.
 //!
-//! Upstream, Kubernetes 1.32 (checked against the source, not from memory):
-//! `pkg/util/async/bounded_frequency_runner.go` of kubernetes/kubernetes (read at commit
-//! 2d58ef7868e6efda493e876aeaf72fb7dfea7c44, the file as release 1.32 carries it; its test file
-//! `bounded_frequency_runner_test.go` at 478fadccffeb4ab8bf0f61f6a30a54078cc7d328), made by
-//! `pkg/proxy/iptables/proxier.go` `NewProxier` as `NewBoundedFrequencyRunner("sync-runner",
-//! syncProxyRules, minSyncPeriod, time.Hour, burstSyncs = 2)`:
+//! Upstream, as kube-proxy 1.32 runs it (checked against the source, not from memory):
+//! `pkg/util/async/bounded_frequency_runner.go` of kubernetes/kubernetes, read at commit
+//! 2d58ef7868e6efda493e876aeaf72fb7dfea7c44 (the runner with `RetryAfter` and `klog/v2`, as it
+//! stood until it moved to `pkg/proxy/runner` after 1.32), and its test file
+//! `bounded_frequency_runner_test.go` at 478fadccffeb4ab8bf0f61f6a30a54078cc7d328; the iptables
+//! proxier (`pkg/proxy/iptables/proxier.go` `NewProxier`, the one with `localhostNodePorts` and
+//! `conntrackTCPLiberal`) makes it as `NewBoundedFrequencyRunner("sync-runner", syncProxyRules,
+//! minSyncPeriod, time.Hour, burstSyncs = 2)`:
 //! * `tryRun`: if `limiter.TryAccept()`, run the function, set `lastRun` to the time it
 //!   *ended*, and reset the one timer to `maxInterval` (1 h: an hourly sync without changes);
 //!   else reset the timer to `min(minInterval − (now − lastRun), time left on the timer)`;
