@@ -807,6 +807,7 @@ mod tests {
             chunks: if idle { 0 } else { 10 },
             status: Some(200),
             outcome,
+            client_port: None,
         }
     }
 

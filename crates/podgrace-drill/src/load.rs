@@ -381,19 +381,9 @@ impl ConnectError {
 }
 
 impl Conn {
-    /// Connects to `target` and makes the HTTP handshake (HTTP/2: prior knowledge); `writing`
-    /// makes an HTTP/1.1 connection of the `keep-alive` client ([`WriteFirst`]).
-    pub(crate) async fn connect(
-        target: SocketAddr,
-        protocol: Protocol,
-        writing: bool,
-    ) -> Result<Conn, ConnectError> {
-        let (_, pending) =
-            start_connect(target).map_err(|e| ConnectError::Connect(classify_io(&e)))?;
-        Self::handshake(pending, protocol, writing).await
-    }
-
-    /// Finishes a connect begun by [`start_connect`] and makes the HTTP handshake.
+    /// Finishes a connect begun by [`start_connect`] and makes the HTTP handshake (HTTP/2: prior
+    /// knowledge); `writing` makes an HTTP/1.1 connection of the `keep-alive` client
+    /// ([`WriteFirst`]).
     pub(crate) async fn handshake(
         pending: PendingConnect,
         protocol: Protocol,
@@ -450,6 +440,11 @@ impl Conn {
             opened,
             used: 0,
         })
+    }
+
+    /// The connection's local port (`None` if the socket could not say).
+    pub(crate) fn local_port(&self) -> Option<u16> {
+        self.local_port
     }
 
     /// After a full response: a `keep-alive` client stops looking at the socket until it writes

@@ -331,6 +331,7 @@ impl StreamSummary {
                 (StreamOutcome::Reset, true) => s.idle_cut += 1,
                 (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
                 (StreamOutcome::Refused, _) => s.failures_by_kind.refused += 1,
+                (StreamOutcome::ConnectTimeout, _) => s.failures_by_kind.connect_timeout += 1,
                 (StreamOutcome::Http5xx, _) => s.failures_by_kind.http5xx += 1,
             }
         }
@@ -346,16 +347,22 @@ pub fn stream_failed(r: &StreamRecord) -> bool {
     match r.outcome {
         StreamOutcome::Completed | StreamOutcome::Unfinished => false,
         StreamOutcome::Reset => !r.idle,
-        StreamOutcome::Rejected | StreamOutcome::Refused | StreamOutcome::Http5xx => true,
+        StreamOutcome::Rejected
+        | StreamOutcome::Refused
+        | StreamOutcome::ConnectTimeout
+        | StreamOutcome::Http5xx => true,
     }
 }
 
-/// Attributes every failed data stream to its pod (the stream proxy's record with the same
-/// index) and to that pod's phase when the client saw the stream fail. Rejected streams are left
-/// out: the pods never served them, whatever their phase.
+/// Attributes every failed data stream to its pod and to that pod's phase when the client saw
+/// the stream fail. The pod is the stream proxy's record with the same index (an L7 proxy), else
+/// the one its connection was pinned to, found in `pinned` by its client port ([`stream_pod`]:
+/// the kernel's DNAT, or an L4 splice). Rejected streams are left out: the pods never served
+/// them, whatever their phase.
 pub fn attribute_streams(
     streams: &[StreamRecord],
     proxy: &[ProxyRecord],
+    pinned: &[PinnedConnection],
     pods: &[PodTermination],
 ) -> Vec<Attribution> {
     let by_stream = by_index(proxy);
@@ -363,15 +370,31 @@ pub fn attribute_streams(
         .iter()
         .filter(|r| stream_failed(r) && r.outcome != StreamOutcome::Rejected)
         .map(|r| {
-            let pod = by_stream.get(&r.index).and_then(|p| p.pod.clone());
+            let pod = match by_stream.get(&r.index) {
+                Some(p) => p.pod.clone(),
+                None => stream_pod(pinned, r),
+            };
             let outcome = match r.outcome {
                 StreamOutcome::Refused => RequestOutcome::Refused,
+                StreamOutcome::ConnectTimeout => RequestOutcome::ConnectTimeout,
                 StreamOutcome::Http5xx => RequestOutcome::Http5xx,
                 _ => RequestOutcome::Reset,
             };
             attributed(r.index, outcome, pod, r.done, pods)
         })
         .collect()
+}
+
+/// The pod stream `r`'s connection was pinned to: the connection from its client port pinned
+/// last before the stream ended (a port is reused only by a later connection); `None` without a
+/// port or an entry.
+pub fn stream_pod(pinned: &[PinnedConnection], r: &StreamRecord) -> Option<String> {
+    let port = r.client_port?;
+    pinned
+        .iter()
+        .filter(|c| c.client.port() == port && c.opened <= r.done)
+        .max_by_key(|c| c.opened)
+        .map(|c| c.pod.clone())
 }
 
 fn attributed(
@@ -633,6 +656,71 @@ mod tests {
         // Without its port (no connection was had), it reached no pod.
         r.client_port = None;
         assert_eq!(attribute(&[r], &[], &pinned, &pods)[0].pod, None);
+    }
+
+    /// Streams through the kernel's DNAT have no proxy record: each goes to the pod conntrack
+    /// pinned its connection's client port to, and a connect timeout stays one.
+    #[test]
+    fn a_stream_through_l4_goes_to_the_pod_of_its_connection() {
+        let stream = |index: u64, port: u16, done: u64, outcome: StreamOutcome| StreamRecord {
+            index,
+            slot: index as usize,
+            idle: false,
+            opened: ms(10),
+            last_data: None,
+            done: ms(done),
+            chunks: 0,
+            status: None,
+            outcome,
+            client_port: Some(port),
+        };
+        let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
+            connection: 0,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            opened: ms(opened),
+            pod: pod.into(),
+        };
+        let pinned = [
+            pin(41_000, 10, "web-1"),
+            pin(41_001, 10, "web-2"),
+            // A later connection from the port of stream 0, after the stream ended.
+            pin(41_000, 9_000, "web-2"),
+        ];
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(1_000),
+            stop_signal: Some(ms(1_000)),
+            killed: None,
+        }];
+        let records = [
+            stream(0, 41_000, 2_000, StreamOutcome::Reset),
+            stream(1, 41_001, 2_100, StreamOutcome::Unfinished),
+            stream(2, 41_002, 3_000, StreamOutcome::ConnectTimeout),
+        ];
+        let a = attribute_streams(&records, &[], &pinned, &pods);
+        let got: Vec<(u64, RequestOutcome, Option<&str>, Phase)> = a
+            .iter()
+            .map(|a| (a.request, a.outcome, a.pod.as_deref(), a.phase))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, RequestOutcome::Reset, Some("web-1"), Phase::AfterStopSignal),
+                // No entry for its port: it reached no pod (the last termination's phase).
+                (2, RequestOutcome::ConnectTimeout, None, Phase::AfterStopSignal),
+            ]
+        );
+        assert_eq!(stream_pod(&pinned, &records[1]).as_deref(), Some("web-2"));
+        let summary = StreamSummary::build(&records, &a);
+        assert_eq!(
+            (
+                summary.failed,
+                summary.failures_by_kind.reset,
+                summary.failures_by_kind.connect_timeout,
+                summary.unfinished
+            ),
+            (2, 1, 1, 1)
+        );
     }
 
     #[test]

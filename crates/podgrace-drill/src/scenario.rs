@@ -280,16 +280,31 @@ pub async fn run_drill(
         (None, Some(p)) => p.local_addr(),
         (None, None) => unreachable!("a proxy or netfilter"),
     };
-    // Streams get a listener of their own (h2c, pinned per connection as kube-proxy pins), so
-    // that their indices and records do not mix with the requests'.
+    // Streams go the way a client of the Service sends them. In kube-proxy mode that is the L4
+    // path of the requests: the same NodePort through the kernel's DNAT, so that the pod's
+    // GOAWAY and reset, a refused connect and a SYN nobody answers reach the stream's client
+    // itself, and conntrack's entry tells its pod by the client port (without netfilter, an L4
+    // splice of their own, pinned the same way). Through an ingress, an h2c proxy of their own
+    // that pins each connection. Stream indices are their own, apart from the requests'.
     let streams = if config.data_streams + config.idle_streams > 0 {
-        let mut spc = ProxyConfig::new(Mode::H2c);
-        spc.epoch = epoch;
-        let sproxy = Proxy::start(loopback, spc, endpoints.view()).await?;
-        let mut sc = StreamConfig::new(sproxy.local_addr());
+        let (sproxy, starget) = match &netfilter {
+            Some(nf) => (None, nf.local_addr()),
+            None => {
+                let mut spc = ProxyConfig::new(match config.balancing {
+                    Balancing::PerConnection => Mode::Tcp,
+                    Balancing::PerRequest => Mode::H2c,
+                });
+                spc.epoch = epoch;
+                let p = Proxy::start(loopback, spc, endpoints.view()).await?;
+                let at = p.local_addr();
+                (Some(p), at)
+            }
+        };
+        let mut sc = StreamConfig::new(starget);
         sc.data_streams = config.data_streams;
         sc.stream_seconds = config.stream_seconds;
         sc.idle_streams = config.idle_streams;
+        sc.connect_timeout = config.timeout;
         sc.epoch = epoch;
         let streams = Streams::start(sc)?;
         let mut held = Vec::new();
@@ -392,21 +407,17 @@ pub async fn run_drill(
         pod: "load".into(),
         reason: e.to_string(),
     })??;
-    let (proxy_records, pinned): (Vec<ProxyRecord>, Vec<PinnedConnection>) = match proxy {
-        Some(proxy) => {
-            let r = (proxy.records(), proxy.pinned());
-            proxy.shutdown().await;
-            r
-        }
-        None => {
-            let nf = netfilter.clone();
-            let pinned =
-                tokio::task::spawn_blocking(move || nf.map(|n| n.pinned()).unwrap_or_default())
-                    .await
-                    .unwrap_or_default();
-            (Vec::new(), pinned)
-        }
-    };
+    // Through the kernel, the pinning is read once the streams have ended too (they share the
+    // NodePort).
+    let (proxy_records, user_space_pinned): (Vec<ProxyRecord>, Option<Vec<PinnedConnection>>) =
+        match proxy {
+            Some(proxy) => {
+                let r = (proxy.records(), Some(proxy.pinned()));
+                proxy.shutdown().await;
+                r
+            }
+            None => (Vec::new(), None),
+        };
     // The disrupted pods end their termination with the streams still held, as clients hold
     // them (an idle stream may keep a pod's graceful stop waiting until SIGKILL).
     let mut waiting: Vec<(usize, Replica)> = replicas.into_iter().enumerate().collect();
@@ -419,15 +430,28 @@ pub async fn run_drill(
     for (i, r) in gone {
         reports.push((i, r.name.clone(), wait_pod(r).await?));
     }
-    let (stream_records, stream_proxy_records) = match streams {
-        Some((sproxy, streams)) => {
+    let (stream_records, stream_proxy_records, stream_pinned) = match streams {
+        Some((Some(sproxy), streams)) => {
             let records = streams.stop().await;
-            let p = sproxy.records();
+            let (p, pinned) = (sproxy.records(), sproxy.pinned());
             sproxy.shutdown().await;
-            (records, p)
+            (records, p, Some(pinned))
         }
-        None => (Vec::new(), Vec::new()),
+        Some((None, streams)) => (streams.stop().await, Vec::new(), None),
+        None => (Vec::new(), Vec::new(), None),
     };
+    // The kernel's pinning of every connection to the NodePort, requests' and streams'.
+    let kernel_pinned = match &netfilter {
+        Some(nf) => {
+            let nf = Arc::clone(nf);
+            tokio::task::spawn_blocking(move || nf.pinned())
+                .await
+                .unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    let pinned = user_space_pinned.unwrap_or_else(|| kernel_pinned.clone());
+    let stream_pinned = stream_pinned.unwrap_or(kernel_pinned);
     let _ = log.send("removing the remaining pods".into());
     // The rest go quickly: their terminations are not part of the drill.
     for (_, r) in &rest {
@@ -533,7 +557,7 @@ pub async fn run_drill(
         );
     }
     let stream_attributions =
-        attribute_streams(&stream_records, &stream_proxy_records, &terminations);
+        attribute_streams(&stream_records, &stream_proxy_records, &stream_pinned, &terminations);
     let stream_summary = (config.data_streams + config.idle_streams > 0)
         .then(|| StreamSummary::build(&stream_records, &stream_attributions));
     let mut report = DrillReport::build(
@@ -551,7 +575,14 @@ pub async fn run_drill(
             .filter_map(|(i, p)| Some((i, p.pod.clone()?)))
             .collect()
     };
-    let (mut request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    let (mut request_pods, mut stream_pods) =
+        (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    // A stream through L4 is on the pod conntrack (or the splice) pinned its connection to.
+    for r in &stream_records {
+        if let Some(pod) = crate::report::stream_pod(&stream_pinned, r) {
+            stream_pods.entry(r.index).or_insert(pod);
+        }
+    }
     // A failure the proxy never saw is on the pod its connection was pinned to.
     for a in &attributions {
         if let Some(pod) = &a.pod {

@@ -311,3 +311,52 @@ fn starting_outside_a_runtime_is_an_error_not_a_panic() {
     let cfg = StreamConfig::new("127.0.0.1:9".parse().expect("addr"));
     assert!(matches!(Streams::start(cfg), Err(StreamError::NoRuntime)));
 }
+
+/// A listener that answers no SYN: its accept queue (backlog 0) is filled and never accepted,
+/// and Linux then drops further SYNs, as nothing answers for a pod address that is gone. The
+/// connections that filled it are returned, to keep it full.
+async fn unanswering() -> (SocketAddr, rustix::fd::OwnedFd, Vec<tokio::net::TcpStream>) {
+    use rustix::net::{bind, getsockname, listen, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).expect("socket");
+    bind(&fd, &SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind");
+    listen(&fd, 0).expect("listen");
+    let addr = SocketAddr::try_from(getsockname(&fd).expect("name")).expect("inet");
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        match tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(s)) => held.push(s),
+            // The queue is full: this SYN was dropped.
+            Err(_) => return (addr, fd, held),
+            Ok(Err(e)) => panic!("connect: {e}"),
+        }
+    }
+    panic!("the accept queue never filled");
+}
+
+/// A stream whose connect gets no answer fails as `connectTimeout` after the connect timeout,
+/// with the client port of its SYN known (what ties it to its conntrack entry behind DNAT), and
+/// is tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_nobody_answers_is_a_connect_timeout_with_its_client_port() {
+    let (addr, _listener, _held) = unanswering().await;
+    let mut cfg = StreamConfig::new(addr);
+    cfg.idle_streams = 1;
+    cfg.connect_timeout = Duration::from_millis(300);
+    let (records, _) = hold(cfg, Duration::from_millis(900)).await;
+    let timed_out: Vec<&StreamRecord> = records
+        .iter()
+        .filter(|r| r.outcome == StreamOutcome::ConnectTimeout)
+        .collect();
+    assert!(timed_out.len() >= 2, "{records:#?}");
+    for r in &timed_out {
+        let waited = ms(r.done - r.opened);
+        assert!((290.0..450.0).contains(&waited), "{waited} ms: {r:?}");
+        assert!(r.client_port.is_some_and(|p| p > 0), "{r:?}");
+        assert_eq!(r.status, None);
+    }
+}

@@ -81,7 +81,7 @@ pub struct Args {
     /// Request method.
     #[arg(long, default_value = DEFAULT_METHOD)]
     method: String,
-    /// Per-request timeout (`2s`).
+    /// Per-request timeout, and the streams' connect timeout (`2s`).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = super::parse_duration)]
     timeout: Duration,
     /// The port the pods serve on [default: the first containerPort, else the readiness probe's
@@ -363,13 +363,8 @@ fn warn_unused_flags(args: &Args) {
         let request_flags = [
             ("--protocol", args.protocol != ProtocolArg::Http1),
             ("--connections", args.connections != DEFAULT_CONNECTIONS),
-            ("--proxy", args.proxy != ProxyKind::KubeProxy),
             ("--path", args.path != DEFAULT_PATH),
             ("--method", args.method != DEFAULT_METHOD),
-            (
-                "--timeout",
-                super::parse_duration(DEFAULT_TIMEOUT).ok() != Some(args.timeout),
-            ),
         ];
         let set: Vec<&str> = request_flags
             .iter()
@@ -742,8 +737,8 @@ fn summary(o: &DrillOutcome) -> String {
         let k = &st.failures_by_kind;
         let _ = writeln!(
             s,
-            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
-            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
+            "  streams {}: completed {}, failed {} (refused {}, connect timeout {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
+            st.opened, st.completed, st.failed, k.refused, k.connect_timeout, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
         );
         let p = &st.failures_by_phase;
         let _ = writeln!(
