@@ -705,9 +705,19 @@ mod tests {
         assert_eq!(
             got,
             [
-                (0, RequestOutcome::Reset, Some("web-1"), Phase::AfterStopSignal),
+                (
+                    0,
+                    RequestOutcome::Reset,
+                    Some("web-1"),
+                    Phase::AfterStopSignal
+                ),
                 // No entry for its port: it reached no pod (the last termination's phase).
-                (2, RequestOutcome::ConnectTimeout, None, Phase::AfterStopSignal),
+                (
+                    2,
+                    RequestOutcome::ConnectTimeout,
+                    None,
+                    Phase::AfterStopSignal
+                ),
             ]
         );
         assert_eq!(stream_pod(&pinned, &records[1]).as_deref(), Some("web-2"));

@@ -556,8 +556,12 @@ pub async fn run_drill(
             "termination"
         );
     }
-    let stream_attributions =
-        attribute_streams(&stream_records, &stream_proxy_records, &stream_pinned, &terminations);
+    let stream_attributions = attribute_streams(
+        &stream_records,
+        &stream_proxy_records,
+        &stream_pinned,
+        &terminations,
+    );
     let stream_summary = (config.data_streams + config.idle_streams > 0)
         .then(|| StreamSummary::build(&stream_records, &stream_attributions));
     let mut report = DrillReport::build(

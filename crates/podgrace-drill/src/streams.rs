@@ -61,7 +61,8 @@ pub const RETRY_DELAY: Duration = Duration::from_millis(100);
 /// The streams' settings.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
-    /// Where streams go (a proxy in [`Mode::H2c`](crate::proxy::Mode::H2c), or a server).
+    /// Where streams go: kube-proxy mode's NodePort, a proxy (an L7 one in
+    /// [`Mode::H2c`](crate::proxy::Mode::H2c), or an L4 splice), or a server.
     pub target: SocketAddr,
     /// Slots whose streams carry data: `GET {path}?seconds=S` (default 0).
     pub data_streams: usize,

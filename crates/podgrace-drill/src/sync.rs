@@ -247,7 +247,11 @@ mod tests {
     fn upstream_timeline_without_burst() {
         let max = 10_000;
         let mut r = SyncRunner::new(ms(1_000), ms(max), 1);
-        assert_eq!(r.timer_at(), ms(max), "the loop starts with the timer at maxInterval");
+        assert_eq!(
+            r.timer_at(),
+            ms(max),
+            "the loop starts with the timer at maxInterval"
+        );
         step(&mut r, 0, true, max);
         step(&mut r, 500, false, 500);
         step(&mut r, 999, false, 1);
@@ -256,7 +260,11 @@ mod tests {
         step(&mut r, 1_001, false, 999);
         assert_eq!(r.timer_at(), ms(2_000), "nothing before");
         step(&mut r, 2_000, true, max);
-        assert_eq!(r.timer_at(), ms(12_000), "no run queued: the next is periodic");
+        assert_eq!(
+            r.timer_at(),
+            ms(12_000),
+            "no run queued: the next is periodic"
+        );
         step(&mut r, 12_000, true, max); // maxInterval
         step(&mut r, 12_001, false, 999);
         step(&mut r, 13_000, true, max);

@@ -511,10 +511,7 @@ async fn a_draining_app_finishes_the_work_of_a_request_whose_client_went_away() 
     term.send(()).expect("sigterm");
     app_term.send(()).expect("sigterm");
     assert!(req.await.expect("join").is_err(), "the sidecar cut it");
-    assert_eq!(
-        sidecar_task.await.expect("join"),
-        DemoExit::DrainTimedOut
-    );
+    assert_eq!(sidecar_task.await.expect("join"), DemoExit::DrainTimedOut);
     let cut_at = t0.elapsed();
     let exit = tokio::time::timeout(Duration::from_secs(5), app_task)
         .await

@@ -279,6 +279,33 @@ async fn the_proxy_records_carry_the_stream_indices() {
     assert!(p.records().iter().all(|r| r.pod.as_deref() == Some("a")));
 }
 
+/// Through an L4 splice (kube-proxy mode without netfilter) the proxy sees bytes, not streams:
+/// each stream is put on its pod by the pinned connection of its client port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_l4_a_stream_is_put_on_the_pod_of_its_connection() {
+    let server = H2cServer::start().await;
+    let (_endpoints, p) =
+        common::proxy_to(podgrace_drill::proxy::Mode::Tcp, "a", server.addr).await;
+    let mut cfg = StreamConfig::new(p.local_addr());
+    cfg.data_streams = 2;
+    cfg.stream_seconds = 0.3;
+    let (records, _) = hold(cfg, Duration::from_millis(500)).await;
+    let pinned = p.pinned();
+    assert_eq!(pinned.len(), 2, "one connection per slot: {pinned:?}");
+    assert!(records.len() >= 4, "{records:#?}");
+    for r in &records {
+        assert_eq!(
+            podgrace_drill::report::stream_pod(&pinned, r).as_deref(),
+            Some("a"),
+            "{r:?}"
+        );
+    }
+    assert!(
+        p.records().iter().all(|r| r.request.is_none()),
+        "no index at L4"
+    );
+}
+
 #[tokio::test]
 async fn bad_settings_are_errors() {
     let addr: SocketAddr = "127.0.0.1:9".parse().expect("addr");
