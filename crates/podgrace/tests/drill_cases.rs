@@ -92,7 +92,10 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
         )
     };
     // 2 requests/s for 12 s; web-1 is deleted 10 s in. By then every request sent so far is
-    // still running (they take 20 s), about half of them on web-1: 2 × 10 × ½ = 10.
+    // still running (they take 20 s), about half of them on web-1: 2 × 10 × ½ = 10. Each has a
+    // connection of its own (none is idle for 20 s), and kube-proxy's rules pick a pod per
+    // connection at random, so web-1's share is Binomial(20, ½): 10 on average, 5 to 15 in 96 % of
+    // runs. The test checks that every one it held was cut, and nothing else failed.
     let args = [
         "--scenario",
         "delete",
@@ -124,21 +127,30 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
         "sidecar exit {after} s, expected 5 s: {r}"
     );
     let cut = proxy["requestsCut"].as_u64().unwrap();
-    assert!((6..=14).contains(&cut), "cut {cut}, model 10: {r}");
-    // The cut requests had been running for more than 5 s (the ones sent first, ~15 s).
-    assert!(f(&proxy["longestRunningSeconds"]) > 12.0, "{r}");
+    let refused = r["failuresByKind"]["refused"].as_u64().unwrap();
+    assert!(cut >= 1, "web-1 held none of the 20: {r}");
+    // Every failure is a request web-1 held at 5 s, or the endpoint race of the first second
+    // (the sidecar closed its listener at once; 2 requests/s × 1 s lag, half of them on web-1).
+    assert_eq!(r["failed"].as_u64(), Some(cut + refused), "{r}");
+    assert!(refused <= 3, "{r}");
+    let by_pod = r["failuresByPod"].as_array().expect("failuresByPod");
+    assert!(by_pod.iter().all(|p| p["pod"] == "web-1"), "{r}");
+    // The cut requests were all sent before the stop signal (running over 5 s at t = 5), the
+    // first about 10 s before it.
+    let longest = f(&proxy["longestRunningSeconds"]);
+    assert!(longest > 5.0 && longest < 15.5, "{r}");
     let t = termination(&r, "web-1", "istio-proxy");
     assert!((f(&t["exitAfterSeconds"]) - 5.0).abs() <= 0.3, "{t}");
     assert_eq!(t["killAfterSeconds"], Value::Null, "{t}");
     // The app behind it is still at work after t = 5 s (the field case: its outbound calls
-    // after t = 5 fail): it ends the work of the requests the sidecar cut, the first of which
-    // started more than 7 s before the stop signal (it had run over 12 s at t = 5) and takes 20 s,
-    // and exits before its own 25 s drain deadline. It did not give up: the sidecar did.
+    // after t = 5 fail): it ends the work of the requests the sidecar cut (20 s each: the longest
+    // one's ends at 25 s − its running time at t = 5, so 10 s at the earliest) and exits before
+    // its own 25 s drain deadline. It did not give up: the sidecar did.
     let app = termination(&r, "web-1", "app");
     let app_exit = f(&app["exitAfterSeconds"]);
     assert!(
-        app_exit > 12.0 && app_exit < 25.3,
-        "app exit {app_exit} s: {app}"
+        app_exit >= 25.0 - longest - 0.3 && app_exit > 9.7 && app_exit < 25.3,
+        "app exit {app_exit} s, longest cut request {longest} s: {app}"
     );
     assert_eq!(app["killAfterSeconds"], Value::Null, "{app}");
     assert_eq!(gave_up.len(), 1, "only the sidecar gave up: {r}");
