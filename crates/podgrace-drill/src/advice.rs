@@ -808,6 +808,7 @@ mod tests {
             status: Some(200),
             outcome,
             client_port: None,
+            connected: None,
         }
     }
 

@@ -207,8 +207,7 @@ fn follows_stale_entry(entry: &PinnedConnection, r: &RequestRecord) -> bool {
             .is_some_and(|c| entry.opened + STALE_ENTRY_BEFORE < c)
 }
 
-/// The pod the connection of request `r` was pinned to: the connection from `r`'s client port
-/// pinned last before `r` ended (a port is reused only by a later connection).
+/// The pod the connection of request `r` was pinned to ([`pinned_entry`]).
 pub fn pinned_pod(pinned: &[PinnedConnection], r: &RequestRecord) -> Option<String> {
     pinned_connection(pinned, r).map(|c| c.pod.clone())
 }
@@ -218,11 +217,39 @@ fn pinned_connection<'a>(
     pinned: &'a [PinnedConnection],
     r: &RequestRecord,
 ) -> Option<&'a PinnedConnection> {
-    let port = r.client_port?;
-    pinned
-        .iter()
-        .filter(|c| c.client.port() == port && c.opened <= r.done)
-        .max_by_key(|c| c.opened)
+    pinned_entry(pinned, r.client_port?, r.connected, r.done)
+}
+
+/// How long after a connect starts its pinning may be recorded: 1 s. `conntrack -E` reports a
+/// new entry when it reads the kernel's event, some milliseconds after the SYN (more on a
+/// loaded machine), and a user-space proxy pins a connection once its upstream connect is done;
+/// a refused connect is over long before either.
+pub const ENTRY_WITHIN: Duration = Duration::from_secs(1);
+/// The error allowed between the clocks an entry's time and a connect's are read on: 20 ms.
+const CLOCK_SKEW: Duration = Duration::from_millis(20);
+
+/// The pinning of a connection from client port `port` that started connecting at `connected`
+/// (since the epoch; `None` if not known) and was last used until `done`: the first entry of
+/// that port recorded from `connected` on, within [`ENTRY_WITHIN`] (the entry its own SYN made);
+/// else, when its SYN made none (it followed a stale entry), or without `connected`, the entry
+/// of that port made last before `done` (a port is reused only by a later connection).
+pub fn pinned_entry(
+    pinned: &[PinnedConnection],
+    port: u16,
+    connected: Option<Duration>,
+    done: Duration,
+) -> Option<&PinnedConnection> {
+    let of_port = || pinned.iter().filter(move |c| c.client.port() == port);
+    let own = connected.and_then(|at| {
+        of_port()
+            .filter(|c| c.opened + CLOCK_SKEW >= at && c.opened <= at + ENTRY_WITHIN)
+            .min_by_key(|c| c.opened)
+    });
+    own.or_else(|| {
+        of_port()
+            .filter(|c| c.opened <= done)
+            .max_by_key(|c| c.opened)
+    })
 }
 
 impl FailuresByPhase {
@@ -385,16 +412,10 @@ pub fn attribute_streams(
         .collect()
 }
 
-/// The pod stream `r`'s connection was pinned to: the connection from its client port pinned
-/// last before the stream ended (a port is reused only by a later connection); `None` without a
-/// port or an entry.
+/// The pod stream `r`'s connection was pinned to ([`pinned_entry`]); `None` without a port or
+/// an entry.
 pub fn stream_pod(pinned: &[PinnedConnection], r: &StreamRecord) -> Option<String> {
-    let port = r.client_port?;
-    pinned
-        .iter()
-        .filter(|c| c.client.port() == port && c.opened <= r.done)
-        .max_by_key(|c| c.opened)
-        .map(|c| c.pod.clone())
+    pinned_entry(pinned, r.client_port?, r.connected, r.done).map(|c| c.pod.clone())
 }
 
 fn attributed(
@@ -658,6 +679,42 @@ mod tests {
         assert_eq!(attribute(&[r], &[], &pinned, &pods)[0].pod, None);
     }
 
+    /// A connect refused within a millisecond is over before `conntrack -E` reports the entry
+    /// its SYN made (tens of milliseconds later on a loaded machine): it is still that entry's,
+    /// not "no endpoint", and not an older connection's from the same port. A connect that made
+    /// no entry of its own followed the older one (a stale entry).
+    #[test]
+    fn a_refused_connect_goes_to_the_entry_its_syn_made_though_it_was_read_later() {
+        let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
+            connection: 0,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            opened: ms(opened),
+            pod: pod.into(),
+        };
+        let pinned = [pin(42_000, 100, "web-2"), pin(42_000, 5_040, "web-1")];
+        let mut r = req(3, 5_000, RequestOutcome::Refused);
+        r.client_port = Some(42_000);
+        r.connected = Some(ms(5_000));
+        // Refused at 5002 ms; its entry was read at 5040 ms.
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(4_000),
+            stop_signal: Some(ms(4_000)),
+            killed: None,
+        }];
+        let a = attribute(&[r], &[], &pinned, &pods);
+        assert_eq!(
+            (a[0].pod.as_deref(), a[0].stale_conntrack),
+            (Some("web-1"), false)
+        );
+        // Without an entry of its own, it followed the one of 100 ms: stale.
+        let a = attribute(&[r], &[], &pinned[..1], &pods);
+        assert_eq!(
+            (a[0].pod.as_deref(), a[0].stale_conntrack),
+            (Some("web-2"), true)
+        );
+    }
+
     /// Streams through the kernel's DNAT have no proxy record: each goes to the pod conntrack
     /// pinned its connection's client port to, and a connect timeout stays one.
     #[test]
@@ -673,6 +730,7 @@ mod tests {
             status: None,
             outcome,
             client_port: Some(port),
+            connected: Some(ms(10)),
         };
         let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
             connection: 0,

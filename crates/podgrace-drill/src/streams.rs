@@ -160,6 +160,9 @@ pub struct StreamRecord {
     /// `None` if no socket could be had.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_port: Option<u16>,
+    /// When that connection started connecting, since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connected: Option<Duration>,
 }
 
 /// Errors of [`Streams::start`].
@@ -287,6 +290,7 @@ impl Slot {
                 status: None,
                 outcome: StreamOutcome::Unfinished,
                 client_port: None,
+                connected: None,
             };
             let stopped = {
                 let stream = self.stream(&mut rec);
@@ -323,6 +327,7 @@ impl Slot {
     /// and returns how the stream ended.
     async fn stream(&mut self, rec: &mut StreamRecord) -> StreamOutcome {
         let mut retried = false;
+        let epoch = self.shared.epoch;
         let resp = loop {
             if !self.conn.as_mut().is_some_and(Conn::usable) {
                 self.conn = None;
@@ -331,6 +336,7 @@ impl Slot {
                     Err(_) => return StreamOutcome::Refused,
                 };
                 rec.client_port = Some(port);
+                rec.connected = Some(self.since(Instant::now()));
                 let handshake = Conn::handshake(pending, Protocol::H2c, false);
                 match tokio::time::timeout(self.shared.connect_timeout, handshake).await {
                     Err(_) => return StreamOutcome::ConnectTimeout,
@@ -346,6 +352,7 @@ impl Slot {
                 return StreamOutcome::Refused;
             };
             rec.client_port = c.local_port();
+            rec.connected = Some(c.opened.saturating_duration_since(epoch));
             let Ok(req) = Request::get(self.uri.clone())
                 .header(REQUEST_ID_HEADER, rec.index)
                 .body(Empty::<Bytes>::new())

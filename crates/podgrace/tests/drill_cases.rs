@@ -127,12 +127,19 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
         "sidecar exit {after} s, expected 5 s: {r}"
     );
     let cut = proxy["requestsCut"].as_u64().unwrap();
-    let refused = r["failuresByKind"]["refused"].as_u64().unwrap();
     assert!(cut >= 1, "web-1 held none of the 20: {r}");
-    // Every failure is a request web-1 held at 5 s, or the endpoint race of the first second
-    // (the sidecar closed its listener at once; 2 requests/s × 1 s lag, half of them on web-1).
-    assert_eq!(r["failed"].as_u64(), Some(cut + refused), "{r}");
-    assert!(refused <= 3, "{r}");
+    // Every other failure is the endpoint race of the first second after the stop signal (at
+    // 2 requests/s × 1 s lag, at most 3): refused (the sidecar closed its listener at once), or a
+    // 502 from the sidecar for a request it took as it stopped (its app had closed its listener
+    // too). All of them on web-1, none on web-2 or on no pod at all.
+    let failed = r["failed"].as_u64().unwrap();
+    assert!(failed >= cut && failed - cut <= 3, "{r}");
+    assert_eq!(
+        r["failuresByKind"]["eof"].as_u64().unwrap()
+            + r["failuresByKind"]["reset"].as_u64().unwrap(),
+        cut,
+        "the cut ones saw the sidecar's close: {r}"
+    );
     let by_pod = r["failuresByPod"].as_array().expect("failuresByPod");
     assert!(by_pod.iter().all(|p| p["pod"] == "web-1"), "{r}");
     // The cut requests were all sent before the stop signal (running over 5 s at t = 5), the
