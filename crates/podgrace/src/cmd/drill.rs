@@ -98,7 +98,7 @@ pub struct Args {
     #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
     kubernetes_version: KubeVersion,
     /// The address range pods take their IPs from (host-only, A.B.C.0/24).
-    #[arg(long, value_name = "CIDR", default_value = "169.254.77.0/24", value_parser = super::parse_pod_network)]
+    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
     pod_network: podgrace_node::sandbox::NetworkConfig,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
