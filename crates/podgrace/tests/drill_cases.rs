@@ -129,16 +129,21 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
     let cut = proxy["requestsCut"].as_u64().unwrap();
     assert!(cut >= 1, "web-1 held none of the 20: {r}");
     // Every other failure is the endpoint race of the first second after the stop signal (at
-    // 2 requests/s × 1 s lag, at most 3): refused (the sidecar closed its listener at once), or a
-    // 502 from the sidecar for a request it took as it stopped (its app had closed its listener
-    // too). All of them on web-1, none on web-2 or on no pod at all.
+    // 2 requests/s × 1 s lag, at most 3): refused (the sidecar closed its listener at once), reset
+    // (a connection the kernel had completed for the sidecar's listener, still in its accept
+    // queue when the sidecar closed it: the kernel resets it, as with Envoy, nginx or Go's
+    // Shutdown), or a 502 from the sidecar for a request it took as it stopped (its app had closed
+    // its listener too). All of them on web-1, none on web-2 or on no pod at all; nothing timed
+    // out.
     let failed = r["failed"].as_u64().unwrap();
     assert!(failed >= cut && failed - cut <= 3, "{r}");
+    let kind = |k: &str| r["failuresByKind"][k].as_u64().unwrap();
+    let closed = kind("eof") + kind("reset");
+    assert!(closed >= cut, "the cut ones saw the sidecar's close: {r}");
     assert_eq!(
-        r["failuresByKind"]["eof"].as_u64().unwrap()
-            + r["failuresByKind"]["reset"].as_u64().unwrap(),
-        cut,
-        "the cut ones saw the sidecar's close: {r}"
+        kind("connectTimeout") + kind("eofOnReuse") + kind("timeout"),
+        0,
+        "{r}"
     );
     let by_pod = r["failuresByPod"].as_array().expect("failuresByPod");
     assert!(by_pod.iter().all(|p| p["pod"] == "web-1"), "{r}");
@@ -169,12 +174,22 @@ fn r22_a_five_second_sidecar_drain_cuts_twenty_second_requests() {
 
     // The fix: a drain as long as the longest request and below TGPS.
     let (_, r) = drill("r22-25", &pod_of(25), &args);
+    // Nothing was cut: no container gave up with work in flight, nothing was killed.
     assert_eq!(r["findings"]["gaveUp"], serde_json::json!([]), "{r}");
-    assert_eq!(r["failuresByKind"]["reset"], 0, "{r}");
     assert_eq!(r["failuresByPhase"]["afterKill"], 0, "{r}");
     // What can still fail is the endpoint race of the first second (the sidecar closed its
-    // listener at once): at most 2 requests/s × 1 s.
-    assert!(r["failed"].as_u64().unwrap() <= 3, "{r}");
+    // listener at once): at most 2 requests/s × 1 s, refused, or reset when the kernel had
+    // queued the connection for the listener as it closed (see above), or a 502 (its app closed
+    // its listener too).
+    let failed = r["failed"].as_u64().unwrap();
+    assert!(failed <= 3, "{r}");
+    let kind = |k: &str| r["failuresByKind"][k].as_u64().unwrap();
+    assert_eq!(
+        kind("refused") + kind("reset") + kind("http5xx"),
+        failed,
+        "{r}"
+    );
+    assert_eq!(r["failuresByPhase"]["beforeStopSignal"], 0, "{r}");
     let t = termination(&r, "web-1", "istio-proxy");
     // It drained every request (the last ones end ~10 s after the stop signal) and was not
     // SIGKILLed.
@@ -323,12 +338,18 @@ fn r27_an_idle_stream_keeps_graceful_stop_waiting_until_sigkill() {
     let idle = &r["findings"]["reachedSigkillWhileIdle"];
     assert_eq!(idle.as_array().map(Vec::len), Some(1), "{r}");
     assert_eq!(idle[0]["pod"], "web-1");
-    // The idle streams web-1 held were cut by SIGKILL (the drill ends with it); those on web-2
-    // were still open.
+    // The idle streams web-1 held were cut by SIGKILL, and may have been opened again on web-2
+    // before the drill ended (it ends once web-1's object is gone, a moment later); every other
+    // stream was still open at the end.
     let k = idle[0]["idleStreams"].as_u64().unwrap();
     assert!((1..16).contains(&k), "web-1 held {k} of 16: {r}");
-    assert_eq!(r["streams"]["opened"], 16, "{r}");
-    assert_eq!(r["streams"]["unfinished"], 16 - k, "{r}");
+    let opened = r["streams"]["opened"].as_u64().unwrap();
+    assert!((16..=16 + k).contains(&opened), "{r}");
+    assert_eq!(
+        r["streams"]["unfinished"].as_u64().unwrap() + k,
+        opened,
+        "{r}"
+    );
     assert_eq!(idle[0]["containers"], serde_json::json!(["app"]));
     assert!((f(&idle[0]["waitedSeconds"]) - 30.0).abs() <= 0.2, "{r}");
     assert!(
