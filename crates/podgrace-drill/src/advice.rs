@@ -983,6 +983,7 @@ mod tests {
             client_port: None,
             connected: None,
             reused: false,
+            retried: false,
         }];
         let raced_pods: HashMap<u64, String> = [(3, "web-1".to_string())].into();
         let raced_inp = Inputs {
@@ -1013,6 +1014,7 @@ mod tests {
             client_port: None,
             connected: None,
             reused: false,
+            retried: false,
         }];
         let req_pods: HashMap<u64, String> = [(7, "web-1".to_string())].into();
         let busy_inp = Inputs {

@@ -202,6 +202,9 @@ pub struct RequestRecord {
     pub connected: Option<Duration>,
     /// It went out on a connection that had carried an earlier request (keep-alive reuse).
     pub reused: bool,
+    /// Its first attempt was refused by a GOAWAY (h2c, not processed) and it was sent again on a
+    /// new connection; `sent` is still the first attempt's, `connected` the new connection's.
+    pub retried: bool,
 }
 
 impl RequestRecord {
@@ -655,6 +658,8 @@ struct Worker {
     opened: Option<Instant>,
     /// The current request went out on a reused connection.
     reused: bool,
+    /// The current request was refused by a GOAWAY and sent again.
+    retried: bool,
     records: Vec<RequestRecord>,
     /// The request target: the path (HTTP/1.1, with a Host header) or the absolute URI (HTTP/2,
     /// whose `:authority` and `:scheme` come from it).
@@ -767,6 +772,7 @@ impl Worker {
         match self.attempt(index).await {
             Err(Failure::NotProcessed) => {
                 self.conn = None;
+                self.retried = true;
                 self.attempt(index).await.map_err(Failure::outcome)
             }
             r => r.map_err(Failure::outcome),
@@ -843,6 +849,7 @@ impl Worker {
         self.connecting = false;
         self.opened = None;
         self.reused = false;
+        self.retried = false;
         let result = tokio::time::timeout(self.cfg.timeout, self.exchange(index)).await;
         let (outcome, status) = match result {
             Err(_) if self.connecting => (RequestOutcome::ConnectTimeout, None),
@@ -867,6 +874,7 @@ impl Worker {
             client_port: self.port,
             connected: self.opened.map(since),
             reused: self.reused,
+            retried: self.retried,
         });
     }
 }
@@ -932,6 +940,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
             connecting: false,
             opened: None,
             reused: false,
+            retried: false,
             // Each worker's share of the records, so that pushing them never copies.
             records: Vec::with_capacity((total / n as u64 + 1).min(1 << 20) as usize),
             uri: uri.clone(),

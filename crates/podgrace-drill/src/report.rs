@@ -559,6 +559,7 @@ mod tests {
             client_port: None,
             connected: None,
             reused: false,
+            retried: false,
         }
     }
 

@@ -25,6 +25,7 @@ fn records() -> Vec<RequestRecord> {
                 client_port: None,
                 connected: None,
                 reused: false,
+                retried: false,
             }
         })
         .collect()

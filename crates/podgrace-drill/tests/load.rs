@@ -276,18 +276,27 @@ async fn an_h2c_request_refused_by_a_goaway_is_sent_again_on_a_new_connection() 
         "{} connections for 200 requests at 5 per connection",
         server.connections()
     );
-    // The refused requests (the one after every 5th but the last) waited for their GOAWAY, 10 ms
-    // after they were due: their latency, from the intended time, covers it; the others take
-    // about 1 ms.
-    let waited = r
-        .records
-        .iter()
-        .filter(|x| x.latency() >= Duration::from_millis(10))
-        .count();
+    // The refused requests (the one after every 5th but the last, when its worker sent it before
+    // the GOAWAY came): each was sent again on a new connection opened after its first attempt,
+    // and its latency counts from its intended time, so it covers the refused attempt. Told by
+    // the record (`retried`), not by a latency threshold: on a loaded machine every request can
+    // be 10 ms late. At most one per GOAWAY; a worker sends its next request 10 ms after the 5th,
+    // half the GOAWAY delay, and a late one sends it as soon as the 5th is answered, so most
+    // GOAWAYs refuse one (37 to 39 of 40 in six runs at a load average of 16 on 2 cores).
+    let retried: Vec<_> = r.records.iter().filter(|x| x.retried).collect();
     assert!(
-        (30..=41).contains(&waited),
-        "{waited} requests waited 10 ms or more"
+        retried.len() >= 30 && retried.len() < server.connections(),
+        "{} requests refused by a GOAWAY and sent again, {} connections",
+        retried.len(),
+        server.connections()
     );
+    for x in &retried {
+        let connected = x
+            .connected
+            .expect("a retried request has its new connection");
+        assert!(x.sent < connected && !x.reused, "{x:?}");
+        assert!(x.latency() >= x.done - x.sent, "{x:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
