@@ -358,6 +358,9 @@ pub(crate) struct Conn {
     driver: Option<Driver>,
     /// The read gate of a `keep-alive` client's connection ([`WriteFirst`]).
     reads: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// A duplicate of an HTTP/1.1 connection's socket, to look at while it is idle
+    /// ([`Conn::has_ended`]) without waiting for the connection's own task to run.
+    socket: Option<std::os::fd::OwnedFd>,
     /// When it started connecting (monotonic).
     pub(crate) opened: Instant,
     /// Requests sent on it so far.
@@ -413,10 +416,15 @@ impl Conn {
                 local_port,
                 driver: Some(Driver::H1Inline(Box::pin(driver))),
                 reads: Some(gate),
+                socket: None,
                 opened,
                 used: 0,
             });
         }
+        let socket = match protocol {
+            Protocol::Http1 => std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok(),
+            Protocol::H2c => None,
+        };
         let io = TokioIo::new(stream);
         let (tx, driver) = match protocol {
             Protocol::Http1 => {
@@ -440,6 +448,7 @@ impl Conn {
             local_port,
             driver: Some(driver),
             reads: None,
+            socket,
             opened,
             used: 0,
         })
@@ -474,6 +483,32 @@ impl Conn {
             }
         }
         open && self.driver.is_some()
+    }
+
+    /// Whether the connection has ended by now, without waiting. An idle HTTP/1.1 connection
+    /// whose socket is readable (the server's FIN, a reset, or bytes nobody asked for) has: its
+    /// socket is polled at once, as urllib3's `is_connection_dropped` does, since the
+    /// connection's own task may not have run since the close came. Otherwise (h2c) its driver
+    /// is polled once (a close or a GOAWAY already read). An ended connection has no driver.
+    pub(crate) fn has_ended(&mut self) -> bool {
+        if let Some(fd) = &self.socket {
+            use rustix::event::{PollFd, PollFlags, Timespec};
+            let mut fds = [PollFd::new(fd, PollFlags::IN | PollFlags::RDHUP)];
+            let now = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0) {
+                self.driver = None;
+            }
+        }
+        if let Some(d) = self.driver.as_mut() {
+            let waker = std::task::Waker::noop();
+            if Pin::new(d).poll(&mut Context::from_waker(waker)).is_ready() {
+                self.driver = None;
+            }
+        }
+        self.driver.is_none()
     }
 
     /// Waits until the connection ends (closes or, for HTTP/2, gets a GOAWAY); at once if it
@@ -742,28 +777,57 @@ pub(crate) fn request_uri(
 }
 
 impl Worker {
+    fn new(cfg: Arc<LoadConfig>, schedule: Arc<Schedule>, uri: Uri, capacity: usize) -> Self {
+        let host = cfg.target.to_string();
+        Worker {
+            cfg,
+            schedule,
+            conn: None,
+            port: None,
+            connecting: false,
+            opened: None,
+            reused: false,
+            retried: false,
+            records: Vec::with_capacity(capacity),
+            uri,
+            host,
+        }
+    }
+
     /// Claims requests until none is left, sending each when it is due. While it waits, it keeps
     /// driving its idle connection, so that one the server closes is noticed and replaced without
     /// a failed request, as a client pool does.
     async fn run(mut self) -> Vec<RequestRecord> {
+        while let Some(index) = self.schedule.claim() {
+            let due = self.schedule.due(index);
+            self.next(index, due).await;
+        }
+        self.records
+    }
+
+    /// Waits until request `index` is `due` (watching the idle connection meanwhile, for the
+    /// careful client), then sends it.
+    async fn next(&mut self, index: u64, due: Instant) {
         // A `keep-alive` client does not look at its idle connection; the others have none
         // (`new-connection`) or watch it (`keep-alive-careful`).
         let watch_idle = self.cfg.client == ClientKind::KeepAliveCareful;
-        while let Some(index) = self.schedule.claim() {
-            let due = self.schedule.due(index);
-            while Instant::now() < due {
-                match self.conn.as_mut().filter(|_| watch_idle) {
-                    Some(c) => tokio::select! {
-                        biased;
-                        () = tokio::time::sleep_until(due) => break,
-                        () = c.ended() => self.conn = None,
-                    },
-                    None => tokio::time::sleep_until(due).await,
-                }
+        while Instant::now() < due {
+            match self.conn.as_mut().filter(|_| watch_idle) {
+                Some(c) => tokio::select! {
+                    biased;
+                    () = tokio::time::sleep_until(due) => break,
+                    () = c.ended() => self.conn = None,
+                },
+                None => tokio::time::sleep_until(due).await,
             }
-            self.one(index, due).await;
         }
-        self.records
+        // A worker behind its schedule did not wait above: look at the idle connection once
+        // before reusing it, as urllib3 does at checkout (`is_connection_dropped`), so a close
+        // that already came is seen however late the worker runs.
+        if watch_idle && self.conn.as_mut().is_some_and(Conn::has_ended) {
+            self.conn = None;
+        }
+        self.one(index, due).await;
     }
 
     /// One request: an exchange on the pooled connection, and, for h2c, once more on a new
@@ -932,20 +996,13 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     let mut workers = tokio::task::JoinSet::new();
     let n = workers_for(&cfg);
     for _ in 0..n {
-        let w = Worker {
-            cfg: Arc::clone(&cfg),
-            schedule: Arc::clone(&schedule),
-            conn: None,
-            port: None,
-            connecting: false,
-            opened: None,
-            reused: false,
-            retried: false,
-            // Each worker's share of the records, so that pushing them never copies.
-            records: Vec::with_capacity((total / n as u64 + 1).min(1 << 20) as usize),
-            uri: uri.clone(),
-            host: cfg.target.to_string(),
-        };
+        // Each worker's share of the records, so that pushing them never copies.
+        let w = Worker::new(
+            Arc::clone(&cfg),
+            Arc::clone(&schedule),
+            uri.clone(),
+            (total / n as u64 + 1).min(1 << 20) as usize,
+        );
         workers.spawn(w.run());
     }
     let mut records = Vec::with_capacity(total as usize);
@@ -993,6 +1050,69 @@ pub fn summarize(records: Vec<RequestRecord>) -> Result<LoadResult, LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The careful client sees a close that came while its connection was idle and nobody drove
+    /// it, even when the next request is already overdue (a worker behind its schedule, as on a
+    /// loaded machine, never waits for it): the request goes on a new connection. Before the
+    /// check at send time it went into the closed connection: EOF on reuse. (One thread: the
+    /// connection's own task runs only when the test yields.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_careful_worker_does_not_reuse_a_connection_the_server_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let target = l.local_addr().expect("addr");
+        let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await;
+                    // Idle now: the server closes the keep-alive connection.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    drop(s);
+                    let _ = closed_tx.send(());
+                });
+            }
+        });
+        let mut cfg = LoadConfig::new(target, Duration::from_secs(1));
+        cfg.connections = 1;
+        cfg.client = ClientKind::KeepAliveCareful;
+        let cfg = Arc::new(cfg);
+        let uri = request_uri(cfg.protocol, cfg.target, &cfg.path).expect("uri");
+        let schedule = Arc::new(Schedule::new(Instant::now(), cfg.rps, 2));
+        let mut w = Worker::new(cfg, schedule, uri, 2);
+        w.next(0, Instant::now()).await;
+        closed
+            .recv()
+            .await
+            .expect("the server closed the connection");
+        // The FIN is in the client's socket (loopback delivers it at once); the thread is held
+        // so that the connection's own task does not run before the next request, as on a
+        // loaded machine.
+        std::thread::sleep(Duration::from_millis(20));
+        // Overdue: sent without waiting.
+        w.next(1, Instant::now() - Duration::from_millis(50)).await;
+        let r = &w.records;
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|x| x.outcome == RequestOutcome::Ok), "{r:?}");
+        assert!(!r[1].reused, "{r:?}");
+        assert_ne!(
+            r[0].client_port, r[1].client_port,
+            "a new connection: {r:?}"
+        );
+    }
 
     /// With tokio's paused clock (no sockets involved), workers that claim from the shared
     /// schedule and wait for each request's due time send every request at its intended time, to
