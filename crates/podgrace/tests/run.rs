@@ -383,6 +383,61 @@ fn a_second_ctrl_c_force_deletes() {
     assert!(near(secs(&ts[1]["killAfterSeconds"]), 2.0), "{r}");
 }
 
+/// A third Ctrl-C, while the force delete still runs, ends podgrace at once (exit 130), whatever
+/// its containers do; their processes die with it. (Issue 9 item 1: a container podgrace could
+/// not see exit must not keep podgrace itself from ending.)
+#[test]
+fn a_third_ctrl_c_exits_at_once() {
+    if !privileged("third ctrl-c") {
+        return;
+    }
+    let marker = format!("third-ctrl-c-{}", std::process::id());
+    // PID 1 ignores SIGTERM and its preStop would take 100 s: the force delete's kill still
+    // runs (its 2 s) when the third SIGINT comes.
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: third}}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    env: [{{name: PODGRACE_TEST, value: {marker}}}]\n    lifecycle:\n      preStop:\n        exec: {{command: [sleep, \"100\"]}}\n"
+    );
+    let file = tmp_file("third-ctrl-c", "pod.yaml", &yaml);
+    let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["run", file.to_str().unwrap(), "-o", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rustix::process::Pid::from_child(&child);
+    let int = || rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    int();
+    std::thread::sleep(Duration::from_millis(400));
+    int();
+    std::thread::sleep(Duration::from_millis(400));
+    let start = Instant::now();
+    int();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "exited after {:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("exiting without waiting for the pod's containers"),
+        "{}",
+        stderr(&out)
+    );
+    let env = format!("PODGRACE_TEST={marker}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !pids_with_env(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left running: {:?}",
+            pids_with_env(&env)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A Ctrl-C at a terminal sends SIGINT to the whole foreground process group. Only podgrace
 /// may get it (and delete the pod): the container gets its stop signal, SIGTERM, as from a
 /// kubelet, never the terminal's SIGINT.
@@ -576,4 +631,141 @@ fn the_text_summary_marks_times_since_the_termination() {
     assert!(sigterm.contains("+1."), "{text}");
     assert!(near(num(&sigterm, "SIGTERM"), 1.0), "{text}");
     assert!(line("preStop sleep").contains("+0.000 → +1."), "{text}");
+}
+
+/// Without root (run here as `nobody` through `setpriv` when the tests run as root, as in CI),
+/// containers fall back to plain host processes, and an exec preStop runs as faithfully as the
+/// container does: `sleep 1.5` lasts 1.5 s and the stop signal follows (issue 9 item 5: it used
+/// to fail at once, trying to join the host's own network namespace). The fallback is said in
+/// one warning, as the README promises.
+#[test]
+fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
+    let dir = tempdir("nonroot");
+    let bin = dir.join("podgrace");
+    std::fs::copy(env!("CARGO_BIN_EXE_podgrace"), &bin).expect("copy the binary");
+    let file = dir.join("hook.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hook}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, \"1.5\"]}\n",
+    )
+    .expect("write");
+    // Readable and runnable by `nobody`.
+    use std::os::unix::fs::PermissionsExt as _;
+    for (p, mode) in [(&dir, 0o755), (&bin, 0o755), (&file, 0o644)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let args = [
+        "run",
+        file.to_str().expect("utf-8"),
+        "--delete-after",
+        "300ms",
+        "-o",
+        "json",
+    ];
+    let root = privileged("(runs podgrace as nobody)");
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
+        c
+    } else {
+        Command::new(&bin)
+    };
+    let out = cmd
+        .args(args)
+        .current_dir(&dir)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podgrace as nobody (setpriv is util-linux)");
+    let err = stderr(&out);
+    assert!(out.status.success(), "podgrace run failed: {err}");
+    let r = json(&out);
+    assert_eq!(r["isolation"], "host", "{r}");
+    let t = termination(&r, "app");
+    assert_eq!(t["preStop"]["outcome"], "completed", "{t}\n{err}");
+    assert!(near(secs(&t["preStop"]["endAfterSeconds"]), 1.5), "{t}");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 1.5), "{t}");
+    assert_eq!(t["exitCode"], 0, "{t}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("warning:") || l.contains(" WARN "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning, not: {warnings:#?}");
+    assert!(
+        warnings[0].contains("plain host processes"),
+        "{}",
+        warnings[0]
+    );
+}
+
+/// Issue 9 item 1, the field case: an exec liveness probe every 1 s (failureThreshold 1, the
+/// probe's terminationGracePeriodSeconds 3) restarts an app that ignores SIGTERM; then the pod
+/// is deleted. A delete that stops the probe worker while it is starting its next exec used to
+/// leave that exec an unreaped zombie in the container's PID namespace, and podgrace never
+/// finished. The probe ticks 1 s after each start, the delete is swept across the instant of
+/// the second run's probe (5002–5010 ms after the pod started, `hostNetwork` so that no
+/// network setup shifts it), nine runs at once; before the fix about a third of them hung.
+#[test]
+fn a_delete_while_a_liveness_exec_probe_starts_does_not_hang() {
+    if !privileged("probe hang") {
+        return;
+    }
+    let file = tmp_file(
+        "probehang",
+        "probe-hang.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: probe-hang}\nspec:\n  terminationGracePeriodSeconds: 2\n  hostNetwork: true\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"100000\"]\n    livenessProbe:\n      exec: {command: [sh, -c, \"exit 1\"]}\n      periodSeconds: 1\n      failureThreshold: 1\n      terminationGracePeriodSeconds: 3\n",
+    );
+    let runs: Vec<(u64, std::process::Child)> = (5002..=5010)
+        .map(|ms| {
+            let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+                .args(["run", file.to_str().expect("utf-8"), "-o", "json"])
+                .args(["--delete-after", &format!("{ms}ms")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run podgrace");
+            (ms, child)
+        })
+        .collect();
+    // Each run takes about 7 s: the probe kill (3 s), the restart, the delete's 2 s.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut hung = Vec::new();
+    for (ms, mut child) in runs {
+        let done = loop {
+            match child.try_wait().expect("wait") {
+                Some(_) => break true,
+                None if Instant::now() > deadline => break false,
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        if !done {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("output");
+        if !done {
+            hung.push(format!("--delete-after {ms}ms:\n{}", stderr(&out)));
+            continue;
+        }
+        assert!(out.status.success(), "{ms} ms: {}", stderr(&out));
+        let r = json(&out);
+        let app = &r["containers"][0];
+        assert_eq!(app["restarts"], 1, "{ms} ms: {app}");
+        let reasons: Vec<&str> = app["terminations"]
+            .as_array()
+            .expect("terminations")
+            .iter()
+            .filter_map(|t| t["reason"].as_str())
+            .collect();
+        // Restarted by the probe, then deleted (a delete that lost the race to the second
+        // probe ends a second probe kill).
+        assert_eq!(reasons.first(), Some(&"LivenessProbe"), "{ms} ms: {app}");
+        assert_eq!(reasons.last(), Some(&"Deleted"), "{ms} ms: {app}");
+    }
+    assert!(
+        hung.is_empty(),
+        "podgrace never finished:\n{}",
+        hung.join("\n")
+    );
 }

@@ -196,7 +196,7 @@ async fn supervise(
     let runtime = Arc::new(runtime);
     let namespaced = namespaces_permitted();
     if !namespaced {
-        eprintln!("warning: no permission for PID namespaces: containers run as plain host processes, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+        eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
     }
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
@@ -250,8 +250,8 @@ async fn supervise(
     let mut status = pod.status();
     loop {
         tokio::select! {
-            _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags),
-            _ = terms.recv() => deletes = request_delete(&pod, deletes, flags),
+            _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags, 130),
+            _ = terms.recv() => deletes = request_delete(&pod, deletes, flags, 143),
             () = &mut deleter, if deletes == 0 => {
                 match &eviction {
                     Some(cmd) => {
@@ -287,11 +287,15 @@ async fn supervise(
 }
 
 /// The first interrupt deletes like `kubectl delete pod` (with --grace-period/--force if
-/// given); the second is `--grace-period=0 --force`; later ones are ignored.
+/// given); the second is `--grace-period=0 --force`; a third ends podgrace at once with `code`
+/// (130 for SIGINT, 143 for SIGTERM), whatever its containers are doing: their processes die
+/// with podgrace (`PR_SET_PDEATHSIG`), and nothing of a container that the kernel is still
+/// tearing down can hold podgrace up.
 fn request_delete(
     pod: &podgrace_node::kubelet::PodHandle,
     done: u32,
     flags: KubectlDeleteFlags,
+    code: i32,
 ) -> u32 {
     match done {
         0 => {
@@ -299,14 +303,25 @@ fn request_delete(
             pod.send(PodCommand::Delete(flags));
         }
         1 => {
-            eprintln!("force-deleting the pod (kubectl delete pod --grace-period=0 --force)");
+            eprintln!("force-deleting the pod (kubectl delete pod --grace-period=0 --force); press Ctrl-C again to exit at once");
             pod.send(PodCommand::Delete(KubectlDeleteFlags {
                 grace_period: 0,
                 force: true,
                 now: false,
             }));
         }
-        _ => {}
+        _ => {
+            let removed = podgrace_node::sandbox::teardown_own();
+            eprintln!(
+                "exiting without waiting for the pod's containers: their processes die with podgrace{}",
+                if removed.is_empty() {
+                    String::new()
+                } else {
+                    format!(", and its network namespace ({}) is removed", removed.join(", "))
+                }
+            );
+            std::process::exit(code);
+        }
     }
     done + 1
 }
