@@ -115,7 +115,7 @@ pub struct Options {
 
 /// A time that depends on how long hooks and apps take: its earliest and latest value, seconds
 /// from t = 0 (exact; see [`Seconds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
     pub min: Seconds,
     pub max: Seconds,
@@ -187,7 +187,16 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeline {
+    /// `namespace/name` (or the name alone).
     pub pod: String,
+    /// The object the pod comes from: `Pod`, `Deployment`, ...
+    pub kind: &'static str,
+    /// `metadata.namespace` as written (`None` when unset).
+    pub namespace: Option<String>,
+    /// The file the object is in (`<stdin>` for standard input), and where the object starts.
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
     pub trigger: String,
     pub kubernetes_version: String,
     /// The grace period the kubelet works with, seconds (pod-level effective grace; for a probe
@@ -348,6 +357,11 @@ pub fn explain(
         });
         return Ok(Timeline {
             pod: pod_name(pod),
+            kind: pod.kind.as_str(),
+            namespace: pod.namespace.clone(),
+            file: pod.span.file.clone(),
+            line: pod.span.line,
+            column: pod.span.column,
             trigger: trigger.to_string(),
             kubernetes_version: version.to_string(),
             grace_period_seconds: effective,
@@ -380,6 +394,11 @@ pub fn explain(
     container_findings(pod, &containers, effective, version, &mut findings);
     Ok(Timeline {
         pod: pod_name(pod),
+        kind: pod.kind.as_str(),
+        namespace: pod.namespace.clone(),
+        file: pod.span.file.clone(),
+        line: pod.span.line,
+        column: pod.span.column,
         trigger: trigger.to_string(),
         kubernetes_version: version.to_string(),
         grace_period_seconds: effective,
@@ -609,12 +628,13 @@ fn pod_kill(
     let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
     let mut sidecar_entries = Vec::new();
     let mut next_sidecar: Option<(i128, i128)> = None;
+    // The main containers' last exits, once (not once per sidecar).
+    let main_lo = exits.iter().map(|e| e.1).max();
+    let main_hi = exits.iter().map(|e| e.2).max();
     for c in sidecars.iter().rev() {
         let hook = hook_ends(c, &kill);
         let signal = stop_signal(c);
         let (lo, hi) = if ordering {
-            let main_lo = exits.iter().map(|e| e.1).max();
-            let main_hi = exits.iter().map(|e| e.2).max();
             let prereq_lo = main_lo.into_iter().chain(next_sidecar.map(|n| n.0)).max();
             let prereq_hi = main_hi.into_iter().chain(next_sidecar.map(|n| n.1)).max();
             (
@@ -754,6 +774,11 @@ fn probe_kill(
     container_findings(pod, &containers, base, opts.version, &mut findings);
     Timeline {
         pod: pod_name(pod),
+        kind: pod.kind.as_str(),
+        namespace: pod.namespace.clone(),
+        file: pod.span.file.clone(),
+        line: pod.span.line,
+        column: pod.span.column,
         trigger: trigger.to_string(),
         kubernetes_version: opts.version.to_string(),
         grace_period_seconds: base,
@@ -770,16 +795,38 @@ fn container_findings(
     version: KubeVersion,
     findings: &mut Vec<Finding>,
 ) {
+    // By name, once: a lookup per container would make this quadratic in containers.
+    let plans: std::collections::HashMap<&str, &ContainerPlan> = pod
+        .running_containers()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
     for t in containers {
-        let Some(c) = pod.container(&t.name) else {
+        let Some(&c) = plans.get(t.name.as_str()) else {
             continue;
         };
-        let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
-        let kill_max = t.kill_seconds.max;
-        findings.extend(prestop_exceeds_grace(pod, c, t));
+        findings.extend(container_findings_of(pod, c, t, grace, version));
+    }
+}
 
-        if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
-            findings.push(Finding {
+/// The findings of one container's termination `t` (a timeline entry of `c`) under a grace of
+/// `grace` seconds: `prestop-exceeds-grace`, `tcpsocket-hook-not-run`, `prestop-skipped`,
+/// `immediate-sigkill`, `stop-signal-sigkill`, `stop-signal-feature-gate`,
+/// `stop-signal-from-image` and `kill-beyond-grace`, in that order. Shared by explain (every
+/// trigger) and lint (the `delete` timeline).
+pub fn container_findings_of(
+    pod: &PodPlan,
+    c: &ContainerPlan,
+    t: &ContainerTimeline,
+    grace: i64,
+    version: KubeVersion,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
+    let kill_max = t.kill_seconds.max;
+    findings.extend(prestop_exceeds_grace(pod, c, t));
+
+    if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
+        findings.push(Finding {
                 rule: "tcpsocket-hook-not-run",
                 severity: Severity::Warning,
                 message: format!(
@@ -787,19 +834,19 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
-        if c.pre_stop.is_some() && t.pre_stop.is_none() {
-            findings.push(Finding {
-                rule: "prestop-skipped",
-                severity: Severity::Warning,
-                message: format!(
-                    "container {}: the preStop hook is skipped because the grace budget is 0",
-                    t.name
-                ),
-            });
-        }
-        if timeout_zero {
-            findings.push(Finding {
+    }
+    if c.pre_stop.is_some() && t.pre_stop.is_none() {
+        findings.push(Finding {
+            rule: "prestop-skipped",
+            severity: Severity::Warning,
+            message: format!(
+                "container {}: the preStop hook is skipped because the grace budget is 0",
+                t.name
+            ),
+        });
+    }
+    if timeout_zero {
+        findings.push(Finding {
                 rule: "immediate-sigkill",
                 severity: Severity::Warning,
                 message: format!(
@@ -807,8 +854,8 @@ fn container_findings(
                     t.name
                 ),
             });
-        } else if t.stop_signal == "SIGKILL" {
-            findings.push(Finding {
+    } else if t.stop_signal == "SIGKILL" {
+        findings.push(Finding {
                 rule: "stop-signal-sigkill",
                 severity: Severity::Warning,
                 message: format!(
@@ -817,9 +864,9 @@ fn container_findings(
                     t.stop_signal_seconds.min
                 ),
             });
-        }
-        if c.stop_signal.is_some() {
-            findings.push(Finding {
+    }
+    if c.stop_signal.is_some() {
+        findings.push(Finding {
                 rule: "stop-signal-feature-gate",
                 severity: Severity::Info,
                 message: format!(
@@ -827,9 +874,9 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
-        if c.stop_signal.is_none() && t.stop_signal != "SIGTERM" && !timeout_zero {
-            findings.push(Finding {
+    }
+    if c.stop_signal.is_none() && t.stop_signal != "SIGTERM" && !timeout_zero {
+        findings.push(Finding {
                 rule: "stop-signal-from-image",
                 severity: Severity::Info,
                 message: format!(
@@ -839,14 +886,14 @@ fn container_findings(
                     c.image.as_deref().unwrap_or_default()
                 ),
             });
-        }
-        if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
-            let why = if version.at_least(1, 28) {
-                "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
-            } else {
-                format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")
-            };
-            findings.push(Finding {
+    }
+    if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
+        let why = if version.at_least(1, 28) {
+            "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
+        } else {
+            format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")
+        };
+        findings.push(Finding {
                 rule: "kill-beyond-grace",
                 severity: Severity::Warning,
                 message: format!(
@@ -854,8 +901,8 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
     }
+    findings
 }
 
 /// Probe-level KEP-2238 threshold: above this pod TGPS, a probe without its own

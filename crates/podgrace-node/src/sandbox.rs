@@ -40,6 +40,9 @@ pub enum SandboxError {
     Closed,
 }
 
+/// The default pod range (`--pod-network` of `run` and `drill`), host-only.
+pub const DEFAULT_POD_NETWORK: &str = "169.254.77.0/24";
+
 /// The address range pods get their IPs from: `base` is the /24 network address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkConfig {

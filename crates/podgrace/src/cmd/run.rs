@@ -7,76 +7,98 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_core::rules::apiserver::{kubectl_delete, KubectlDeleteFlags};
-use podgrace_core::KubeVersion;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
 use podgrace_node::kubelet::{build_report, check_pod, run_pod, PodCommand, PodOptions, RunReport};
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
 use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
-use podgrace_node::sandbox::NetworkConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
+use super::args::{
+    DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
+};
 use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A manifest with one pod or pod template (`-` for stdin).
-    file: PathBuf,
+    #[command(flatten)]
+    file: FileArgs,
     /// Which pod of the file, by name, when it holds several.
     #[arg(long)]
     pod: Option<String>,
-    /// Delete the pod by itself after this long (`10s`, `1m30s`, `500ms`).
+    /// Start the termination by itself after this long (`10s`, `1m30s`, `500ms`): the delete
+    /// (with --grace-period, --force, --now), or the eviction of --trigger.
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     delete_after: Option<Duration>,
-    /// The delete's `--grace-period` (kubectl semantics: 0 without --force is sent as 1).
-    #[arg(long, value_name = "SECONDS", default_value_t = -1, allow_negative_numbers = true)]
-    grace_period: i64,
-    /// The delete is `--force` (with --grace-period 0 or unset: a force delete).
-    #[arg(long)]
-    force: bool,
-    /// At --delete-after, evict the pod at a hard or soft threshold instead of deleting it.
-    #[arg(long, value_enum, requires = "delete_after")]
-    evict: Option<Eviction>,
-    /// kubelet evictionMaxPodGracePeriod for --evict soft, seconds.
+    #[command(flatten)]
+    delete: DeleteArgs,
+    /// What happens at --delete-after: delete (kubectl delete pod, the default), evict-soft or
+    /// evict-hard (node-pressure eviction at a soft or hard threshold), spelled as explain's
+    /// triggers and drill's scenarios.
+    #[arg(long, value_name = "T", value_parser = parse_trigger, requires = "delete_after")]
+    trigger: Option<RunTrigger>,
+    /// The older spelling of --trigger evict-soft / evict-hard.
     #[arg(
         long,
-        value_name = "SECONDS",
-        default_value_t = 0,
-        allow_negative_numbers = true
+        value_enum,
+        hide = true,
+        requires = "delete_after",
+        conflicts_with = "trigger"
     )]
-    eviction_max_pod_grace_period: i64,
+    evict: Option<Eviction>,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
     /// Override a container's stop signal: CONTAINER=SIGNAL (repeatable), for images whose
     /// STOPSIGNAL podgrace cannot know.
     #[arg(long = "stop-signal", value_name = "CONTAINER=SIGNAL", value_parser = parse_assignment)]
     stop_signals: Vec<(String, String)>,
-    /// The Kubernetes version whose kubelet to reproduce.
-    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
-    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
-    #[arg(long, value_name = "CIDR", default_value = "169.254.77.0/24", value_parser = super::parse_pod_network)]
-    pod_network: NetworkConfig,
-    /// Output format of the final report.
-    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Text,
-    Json,
+    #[command(flatten)]
+    version: VersionArgs,
+    #[command(flatten)]
+    pod_network: PodNetworkArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Eviction {
     Soft,
     Hard,
+}
+
+/// What `--delete-after` starts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum RunTrigger {
+    Delete,
+    Evict { hard: bool },
+}
+
+fn parse_trigger(s: &str) -> Result<RunTrigger, String> {
+    match s {
+        "delete" => Ok(RunTrigger::Delete),
+        "evict-soft" => Ok(RunTrigger::Evict { hard: false }),
+        "evict-hard" => Ok(RunTrigger::Evict { hard: true }),
+        _ => Err("expected delete, evict-soft or evict-hard".into()),
+    }
+}
+
+impl Args {
+    /// `--trigger`, or the older `--evict`.
+    fn trigger(&self) -> RunTrigger {
+        match (self.trigger, self.evict) {
+            (Some(t), _) => t,
+            (None, Some(e)) => RunTrigger::Evict {
+                hard: e == Eviction::Hard,
+            },
+            (None, None) => RunTrigger::Delete,
+        }
+    }
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -88,15 +110,16 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     // Everything that can be wrong with the input is found before anything starts.
-    let flags = KubectlDeleteFlags {
-        grace_period: args.grace_period,
-        force: args.force,
-        now: false,
-    };
-    kubectl_delete(flags).map_err(|e| BadInput(format!("error: {e}")))?;
+    let flags = args.delete.flags()?;
+    if args.delete.given() && args.trigger() != RunTrigger::Delete {
+        return Err(BadInput(
+            "--grace-period, --force and --now shape the delete; an eviction takes its grace from the kubelet (--eviction-max-pod-grace-period)".into(),
+        )
+        .into());
+    }
     let plan = load_pod(&args)?;
     let opts = PodOptions {
-        version: args.kubernetes_version,
+        version: args.version.kubernetes_version,
         namespace: "default".into(),
         stop_signal_overrides: args
             .stop_signals
@@ -128,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .build()
         .context("cannot start the async runtime")?;
     let report = runtime.block_on(supervise(plan, opts, &args, flags))?;
-    match args.output {
+    match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &report)?;
@@ -141,12 +164,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
-    let doc = input::read_one(&args.file)?;
+    let file = args.file.get().ok_or_else(|| {
+        BadInput("no manifest given: name a FILE (or -f FILE; `-` reads standard input)".into())
+    })?;
+    let doc = input::read_one(file)?;
     let m = manifest::load_with(
         &doc.text,
         &doc.name,
         &manifest::LoadOptions {
-            kube_version: args.kubernetes_version,
+            kube_version: args.version.kubernetes_version,
         },
     )
     .map_err(|e| {
@@ -192,7 +218,7 @@ async fn supervise(
     args: &Args,
     flags: KubectlDeleteFlags,
 ) -> anyhow::Result<RunReport> {
-    let (runtime, mut output) = ProcessRuntime::new(args.pod_network.clone());
+    let (runtime, mut output) = ProcessRuntime::new(args.pod_network.pod_network.clone());
     let runtime = Arc::new(runtime);
     let namespaced = namespaces_permitted();
     if !namespaced {
@@ -200,7 +226,7 @@ async fn supervise(
     }
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
-    let json = args.output == Format::Json;
+    let json = args.output.output == Format::Json;
     // Container output, prefixed as `kubectl logs --prefix` does; to stderr in JSON mode.
     let logs = tokio::spawn(async move {
         while let Some(OutputLine {
@@ -242,10 +268,13 @@ async fn supervise(
         }
     };
     tokio::pin!(deleter);
-    let eviction = args.evict.map(|e| PodCommand::Evict {
-        hard: e == Eviction::Hard,
-        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
-    });
+    let eviction = match args.trigger() {
+        RunTrigger::Evict { hard } => Some(PodCommand::Evict {
+            hard,
+            eviction_max_pod_grace_period: args.kubelet.eviction_max_pod_grace_period,
+        }),
+        RunTrigger::Delete => None,
+    };
     let mut deletes = 0;
     let mut status = pod.status();
     loop {
