@@ -377,7 +377,9 @@ pub fn explain(
         },
         KillReason::Other,
     );
-    if start.removed_from_api {
+    // A plain delete of a pod whose TGPS is 0 is a force delete too; `zero-grace-force-deletes`
+    // says so (as lint does), so this is the force-delete trigger's own.
+    if start.removed_from_api && *trigger != Trigger::Delete {
         findings.push(Finding {
             rule: "force-delete-keeps-running",
             severity: Severity::Warning,

@@ -769,3 +769,38 @@ fn a_delete_while_a_liveness_exec_probe_starts_does_not_hang() {
         hung.join("\n")
     );
 }
+
+/// The delete is given with kubectl's flags (`--now` is a grace of 1), the eviction is spelled
+/// `--trigger evict-soft|evict-hard` as in explain and drill (the older `--evict hard` still
+/// works), and `-f` names the file, as kubectl's does (issue 9 item 11).
+#[test]
+fn the_delete_flags_and_the_eviction_are_spelled_as_in_explain() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: flags}\nspec:\n  terminationGracePeriodSeconds: 20\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n";
+    let file = tmp_file("runflags", "pod.yaml", yaml);
+    let f = file.to_str().unwrap();
+    // Checked before anything starts, so without root too.
+    let o = podgrace(&["run", f, "--now", "--grace-period", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--now and --grace-period cannot be specified together"));
+    let o = podgrace(&["run", f, "--delete-after", "1s", "--trigger", "evict-soft", "--grace-period", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("an eviction takes its grace from the kubelet"), "{}", stderr(&o));
+    if !privileged("run flags") {
+        return;
+    }
+    let grace = |args: &[&str]| {
+        let mut a = vec!["run", "-f", f, "-o", "json", "--delete-after", "1s"];
+        a.extend_from_slice(args);
+        let out = podgrace(&a);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let r = json(&out);
+        let t = termination(&r, "app");
+        (
+            t["reason"].as_str().unwrap_or_else(|| panic!("{r}")).to_string(),
+            t["gracePeriodSeconds"].as_i64().unwrap_or(-9),
+        )
+    };
+    assert_eq!(grace(&["--now"]), ("Deleted".into(), 1));
+    assert_eq!(grace(&["--trigger", "evict-hard"]), ("Evicted".into(), 1));
+    assert_eq!(grace(&["--evict", "hard"]), ("Evicted".into(), 1));
+}
