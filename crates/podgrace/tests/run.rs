@@ -804,3 +804,65 @@ fn the_delete_flags_and_the_eviction_are_spelled_as_in_explain() {
     assert_eq!(grace(&["--trigger", "evict-hard"]), ("Evicted".into(), 1));
     assert_eq!(grace(&["--evict", "hard"]), ("Evicted".into(), 1));
 }
+
+/// The text summary's wording (issue 9 item 12): "1 restart"; a main container that waited for
+/// a sidecar that never started "never started" (not "not terminated by the kubelet"); a failed
+/// preStop says why (exit code, missing binary), and an httpGet hook's status outside 2xx is
+/// said too (the kubelet counts any status as success).
+#[test]
+fn the_summary_says_why() {
+    if !privileged("summary wording") {
+        return;
+    }
+    let blocked = tmp_file(
+        "summary-blocked",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: blocked}\nspec:\n  initContainers:\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    command: [/nonexistent/proxy]\n  containers:\n  - name: app\n    image: app\n    command: [sleep, \"1000\"]\n",
+    );
+    let out = podgrace(&["run", blocked.to_str().unwrap(), "--delete-after", "1500ms"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("  app (main, 0 restarts)\n    never started: it waits for sidecar proxy, which never started\n"),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    assert!(!text.contains("not terminated by the kubelet"), "{text}");
+
+    let hooks = tmp_file(
+        "summary-hooks",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hooks}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: exit3\n    image: x\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle: {preStop: {exec: {command: [sh, -c, \"exit 3\"]}}}\n  - name: missing\n    image: x\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle: {preStop: {exec: {command: [/nonexistent/drain]}}}\n  - name: web\n    image: python\n    command: [python3, -c, \"import http.server as h\\nclass H(h.BaseHTTPRequestHandler):\\n  def do_GET(s):\\n    s.send_response(503); s.end_headers()\\nh.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\"]\n    ports: [{containerPort: 8080}]\n    lifecycle: {preStop: {httpGet: {path: /drain, port: 8080}}}\n",
+    );
+    // Time for python to listen before the delete.
+    let out = podgrace(&["run", hooks.to_str().unwrap(), "--delete-after", "2s"]);
+    let text = stdout(&out);
+    for want in [
+        "failed (exited with 3)",
+        "failed (/nonexistent/drain is not in the container)",
+        "completed (HTTP 503, which the kubelet counts as success)",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}\n{}", stderr(&out));
+    }
+    let out = podgrace(&["run", hooks.to_str().unwrap(), "--delete-after", "2s", "-o", "json"]);
+    let r = json(&out);
+    assert_eq!(termination(&r, "exit3")["preStop"]["detail"], "exited with 3", "{r}");
+}
+
+/// `1 restart`, not `1 restarts`.
+#[test]
+fn one_restart_is_singular() {
+    if !privileged("one restart") {
+        return;
+    }
+    let file = tmp_file(
+        "one-restart",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: once}\nspec:\n  restartPolicy: OnFailure\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, \"if [ -e /tmp/podgrace-once-$PODGRACE_RUN ]; then exec sleep 1000; fi; touch /tmp/podgrace-once-$PODGRACE_RUN; exit 1\"]\n    env: [{name: PODGRACE_RUN, value: \"RUNID\"}]\n"
+            .replace("RUNID", &std::process::id().to_string())
+            .as_str(),
+    );
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "1500ms"]);
+    let text = stdout(&out);
+    assert!(text.contains("  app (main, 1 restart)\n"), "{text}\n{}", stderr(&out));
+    let _ = std::fs::remove_file(format!("/tmp/podgrace-once-{}", std::process::id()));
+}

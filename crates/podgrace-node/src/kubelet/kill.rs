@@ -49,6 +49,10 @@ pub struct HookRecord {
     /// When the kubelet stopped waiting (the hook's end, or the budget).
     pub ended: Instant,
     pub outcome: HookOutcome,
+    /// Why it failed, in a few words ([`crate::hooks::HookError::why`]: `exited with 3`, `/bin/x
+    /// is not in the container`, `connection refused`), or what an httpGet hook got back
+    /// (`HTTP 503`, which the kubelet counts as success); `None` otherwise.
+    pub detail: Option<String>,
 }
 
 /// The record of one `killContainer`.
@@ -167,8 +171,17 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
         })
     };
     let bound = Duration::from_secs(u64::try_from(budget).unwrap_or(u64::MAX));
+    let mut detail = None;
     let outcome = match tokio::time::timeout(bound, task).await {
-        Ok(Ok(Ok(()))) => HookOutcome::Completed,
+        Ok(Ok(Ok(done))) => {
+            // Any status is success for the kubelet (runHTTPHandler); one outside 2xx is worth
+            // saying.
+            detail = done
+                .http_status
+                .filter(|s| !(200..300).contains(s))
+                .map(|s| format!("HTTP {s}, which the kubelet counts as success"));
+            HookOutcome::Completed
+        }
         Ok(Ok(Err(e))) => {
             // The FailedPreStopHook event says it; the error's detail is for the debug log.
             tracing::debug!(container = %target.container.name, error = %e, "preStop hook failed");
@@ -177,6 +190,7 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
                 Some(&target.container.name),
                 message::FAILED_PRE_STOP_HOOK.to_string(),
             );
+            detail = Some(e.why());
             HookOutcome::Failed
         }
         // The hook task panicked: count it as a failed hook.
@@ -188,6 +202,7 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
         started,
         ended: Instant::now(),
         outcome,
+        detail,
     }
 }
 

@@ -369,8 +369,23 @@ fn summary(r: &RunReport) -> String {
             "containers ran as plain host processes"
         }
     );
-    for c in &r.containers {
-        let _ = writeln!(out, "  {} ({}, {} restarts)", c.name, c.role, c.restarts);
+    let event_of = |container: &str, reason: &str| {
+        r.events
+            .iter()
+            .rev()
+            .find(|e| e.container.as_deref() == Some(container) && e.reason == reason)
+    };
+    // Whether a container ever started (a Started event), and why one never did.
+    let never_started = |name: &str| event_of(name, podgrace_node::events::reason::STARTED).is_none();
+    for (i, c) in r.containers.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {} ({}, {} restart{})",
+            c.name,
+            c.role,
+            c.restarts,
+            if c.restarts == 1 { "" } else { "s" }
+        );
         for e in &c.exits {
             let how = e
                 .exit_signal
@@ -380,16 +395,31 @@ fn summary(r: &RunReport) -> String {
             let _ = writeln!(out, "    {how} at {:.3} s while the pod ran", e.seconds);
         }
         if c.terminations.is_empty() && c.exits.is_empty() {
-            // A container the runtime could not create or start never ran at all.
-            let failed = r.events.iter().rev().find(|e| {
-                e.container.as_deref() == Some(c.name.as_str())
-                    && e.reason == podgrace_node::events::reason::FAILED
-            });
-            match failed {
-                Some(e) => {
+            // A container the runtime could not create or start never ran at all; one that
+            // waited for an init container or native sidecar before it (they start in order)
+            // never got its turn.
+            let failed = event_of(&c.name, podgrace_node::events::reason::FAILED);
+            let waits_for = r.containers[..i].iter().rev().find(|o| o.role != "main");
+            match (failed, never_started(&c.name), waits_for) {
+                (Some(e), _, _) => {
                     let _ = writeln!(out, "    never started: {}", e.message);
                 }
-                None => {
+                (None, true, Some(b)) => {
+                    let why = if never_started(&b.name) {
+                        "which never started"
+                    } else {
+                        "which had not finished starting"
+                    };
+                    let _ = writeln!(
+                        out,
+                        "    never started: it waits for {} {}, {why}",
+                        b.role, b.name
+                    );
+                }
+                (None, true, None) => {
+                    let _ = writeln!(out, "    never started");
+                }
+                (None, false, _) => {
                     let _ = writeln!(out, "    not terminated by the kubelet");
                 }
             }
@@ -408,9 +438,14 @@ fn summary(r: &RunReport) -> String {
                 }
             );
             if let Some(h) = &t.pre_stop {
+                let detail = h
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "      preStop {:8} +{:.3} → +{:.3} s  {}",
+                    "      preStop {:8} +{:.3} → +{:.3} s  {}{detail}",
                     h.action, h.after_seconds, h.end_after_seconds, h.outcome
                 );
             }
