@@ -569,9 +569,15 @@ fn stop_signal(c: &ContainerPlan) -> String {
 fn hook_ends(c: &ContainerPlan, kill: &KillContainer) -> Option<(i64, i128, i128)> {
     let budget = kill.pre_stop_budget(c.pre_stop.is_some())?;
     let budget_ms = i128::from(budget) * 1000;
-    let (lo, hi) = match c.pre_stop.as_ref().and_then(|h| h.known_duration()) {
-        Some(d) => (d.ms().min(budget_ms), d.ms().min(budget_ms)),
-        None => (0, budget_ms),
+    let hook = c.pre_stop.as_ref();
+    let (lo, hi) = match (
+        hook.and_then(Handler::known_duration),
+        hook.and_then(Handler::min_duration),
+    ) {
+        (Some(d), _) => (d.ms().min(budget_ms), d.ms().min(budget_ms)),
+        // Known to last at least `m` (a script that sleeps first): no earlier than that.
+        (None, Some(m)) => (m.ms().min(budget_ms), budget_ms),
+        (None, None) => (0, budget_ms),
     };
     Some((budget, lo, hi))
 }
@@ -907,6 +913,11 @@ pub fn container_findings_of(
     findings
 }
 
+/// The largest terminationGracePeriodSeconds the API accepts, seconds: an int64 that
+/// validation bounds below only (`ValidateNonnegativeField`; negative values become 1). Advice
+/// never names a grace above it.
+pub const MAX_GRACE_PERIOD_SECONDS: i64 = i64::MAX;
+
 /// Probe-level KEP-2238 threshold: above this pod TGPS, a probe without its own
 /// `terminationGracePeriodSeconds` is worth a finding.
 pub const PROBE_GRACE_LARGE_TGPS_SECONDS: i64 = 60;
@@ -920,17 +931,21 @@ pub fn prestop_exceeds_grace(
 ) -> Option<Finding> {
     let budget = t.pre_stop_budget_seconds?;
     let hook = c.pre_stop.as_ref()?;
-    let d = hook.known_duration()?;
+    // A hook known to last at least as long (`sh -c "sleep 60 && ..."`) is cut the same way.
+    let exact = hook.known_duration();
+    let d = exact.or_else(|| hook.min_duration())?;
     if d < Seconds::from_secs(budget) {
         return None;
     }
+    let at_least = if exact.is_some() { "" } else { "at least " };
     // The pod's own budget is a manifest error; a budget cut short by the trigger (force
     // delete, eviction, shutdown) is worth a warning.
     let tgps = pod.termination_grace_period_seconds;
     let own_budget = budget >= tgps;
     let what = match hook {
         crate::plan::Handler::Sleep { .. } => "sleep",
-        _ => "exec sleep",
+        _ if exact.is_some() => "exec sleep",
+        _ => "exec (it sleeps first)",
     };
     let kill = t.kill_seconds.max;
     if t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0 {
@@ -939,17 +954,25 @@ pub fn prestop_exceeds_grace(
             rule: "prestop-exceeds-grace",
             severity: if own_budget { Severity::Error } else { Severity::Warning },
             message: format!(
-                "container {}: preStop {what} {} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
+                "container {}: preStop {what} {at_least}{} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
                 t.name,
                 d,
             ),
         });
     }
-    let message = if own_budget {
+    let message = if own_budget && d >= Seconds::from_secs(MAX_GRACE_PERIOD_SECONDS) {
+        // No grace the API accepts is above the hook: the only fix is a shorter hook.
+        format!(
+            "container {}: preStop {what} {at_least}{} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; shorten the preStop: no terminationGracePeriodSeconds the API accepts (at most {MAX_GRACE_PERIOD_SECONDS}) is above it",
+            t.name,
+            d,
+            t.stop_signal,
+        )
+    } else if own_budget {
         // The hook alone takes the whole budget (d ≥ TGPS), so the advice names a value above
         // both the hook and the current TGPS: the hook's length plus the app's drain time.
         format!(
-            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {} s plus your app's drain time",
+            "container {}: preStop {what} {at_least}{} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {at_least}{} s plus your app's drain time",
             t.name,
             d,
             t.stop_signal,
@@ -958,7 +981,7 @@ pub fn prestop_exceeds_grace(
         )
     } else {
         format!(
-            "container {}: preStop {what} {} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
+            "container {}: preStop {what} {at_least}{} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
             t.name,
             d,
             t.stop_signal,

@@ -420,13 +420,25 @@ fn the_delete_scenario_takes_the_grace_period_flags() {
     let (_, r) = drill(
         "drillflags",
         &demo(None),
-        &["--scenario", "delete", "--grace-period", "3", "--duration", "3s"],
+        &[
+            "--scenario",
+            "delete",
+            "--grace-period",
+            "3",
+            "--duration",
+            "3s",
+        ],
     );
     let graces: Vec<i64> = r["pods"]
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|p| p["containers"][0]["terminations"].as_array().cloned().unwrap_or_default())
+        .flat_map(|p| {
+            p["containers"][0]["terminations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter(|t| t["reason"] == "Deleted")
         .filter_map(|t| t["gracePeriodSeconds"].as_i64())
         .collect();
@@ -448,7 +460,14 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
         (rustix::process::Signal::INT, 130),
     ] {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["drill", file.to_str().unwrap(), "-o", "json", "--duration", "20s"])
+            .args([
+                "drill",
+                file.to_str().unwrap(),
+                "-o",
+                "json",
+                "--duration",
+                "20s",
+            ])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -458,7 +477,12 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
         std::thread::sleep(std::time::Duration::from_millis(2500));
         rustix::process::kill_process(pid, signal).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(code), "{signal:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{signal:?}: {}",
+            stderr(&out)
+        );
         assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
     }
 }

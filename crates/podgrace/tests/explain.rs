@@ -581,7 +581,11 @@ fn explain_of_the_corpus_explains_what_is_valid_and_reports_the_rest() {
         .lines()
         .filter_map(|l| l.strip_prefix("error: "))
         .filter_map(|l| l.split(':').next())
-        .map(|f| f.strip_prefix(&format!("{}/", corpus.display())).unwrap_or(f).to_string())
+        .map(|f| {
+            f.strip_prefix(&format!("{}/", corpus.display()))
+                .unwrap_or(f)
+                .to_string()
+        })
         .collect();
     let expected: std::collections::BTreeSet<String> = invalid_corpus()
         .into_iter()
@@ -591,7 +595,9 @@ fn explain_of_the_corpus_explains_what_is_valid_and_reports_the_rest() {
     assert_eq!(files_with_errors, expected, "{err}");
     assert!(
         err.lines().any(|l| l.starts_with("note: ")
-            && l.contains("cockroachdb-statefulset.yaml:57:13: PodDisruptionBudget policy/v1beta1 skipped")),
+            && l.contains(
+                "cockroachdb-statefulset.yaml:57:13: PodDisruptionBudget policy/v1beta1 skipped"
+            )),
         "{err}"
     );
     // The StatefulSet of that file is explained.
@@ -606,7 +612,8 @@ fn explain_of_the_corpus_explains_what_is_valid_and_reports_the_rest() {
 
 /// `(kind, namespace, name, file)` → the findings `(rule, severity, message)` of a lint or
 /// explain JSON document.
-type ByObject = std::collections::BTreeMap<(String, String, String, String), Vec<(String, String, String)>>;
+type ByObject =
+    std::collections::BTreeMap<(String, String, String, String), Vec<(String, String, String)>>;
 
 fn finding(f: &serde_json::Value) -> (String, String, String) {
     let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
@@ -651,7 +658,12 @@ fn explain_shows_the_same_findings_as_lint() {
                     name.to_string(),
                     t["file"].as_str().unwrap().to_string(),
                 );
-                let fs: Vec<_> = t["findings"].as_array().unwrap().iter().map(finding).collect();
+                let fs: Vec<_> = t["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(finding)
+                    .collect();
                 if !fs.is_empty() {
                     from_explain.insert(key, fs);
                 }
@@ -667,7 +679,12 @@ fn explain_shows_the_same_findings_as_lint() {
 /// user gave (issue 9 item 11).
 #[test]
 fn shutdown_settings_are_checked_as_given() {
-    let ok = podgrace(&["explain", "examples/web.yaml", "--shutdown-grace-period", "0"]);
+    let ok = podgrace(&[
+        "explain",
+        "examples/web.yaml",
+        "--shutdown-grace-period",
+        "0",
+    ]);
     assert!(ok.status.success(), "{}", stderr(&ok));
     let off = podgrace(&[
         "explain",
@@ -678,7 +695,11 @@ fn shutdown_settings_are_checked_as_given() {
         "node-shutdown",
     ]);
     assert_eq!(off.status.code(), Some(2));
-    assert!(stderr(&off).contains("graceful node shutdown is disabled"), "{}", stderr(&off));
+    assert!(
+        stderr(&off).contains("graceful node shutdown is disabled"),
+        "{}",
+        stderr(&off)
+    );
     // Given alone, the critical pods' share is the kubelet's default 0.
     let o = podgrace(&[
         "explain",
@@ -713,7 +734,9 @@ fn shutdown_settings_are_checked_as_given() {
     ]);
     assert_eq!(alone.status.code(), Some(2));
     assert!(
-        stderr(&alone).contains("is above shutdownGracePeriod, which is 30 s when --shutdown-grace-period is not given"),
+        stderr(&alone).contains(
+            "is above shutdownGracePeriod, which is 30 s when --shutdown-grace-period is not given"
+        ),
         "{}",
         stderr(&alone)
     );
@@ -738,16 +761,39 @@ fn the_delete_flags_shape_the_delete_trigger() {
     assert_eq!(t(&["--grace-period", "-1"]), ("delete".into(), 30));
     assert_eq!(t(&["--now"]), ("delete:1".into(), 1));
     assert_eq!(t(&["--force"]), ("force-delete".into(), 1));
-    assert_eq!(t(&["--grace-period", "0", "--force"]), ("force-delete".into(), 1));
+    assert_eq!(
+        t(&["--grace-period", "0", "--force"]),
+        ("force-delete".into(), 1)
+    );
     // 0 without --force is sent as 1, and explain says so.
-    let o = podgrace(&["explain", "examples/web.yaml", "--grace-period", "0", "-o", "json"]);
+    let o = podgrace(&[
+        "explain",
+        "examples/web.yaml",
+        "--grace-period",
+        "0",
+        "-o",
+        "json",
+    ]);
     let v = json(&o);
     assert_eq!(v[0]["gracePeriodSeconds"], 1);
-    assert!(v[0]["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "grace-period-zero-is-one"));
+    assert!(v[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["rule"] == "grace-period-zero-is-one"));
     for (args, msg) in [
-        (vec!["--now", "--grace-period", "5"], "error: --now and --grace-period cannot be specified together"),
-        (vec!["--force", "--grace-period", "5"], "error: --force and --grace-period greater than 0 cannot be specified together"),
-        (vec!["--grace-period", "5", "-t", "evict-soft"], "the --trigger list has no delete"),
+        (
+            vec!["--now", "--grace-period", "5"],
+            "error: --now and --grace-period cannot be specified together",
+        ),
+        (
+            vec!["--force", "--grace-period", "5"],
+            "error: --force and --grace-period greater than 0 cannot be specified together",
+        ),
+        (
+            vec!["--grace-period", "5", "-t", "evict-soft"],
+            "the --trigger list has no delete",
+        ),
     ] {
         let mut a = vec!["explain", "examples/web.yaml"];
         a.extend_from_slice(&args);
@@ -755,4 +801,21 @@ fn the_delete_flags_shape_the_delete_trigger() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// `sh -c "sleep 10 && ..."` is known to last at least 10 s: the stop signal comes no earlier
+/// (issue 9 item 12).
+#[test]
+fn a_hook_that_sleeps_first_lasts_at_least_its_sleep() {
+    let file = tmp_file(
+        "explain-sleeps-first",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n    lifecycle:\n      preStop:\n        exec: {command: [sh, -c, \"sleep 10 && nginx -s quit\"]}\n",
+    );
+    let o = podgrace(&["explain", file.to_str().unwrap(), "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = &json(&o)[0]["containers"][0];
+    assert_eq!(c["preStop"]["endSeconds"]["min"], 10, "{c}");
+    assert_eq!(c["preStop"]["endSeconds"]["max"], 30, "{c}");
+    assert_eq!(c["stopSignalSeconds"]["min"], 10, "{c}");
 }

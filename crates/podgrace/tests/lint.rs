@@ -472,19 +472,36 @@ fn input_errors_are_sarif_notifications_and_counted_in_the_json() {
     let run = &v["runs"][0];
     let inv = &run["invocations"][0];
     assert_eq!(inv["executionSuccessful"], false, "{inv}");
-    let notes = inv["toolExecutionNotifications"].as_array().expect("notifications");
+    let notes = inv["toolExecutionNotifications"]
+        .as_array()
+        .expect("notifications");
     assert_eq!(notes.len(), 2, "{notes:#?}");
     assert!(notes.iter().all(|n| n["level"] == "error"));
     let typo = notes
         .iter()
-        .find(|n| n["message"]["text"].as_str().unwrap().contains("unknown field \"bogus\""))
+        .find(|n| {
+            n["message"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("unknown field \"bogus\"")
+        })
         .expect("the typo");
     let loc = &typo["locations"][0]["physicalLocation"];
-    assert!(loc["artifactLocation"]["uri"].as_str().unwrap().ends_with("b-typo.yaml"));
-    assert_eq!((loc["region"]["startLine"].as_u64(), loc["region"]["startColumn"].as_u64()), (Some(5), Some(40)));
-    assert!(notes
-        .iter()
-        .any(|n| n["message"]["text"].as_str().unwrap().contains("c-latin1.yaml:2:10: not UTF-8 text")));
+    assert!(loc["artifactLocation"]["uri"]
+        .as_str()
+        .unwrap()
+        .ends_with("b-typo.yaml"));
+    assert_eq!(
+        (
+            loc["region"]["startLine"].as_u64(),
+            loc["region"]["startColumn"].as_u64()
+        ),
+        (Some(5), Some(40))
+    );
+    assert!(notes.iter().any(|n| n["message"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("c-latin1.yaml:2:10: not UTF-8 text")));
     // The readable file's finding is still reported.
     assert_eq!(run["results"][0]["ruleId"], "zero-grace-force-deletes");
 
@@ -494,7 +511,10 @@ fn input_errors_are_sarif_notifications_and_counted_in_the_json() {
     assert_eq!(v["summary"]["inputErrors"], 2, "{}", v["summary"]);
     assert_eq!(v["summary"]["error"], 1);
     let ie = v["inputErrors"].as_array().expect("inputErrors");
-    assert!(ie.iter().any(|e| e["line"] == 5 && e["column"] == 40), "{ie:#?}");
+    assert!(
+        ie.iter().any(|e| e["line"] == 5 && e["column"] == 40),
+        "{ie:#?}"
+    );
 
     let o = podgrace(&["lint", d]);
     assert_eq!(o.status.code(), Some(2));
@@ -505,7 +525,12 @@ fn input_errors_are_sarif_notifications_and_counted_in_the_json() {
     );
 
     // A clean run says it ran successfully.
-    let o = podgrace(&["lint", dir.join("a-good.yaml").to_str().unwrap(), "-o", "sarif"]);
+    let o = podgrace(&[
+        "lint",
+        dir.join("a-good.yaml").to_str().unwrap(),
+        "-o",
+        "sarif",
+    ]);
     let v = json(&o);
     assert_eq!(v["runs"][0]["invocations"][0]["executionSuccessful"], true);
     assert!(v["runs"][0]["invocations"][0]["toolExecutionNotifications"].is_null());
@@ -528,5 +553,9 @@ fn filename_flag_beside_the_paths() {
     assert_eq!(json(&both)["findings"], json(&a)["findings"]);
     let none = podgrace(&["lint"]);
     assert_eq!(none.status.code(), Some(2));
-    assert!(stderr(&none).contains("no manifest given"), "{}", stderr(&none));
+    assert!(
+        stderr(&none).contains("no manifest given"),
+        "{}",
+        stderr(&none)
+    );
 }

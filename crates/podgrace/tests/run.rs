@@ -782,9 +782,22 @@ fn the_delete_flags_and_the_eviction_are_spelled_as_in_explain() {
     let o = podgrace(&["run", f, "--now", "--grace-period", "3"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--now and --grace-period cannot be specified together"));
-    let o = podgrace(&["run", f, "--delete-after", "1s", "--trigger", "evict-soft", "--grace-period", "3"]);
+    let o = podgrace(&[
+        "run",
+        f,
+        "--delete-after",
+        "1s",
+        "--trigger",
+        "evict-soft",
+        "--grace-period",
+        "3",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("an eviction takes its grace from the kubelet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("an eviction takes its grace from the kubelet"),
+        "{}",
+        stderr(&o)
+    );
     if !privileged("run flags") {
         return;
     }
@@ -796,7 +809,10 @@ fn the_delete_flags_and_the_eviction_are_spelled_as_in_explain() {
         let r = json(&out);
         let t = termination(&r, "app");
         (
-            t["reason"].as_str().unwrap_or_else(|| panic!("{r}")).to_string(),
+            t["reason"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_string(),
             t["gracePeriodSeconds"].as_i64().unwrap_or(-9),
         )
     };
@@ -843,9 +859,20 @@ fn the_summary_says_why() {
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}\n{}", stderr(&out));
     }
-    let out = podgrace(&["run", hooks.to_str().unwrap(), "--delete-after", "2s", "-o", "json"]);
+    let out = podgrace(&[
+        "run",
+        hooks.to_str().unwrap(),
+        "--delete-after",
+        "2s",
+        "-o",
+        "json",
+    ]);
     let r = json(&out);
-    assert_eq!(termination(&r, "exit3")["preStop"]["detail"], "exited with 3", "{r}");
+    assert_eq!(
+        termination(&r, "exit3")["preStop"]["detail"],
+        "exited with 3",
+        "{r}"
+    );
 }
 
 /// `1 restart`, not `1 restarts`.
@@ -863,6 +890,10 @@ fn one_restart_is_singular() {
     );
     let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "1500ms"]);
     let text = stdout(&out);
-    assert!(text.contains("  app (main, 1 restart)\n"), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("  app (main, 1 restart)\n"),
+        "{text}\n{}",
+        stderr(&out)
+    );
     let _ = std::fs::remove_file(format!("/tmp/podgrace-once-{}", std::process::id()));
 }

@@ -185,6 +185,8 @@ pub fn rejections(
                 // Rejected for being above the grace, or for not being positive (0 is accepted
                 // from 1.33): the fix names a value on the right side of the limit.
                 let fix = match value.parse::<i64>() {
+                    // No grace the API accepts is above it.
+                    Ok(v) if v == timeline::MAX_GRACE_PERIOD_SECONDS => "shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out (no terminationGracePeriodSeconds the API accepts is above it)".to_string(),
                     Ok(v) if v > 0 => format!(
                         "shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out, or raise terminationGracePeriodSeconds above {v}, to the sleep's {v} s plus your app's drain time"
                     ),

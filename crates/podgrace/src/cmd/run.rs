@@ -376,7 +376,8 @@ fn summary(r: &RunReport) -> String {
             .find(|e| e.container.as_deref() == Some(container) && e.reason == reason)
     };
     // Whether a container ever started (a Started event), and why one never did.
-    let never_started = |name: &str| event_of(name, podgrace_node::events::reason::STARTED).is_none();
+    let never_started =
+        |name: &str| event_of(name, podgrace_node::events::reason::STARTED).is_none();
     for (i, c) in r.containers.iter().enumerate() {
         let _ = writeln!(
             out,
