@@ -486,3 +486,30 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
         assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
     }
 }
+
+/// The examples that serve traffic drill as they are (issue 9 item 12); web.yaml, whose preStop
+/// covers the endpoint lag and whose app drains, passes: the README's example drill.
+#[test]
+fn the_serving_examples_drill() {
+    if !privileged("example drills") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for (example, pass) in [
+        ("examples/web.yaml", true),
+        ("examples/sidecar.yaml", false),
+    ] {
+        let out = podgrace(&["drill", example, "-o", "json", "--duration", "12s"]);
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{example}: {}",
+            stderr(&out)
+        );
+        let r = json(&out);
+        if pass {
+            assert_eq!(r["verdict"], "pass", "{example}: {r}");
+        }
+        assert!(r["requests"].as_u64().unwrap() > 1000, "{example}: {r}");
+    }
+}

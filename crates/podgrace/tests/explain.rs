@@ -92,7 +92,7 @@ fn json_follows_the_explain_contract() {
     assert_eq!(pod["file"], "examples/sidecar.yaml");
     assert_eq!(
         (pod["line"].as_u64(), pod["column"].as_u64()),
-        (Some(3), Some(1))
+        (Some(6), Some(1))
     );
     let proxy = &pod["containers"][0];
     let mut keys: Vec<&str> = proxy
@@ -426,7 +426,7 @@ fn a_probe_trigger_that_applies_to_no_pod_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "error: examples/web.yaml:3:1: pod web: no container named \"nope\" (containers: app)\n"
+        "error: examples/web.yaml:5:1: pod web: no container named \"nope\" (containers: app)\n"
     );
 }
 

@@ -39,8 +39,8 @@ fn exit_codes_follow_fail_on() {
     // hook-too-long has an error.
     let o = podgrace(&["lint", "examples/hook-too-long.yaml"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stdout(&o).contains("Pod slow-shutdown (examples/hook-too-long.yaml:3:1)"));
-    assert!(stdout(&o).contains("  examples/hook-too-long.yaml:13:9  error    prestop-exceeds-grace  container worker: preStop exec sleep 300 s"));
+    assert!(stdout(&o).contains("Pod slow-shutdown (examples/hook-too-long.yaml:5:1)"));
+    assert!(stdout(&o).contains("  examples/hook-too-long.yaml:15:9  error    prestop-exceeds-grace  container worker: preStop exec sleep 300 s"));
     // A warning only: exit 0 by default, 1 with --fail-on warning.
     let web = tmp("web.yaml", WEB);
     let web = web.to_str().expect("utf-8");
@@ -72,7 +72,7 @@ fn json_output() {
     assert_eq!(f["rule"], "prestop-exceeds-grace");
     assert_eq!(f["severity"], "error");
     assert_eq!(f["file"], "examples/hook-too-long.yaml");
-    assert_eq!(f["line"], 13);
+    assert_eq!(f["line"], 15);
     assert_eq!(f["column"], 9);
     assert_eq!(f["path"], "spec.containers[0].lifecycle.preStop");
     assert_eq!(f["object"]["kind"], "Pod");
@@ -108,7 +108,7 @@ fn sarif_output_is_valid_sarif_2_1_0() {
         loc["artifactLocation"]["uri"],
         "examples/hook-too-long.yaml"
     );
-    assert_eq!(loc["region"]["startLine"], 13);
+    assert_eq!(loc["region"]["startLine"], 15);
     assert_eq!(loc["region"]["startColumn"], 9);
     // Info findings are notes.
     assert!(run["results"]

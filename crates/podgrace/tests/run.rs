@@ -897,3 +897,49 @@ fn one_restart_is_singular() {
     );
     let _ = std::fs::remove_file(format!("/tmp/podgrace-once-{}", std::process::id()));
 }
+
+/// Every manifest under `examples/` runs as it is on this machine (issue 9 item 12): each
+/// container starts (no `Failed` event: its command exists here) and is deleted, with
+/// `--grace-period 2` to keep the test short.
+#[test]
+fn every_example_runs() {
+    if !privileged("examples") {
+        return;
+    }
+    let mut n = 0;
+    for entry in std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        n += 1;
+        let p = path.to_str().unwrap();
+        let out = podgrace(&[
+            "run",
+            p,
+            "--delete-after",
+            "1500ms",
+            "--grace-period",
+            "2",
+            "-o",
+            "json",
+        ]);
+        assert!(out.status.success(), "{p}: {}", stderr(&out));
+        let r = json(&out);
+        assert!(
+            r["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["reason"] != "Failed"),
+            "{p}: {r}"
+        );
+        for c in r["containers"].as_array().unwrap() {
+            assert_eq!(c["terminations"][0]["reason"], "Deleted", "{p}: {c}");
+        }
+    }
+    assert!(n >= 3, "{n} examples");
+}
