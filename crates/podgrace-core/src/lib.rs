@@ -6,7 +6,8 @@
 //!
 //! - [`manifest`]: YAML into `k8s-openapi` types, converted once into a [`plan::PodPlan`].
 //! - [`rules`]: one module per upstream owner (apiserver, pod worker, kuberuntime, eviction,
-//!   node shutdown, endpoints, container runtime).
+//!   node shutdown, endpoints, container runtime, the kubelet's pod status, the API server's
+//!   table printer and address validation), plus the measured latencies of a real runtime.
 //! - [`seconds`]: exact times (milliseconds in an `i128`) for timelines.
 //! - [`timeline`]: the rules composed into one pod's termination timeline for one trigger.
 //! - [`lint`]: termination pitfalls in manifests, with stable rule ids.

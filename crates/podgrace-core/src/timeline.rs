@@ -5,11 +5,16 @@
 //! length is unknown, `min` assumes it returns at once and `max` that it uses its whole budget; a
 //! hook of known length (sleep action, `sleep N`) gives `min == max`. For sidecars, `min` also
 //! assumes every app exits at once on its stop signal and `max` that each runs until SIGKILL.
+//!
+//! [`Options::second_delete`] adds a later `kubectl delete` (what the API server and the kubelet
+//! make of it, per version); [`Options::runtime`] widens the times by a real runtime's measured
+//! latencies (`min` with the smallest, `max` with the largest).
 
 use crate::plan::{ContainerPlan, ContainerRole, Handler, PodPlan};
 use crate::rules::apiserver::{self, KubectlDeleteFlags, PodForDelete, PodPhase};
 use crate::rules::kuberuntime::{self, GraceFields, KillContainer, KillReason};
-use crate::rules::podworker::{self, GraceInputs};
+use crate::rules::latency::{LatencyJson, RuntimeLatencies, RuntimeProfile};
+use crate::rules::podworker::{self, GraceInputs, InFlightEffect, LaterUpdate};
 use crate::rules::{eviction, nodeshutdown, runtime};
 use crate::{KubeVersion, Seconds};
 use serde::Serialize;
@@ -111,6 +116,89 @@ impl Default for KubeletConfig {
 pub struct Options {
     pub version: KubeVersion,
     pub kubelet: KubeletConfig,
+    /// A later `kubectl delete` during the termination (`explain --second-delete`).
+    pub second_delete: Option<LaterDelete>,
+    /// A runtime whose measured latencies widen the times (`explain --runtime`); `None` is a
+    /// runtime that adds none (podgrace's own process runtime comes within milliseconds).
+    pub runtime: Option<RuntimeProfile>,
+}
+
+/// A later `kubectl delete pod` while the termination runs: its flags and when it reaches the
+/// API server, milliseconds after t = 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaterDelete {
+    /// Milliseconds after t = 0 (the first delete, or the kubelet's own kill).
+    pub at_ms: i64,
+    pub flags: KubectlDeleteFlags,
+}
+
+/// A `--second-delete` value that is not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid second delete {0:?}: expected GRACE@SECONDS, where GRACE is a --grace-period (0 or more), force (--grace-period=0 --force) or now (--now), and SECONDS the time after the termination started (3@2.3, force@5)")]
+pub struct ParseLaterDeleteError(pub String);
+
+impl FromStr for LaterDelete {
+    type Err = ParseLaterDeleteError;
+
+    /// `GRACE@SECONDS`: `3@2.3` is `kubectl delete --grace-period=3` 2.3 s after t = 0,
+    /// `force@5` is `--grace-period=0 --force` at 5 s, `now@1` is `--now` at 1 s. Seconds are
+    /// a decimal number with at most millisecond precision.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseLaterDeleteError(s.to_string());
+        let (grace, at) = s.split_once('@').ok_or_else(bad)?;
+        let flags = match grace {
+            "force" => KubectlDeleteFlags {
+                grace_period: 0,
+                force: true,
+                now: false,
+            },
+            "now" => KubectlDeleteFlags {
+                now: true,
+                ..Default::default()
+            },
+            n => {
+                let n: i64 = n.parse().map_err(|_| bad())?;
+                if n < 0 || !grace.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                KubectlDeleteFlags {
+                    grace_period: n,
+                    ..Default::default()
+                }
+            }
+        };
+        Ok(LaterDelete {
+            at_ms: parse_ms(at).ok_or_else(bad)?,
+            flags,
+        })
+    }
+}
+
+/// `2.3` → 2300: non-negative decimal seconds with at most three decimals.
+fn parse_ms(s: &str) -> Option<i64> {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) || s.ends_with('.') {
+        return None;
+    }
+    let w: i64 = whole.parse().ok()?;
+    let f: i64 = format!("{frac:0<3}").parse().ok()?;
+    w.checked_mul(1000)?.checked_add(f)
+}
+
+impl fmt::Display for LaterDelete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = Seconds::from_ms(self.at_ms.into());
+        if self.flags.force {
+            write!(f, "force@{at}")
+        } else if self.flags.now {
+            write!(f, "now@{at}")
+        } else {
+            write!(f, "{}@{at}", self.flags.grace_period)
+        }
+    }
 }
 
 /// A time that depends on how long hooks and apps take: its earliest and latest value, seconds
@@ -204,6 +292,48 @@ pub struct Timeline {
     pub grace_period_seconds: i64,
     pub containers: Vec<ContainerTimeline>,
     pub findings: Vec<Finding>,
+    /// What a later delete did (`explain --second-delete`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub second_delete: Option<SecondDeleteTimeline>,
+    /// The runtime latencies the times include (`explain --runtime`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeTimeline>,
+}
+
+/// The runtime latencies a timeline includes, each with its source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuntimeTimeline {
+    /// The runtime measured, e.g. `containerd 1.6.20 (runc 1.1.5)`.
+    pub name: &'static str,
+    pub latencies: Vec<LatencyJson>,
+}
+
+/// What the API server and the kubelet made of a later delete (`--second-delete`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecondDeleteTimeline {
+    /// When it reached the API server, seconds after t = 0.
+    pub at_seconds: Seconds,
+    /// kubectl's `DeleteOptions.gracePeriodSeconds` (`None`: the object's own).
+    pub request_grace_period_seconds: Option<i64>,
+    /// `--force`.
+    pub force: bool,
+    /// What the API server did: `notFound` (the object is gone), `unchanged` (not shorter: a
+    /// pending graceful delete), `shortened` (new DGPS and DT) or `deleted` (grace 0: removed).
+    pub api: &'static str,
+    /// `deletionGracePeriodSeconds` afterwards (`None` once removed or never set).
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// `deletionTimestamp` afterwards, whole seconds after t = 0 (taken on a whole second, as
+    /// the API stores whole seconds).
+    pub deletion_timestamp_seconds: Option<i64>,
+    /// What the kubelet did with it: `notShorter`, `ignored` (the kill in flight keeps its
+    /// grace), `killedAgain` (1.18–1.21: the pod killer's second kill), `over` (the kill had
+    /// already ended) or `nothing` (no update reached it).
+    pub kubelet: &'static str,
+    /// The termination ends earlier than without it.
+    pub shortens: bool,
+    /// The grace the kill in flight works with, seconds.
+    pub kill_grace_period_seconds: i64,
 }
 
 /// A timeline that cannot be built.
@@ -287,6 +417,8 @@ struct Start {
     kill_override: Option<i64>,
     /// The API object is removed at once (force delete).
     removed_from_api: bool,
+    /// The API object after the trigger (`None` once removed).
+    stored: Option<apiserver::StoredPod>,
 }
 
 fn pod_name(pod: &PodPlan) -> String {
@@ -367,6 +499,8 @@ pub fn explain(
             grace_period_seconds: effective,
             containers: Vec::new(),
             findings,
+            second_delete: None,
+            runtime: runtime_timeline(opts),
         });
     }
     let base = kuberuntime::set_termination_grace_period(
@@ -389,7 +523,20 @@ pub fn explain(
         });
     }
     let ordering = version.at_least(1, 29) && pod.sidecars().next().is_some();
-    let containers = pod_kill(pod, base, override_seconds, version, ordering);
+    let lat = latencies(opts);
+    let mut containers = pod_kill(pod, base, override_seconds, version, ordering, lat);
+    let second_delete = opts.second_delete.map(|later| {
+        later_delete(
+            pod,
+            &start,
+            effective,
+            later,
+            opts,
+            lat,
+            &mut containers,
+            &mut findings,
+        )
+    });
     if let Some(f) = negative_grace_period(pod, &containers) {
         findings.insert(0, f);
     }
@@ -406,7 +553,277 @@ pub fn explain(
         grace_period_seconds: effective,
         containers,
         findings,
+        second_delete,
+        runtime: runtime_timeline(opts),
     })
+}
+
+/// The latencies of `opts.runtime` for the fastest and the slowest case (all zero without one).
+fn latencies(opts: &Options) -> (Lat, Lat) {
+    match opts.runtime.map(RuntimeProfile::latencies) {
+        None => (Lat::default(), Lat::default()),
+        Some(r) => (Lat::of(r, |l| l.min_ms), Lat::of(r, |l| l.max_ms)),
+    }
+}
+
+fn runtime_timeline(opts: &Options) -> Option<RuntimeTimeline> {
+    let r = opts.runtime?.latencies();
+    Some(RuntimeTimeline {
+        name: r.runtime,
+        latencies: r.all().into_iter().map(LatencyJson::from).collect(),
+    })
+}
+
+/// Runtime latencies of one scenario, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Lat {
+    /// StopContainer call → stop signal (also → SIGKILL for a timeout of 0).
+    signal: i128,
+    /// StopContainer deadline → death by SIGKILL.
+    kill: i128,
+    /// Death → StopContainer returns (a sidecar waiting for this container goes on then).
+    stop_return: i128,
+}
+
+impl Lat {
+    fn of(r: &RuntimeLatencies, pick: impl Fn(&crate::rules::latency::Range) -> i64) -> Lat {
+        Lat {
+            signal: pick(&r.stop_signal_after_call.range).into(),
+            kill: pick(&r.kill_after_deadline.range).into(),
+            stop_return: pick(&r.stop_returns_after_exit.range).into(),
+        }
+    }
+}
+
+/// What a later `kubectl delete` does: the API server's `BeforeDelete` on the object as the
+/// trigger left it, then the pod worker's effective grace and what it does to the kill in
+/// flight ([`podworker::later_update_in_flight`]). On 1.18–1.21 a delete that removes the
+/// object makes the pod killer kill every container again (preStop skipped, StopContainer 2 s),
+/// which moves `containers`' stop signal and SIGKILL earlier.
+#[allow(clippy::too_many_arguments)]
+fn later_delete(
+    pod: &PodPlan,
+    start: &Start,
+    effective: i64,
+    later: LaterDelete,
+    opts: &Options,
+    lat: (Lat, Lat),
+    containers: &mut [ContainerTimeline],
+    findings: &mut Vec<Finding>,
+) -> SecondDeleteTimeline {
+    let version = opts.version;
+    let tgps = pod.termination_grace_period_seconds;
+    let at = Seconds::from_ms(later.at_ms.into());
+    // The flags were parsed from the user's value: an invalid combination (--now with a
+    // grace) cannot come from LaterDelete's parser.
+    let request =
+        apiserver::kubectl_delete(later.flags).unwrap_or(apiserver::KubectlDeleteRequest {
+            grace_period_seconds: None,
+            warning: None,
+        });
+    let end = containers
+        .iter()
+        .map(|c| c.kill_seconds.max)
+        .max()
+        .unwrap_or(Seconds::ZERO);
+    let mut out = SecondDeleteTimeline {
+        at_seconds: at,
+        request_grace_period_seconds: request.grace_period_seconds,
+        force: later.flags.force,
+        api: "notFound",
+        deletion_grace_period_seconds: None,
+        deletion_timestamp_seconds: None,
+        kubelet: "nothing",
+        shortens: false,
+        kill_grace_period_seconds: effective,
+    };
+    let said = describe_later(later);
+    let Some(stored) = &start.stored else {
+        findings.push(Finding {
+            rule: "second-delete-does-not-shorten",
+            severity: Severity::Info,
+            message: format!(
+                "{said} at t={at} finds no object: the force delete removed it at once (`Error from server (NotFound): pods \"{}\" not found`); the kubelet goes on terminating with {effective} s",
+                pod.name
+            ),
+        });
+        return out;
+    };
+    let api = apiserver::store_delete_ms(
+        stored,
+        true,
+        request.grace_period_seconds,
+        later.at_ms,
+        apiserver::clamps_deletion_timestamp(version),
+    );
+    let deletion = api
+        .object
+        .as_ref()
+        .or(api.written.as_ref())
+        .map(|o| o.deletion)
+        .unwrap_or_default();
+    out.deletion_grace_period_seconds = deletion.deletion_grace_period_seconds;
+    out.deletion_timestamp_seconds = deletion.deletion_timestamp;
+    out.api = if api.decision.graceful_pending {
+        "unchanged"
+    } else if api.was_deleted {
+        "deleted"
+    } else {
+        "shortened"
+    };
+    if Seconds::from_ms(later.at_ms.into()) >= end && end > Seconds::ZERO {
+        out.kubelet = "over";
+        findings.push(Finding {
+            rule: "second-delete-does-not-shorten",
+            severity: Severity::Info,
+            message: format!(
+                "{said} at t={at} comes after the last SIGKILL deadline (t={end}): the kill is already over"
+            ),
+        });
+        return out;
+    }
+    if api.decision.graceful_pending {
+        out.kubelet = "notShorter";
+        findings.push(Finding {
+            rule: "second-delete-does-not-shorten",
+            severity: Severity::Info,
+            message: format!(
+                "{said} at t={at} is not shorter than deletionGracePeriodSeconds {}: the API server changes nothing (a grace period can only be shortened)",
+                stored.deletion.deletion_grace_period_seconds.unwrap_or(tgps)
+            ),
+        });
+        return out;
+    }
+    let (new_grace, _) = podworker::effective_grace_period(
+        GraceInputs {
+            previous: effective,
+            deletion_grace_period_seconds: deletion.deletion_grace_period_seconds,
+            termination_grace_period_seconds: Some(tgps),
+            override_seconds: None,
+        },
+        version,
+    );
+    let effect = podworker::later_update_in_flight(
+        version,
+        effective,
+        LaterUpdate {
+            effective_grace_seconds: new_grace,
+            object_removed: api.was_deleted,
+            deletion_grace_period_seconds: deletion.deletion_grace_period_seconds,
+        },
+    );
+    let api_said = match (
+        api.was_deleted,
+        deletion.deletion_grace_period_seconds,
+        deletion.deletion_timestamp,
+    ) {
+        (true, _, _) => "the API server removes the object at once".to_string(),
+        (false, Some(g), Some(dt)) => {
+            let moved = stored
+                .deletion
+                .deletion_timestamp
+                .map(|old| old - dt)
+                .filter(|m| *m > 0)
+                .map(|m| format!(" and moves deletionTimestamp back {m} s, to t={dt}"))
+                .unwrap_or_else(|| format!(" and deletionTimestamp t={dt}"));
+            let past = if Seconds::from_secs(dt) < end {
+                format!(" (in the past from t={dt} until the pod is gone at about t={end}, while `kubectl get pods` still shows it Terminating)")
+            } else {
+                String::new()
+            };
+            format!("the API server sets deletionGracePeriodSeconds {g}{moved}{past}")
+        }
+        _ => "the API server records the delete".to_string(),
+    };
+    match effect {
+        InFlightEffect::NotShorter => {
+            out.kubelet = "notShorter";
+            findings.push(Finding {
+                rule: "second-delete-does-not-shorten",
+                severity: Severity::Info,
+                message: format!(
+                    "{said} at t={at}: {api_said}; the kubelet's effective grace stays {effective} s (Kubernetes {version} turns the grace of {} into {new_grace} s), so nothing changes",
+                    deletion.deletion_grace_period_seconds.unwrap_or_default()
+                ),
+            });
+        }
+        InFlightEffect::Ignored {
+            kept_seconds,
+            recorded_seconds,
+        } => {
+            out.kubelet = "ignored";
+            out.kill_grace_period_seconds = kept_seconds;
+            findings.push(Finding {
+                rule: "second-delete-does-not-shorten",
+                severity: Severity::Info,
+                message: format!(
+                    "{said} at t={at} does not shorten this termination: {api_said}; the kubelet's pod worker takes the grace of {recorded_seconds} s and logs \"Cancelling current pod sync\", but Kubernetes {version}'s SyncTerminatingPod kills on a context of its own (pkg/kubelet/kubelet.go, TODO #113606), so the preStop wait, the StopContainer timeout and SIGKILL (by t={end}) keep the grace of {kept_seconds} s (recorded on 1.32: SIGKILL at 30.1-30.2 s after --grace-period=30, then --grace-period=3)"
+                ),
+            });
+        }
+        InFlightEffect::KilledAgain { base_grace_seconds } => {
+            out.kubelet = "killedAgain";
+            let mut second = KillContainer::new(base_grace_seconds, None, version);
+            // No preStop on the second kill when its budget is 0; its StopContainer comes at
+            // once with the floor.
+            if second.pre_stop_budget(true).is_some() {
+                second.pre_stop_finished(0);
+            }
+            let timeout = second.stop_timeout();
+            let at_ms = i128::from(later.at_ms);
+            for c in containers.iter_mut() {
+                let again = |stop: &mut Seconds, kill: &mut Seconds, l: Lat| {
+                    let i = instants(at_ms, timeout, l);
+                    if Seconds::from_ms(i.stop_ms) < *stop {
+                        *stop = Seconds::from_ms(i.stop_ms);
+                    }
+                    if Seconds::from_ms(i.kill_ms) < *kill {
+                        *kill = Seconds::from_ms(i.kill_ms);
+                    }
+                };
+                let (mut lo_stop, mut lo_kill) = (c.stop_signal_seconds.min, c.kill_seconds.min);
+                let (mut hi_stop, mut hi_kill) = (c.stop_signal_seconds.max, c.kill_seconds.max);
+                again(&mut lo_stop, &mut lo_kill, lat.0);
+                again(&mut hi_stop, &mut hi_kill, lat.1);
+                c.stop_signal_seconds = Span {
+                    min: lo_stop.min(hi_stop),
+                    max: hi_stop.max(lo_stop),
+                };
+                c.kill_seconds = Span {
+                    min: lo_kill.min(hi_kill),
+                    max: hi_kill.max(lo_kill),
+                };
+            }
+            let new_end = containers
+                .iter()
+                .map(|c| c.kill_seconds.max)
+                .max()
+                .unwrap_or(Seconds::ZERO);
+            out.shortens = new_end < end;
+            findings.push(Finding {
+                rule: "second-delete-kills-again",
+                severity: Severity::Warning,
+                message: format!(
+                    "{said} at t={at}: {api_said}; Kubernetes {version}'s kubelet then kills every running container a second time, beside the kill in flight (HandlePodRemoves → podKiller): no preStop, StopContainer with {timeout} s, so SIGKILL comes by t={new_end} instead of t={end}"
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// `kubectl delete --grace-period=3`, as the findings name a later delete.
+fn describe_later(later: LaterDelete) -> String {
+    if later.flags.force {
+        "a second `kubectl delete --grace-period=0 --force`".into()
+    } else if later.flags.now {
+        "a second `kubectl delete --now`".into()
+    } else {
+        format!(
+            "a second `kubectl delete --grace-period={}`",
+            later.flags.grace_period
+        )
+    }
 }
 
 /// API server, eviction manager or shutdown manager: how the kubelet is asked to terminate.
@@ -442,6 +859,7 @@ fn resolve_start(
             dgps: out.decision.object.deletion_grace_period_seconds,
             kill_override: None,
             removed_from_api: out.was_deleted,
+            stored: out.object,
         }
     };
     match trigger {
@@ -468,20 +886,16 @@ fn resolve_start(
             force: true,
             now: false,
         }),
-        Trigger::EvictHard => kubelet_kill(eviction::grace_period_override(
-            true,
-            0,
-            Some(tgps),
-            opts.version,
-        )),
+        Trigger::EvictHard => kubelet_kill(
+            eviction::grace_period_override(true, 0, Some(tgps), opts.version),
+            tgps,
+        ),
         Trigger::EvictSoft => {
             let max = opts.kubelet.eviction_max_pod_grace_period;
-            kubelet_kill(eviction::grace_period_override(
-                false,
-                max,
-                Some(tgps),
-                opts.version,
-            ))
+            kubelet_kill(
+                eviction::grace_period_override(false, max, Some(tgps), opts.version),
+                tgps,
+            )
         }
         Trigger::NodeShutdown => {
             let k = opts.kubelet;
@@ -496,12 +910,16 @@ fn resolve_start(
                     .and_then(|gs| gs.into_iter().find(|g| !g.pods.is_empty()))
                     .map(|g| g.group.shutdown_grace_period_seconds)
                     .unwrap_or(0);
-            kubelet_kill(nodeshutdown::pod_grace_period_override(period, Some(tgps)))
+            kubelet_kill(
+                nodeshutdown::pod_grace_period_override(period, Some(tgps)),
+                tgps,
+            )
         }
         Trigger::Liveness(_) | Trigger::Startup(_) => Start {
             dgps: None,
             kill_override: None,
             removed_from_api: false,
+            stored: Some(running_object(tgps)),
         },
     }
 }
@@ -545,12 +963,26 @@ fn trigger_findings(
     }
 }
 
-/// A kill the kubelet starts itself (eviction, node shutdown) with a grace-period override.
-fn kubelet_kill(override_seconds: i64) -> Start {
+/// A kill the kubelet starts itself (eviction, node shutdown) with a grace-period override; the
+/// API object has no deletion timestamp.
+fn kubelet_kill(override_seconds: i64, tgps: i64) -> Start {
     Start {
         dgps: None,
         kill_override: Some(override_seconds),
         removed_from_api: false,
+        stored: Some(running_object(tgps)),
+    }
+}
+
+/// A scheduled, running pod object that nobody has deleted.
+fn running_object(tgps: i64) -> apiserver::StoredPod {
+    apiserver::StoredPod {
+        pod: PodForDelete {
+            node_name: "node".into(),
+            phase: PodPhase::Running,
+            termination_grace_period_seconds: Some(tgps),
+        },
+        ..Default::default()
     }
 }
 
@@ -591,46 +1023,63 @@ struct Instants {
     timeout_s: i64,
 }
 
-/// The kill instant: the StopContainer timeout after the stop signal (a timeout of 0 or less
-/// kills at once).
-fn kill_at(stop_ms: i128, timeout_s: i64) -> i128 {
-    stop_ms.saturating_add(i128::from(timeout_s.max(0)) * 1000)
-}
-
-fn main_instants(kill: &KillContainer, hook_end_ms: Option<i128>) -> Instants {
-    let mut k = *kill;
-    let stop_ms = hook_end_ms.unwrap_or(0);
-    if hook_end_ms.is_some() {
-        k.pre_stop_finished(stop_ms);
+/// The stop signal and SIGKILL of a StopContainer called at `call_ms` with `timeout_s`: the
+/// signal at the call (plus the runtime's latency), SIGKILL at the deadline (plus its
+/// latency); a timeout of 0 or less kills at once, without a stop signal.
+fn instants(call_ms: i128, timeout_s: i64, lat: Lat) -> Instants {
+    if timeout_s <= 0 {
+        let at = call_ms.saturating_add(lat.signal);
+        return Instants {
+            stop_ms: at,
+            kill_ms: at,
+            timeout_s,
+        };
     }
-    let timeout_s = k.stop_timeout();
     Instants {
-        stop_ms,
-        kill_ms: kill_at(stop_ms, timeout_s),
+        stop_ms: call_ms.saturating_add(lat.signal),
+        kill_ms: call_ms
+            .saturating_add(i128::from(timeout_s) * 1000)
+            .saturating_add(lat.kill),
         timeout_s,
     }
 }
 
+fn main_instants(kill: &KillContainer, hook_end_ms: Option<i128>, lat: Lat) -> Instants {
+    let mut k = *kill;
+    let call_ms = hook_end_ms.unwrap_or(0);
+    if hook_end_ms.is_some() {
+        k.pre_stop_finished(call_ms);
+    }
+    instants(call_ms, k.stop_timeout(), lat)
+}
+
 /// Every running container of the pod killed in parallel (`killContainersWithSyncResult`).
+/// `lat` holds the runtime's latencies for the fastest and the slowest case.
 fn pod_kill(
     pod: &PodPlan,
     base: i64,
     override_seconds: Option<i64>,
     version: KubeVersion,
     ordering: bool,
+    lat: (Lat, Lat),
 ) -> Vec<ContainerTimeline> {
     let kill = KillContainer::new(base, override_seconds, version);
     let mut out: Vec<ContainerTimeline> = Vec::new();
-    // Exit instants of the containers already placed, per scenario: min (apps exit on the stop
+    // When each container placed so far lets the sidecars waiting for it go on (its
+    // StopContainer returning after its death), per scenario: min (apps exit on the stop
     // signal) and max (apps run until SIGKILL).
     let mut exits: Vec<(String, i128, i128)> = Vec::new();
     let mains: Vec<&ContainerPlan> = pod.containers.iter().collect();
     for c in &mains {
         let hook = hook_ends(c, &kill);
         let signal = stop_signal(c);
-        let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1)));
-        let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2)));
-        exits.push((c.name.clone(), lo.stop_ms, hi.kill_ms));
+        let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1), lat.0));
+        let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2), lat.1));
+        exits.push((
+            c.name.clone(),
+            lo.stop_ms.saturating_add(lat.0.stop_return),
+            hi.kill_ms.saturating_add(lat.1.stop_return),
+        ));
         out.push(timeline_entry(c, signal, hook, lo, hi));
     }
     let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
@@ -648,20 +1097,23 @@ fn pod_kill(
             (
                 signal_effect(
                     &signal,
-                    sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo),
+                    sidecar_instants(&kill, hook.map(|h| h.1), prereq_lo, lat.0),
                 ),
                 signal_effect(
                     &signal,
-                    sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi),
+                    sidecar_instants(&kill, hook.map(|h| h.2), prereq_hi, lat.1),
                 ),
             )
         } else {
             (
-                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1))),
-                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2))),
+                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1), lat.0)),
+                signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2), lat.1)),
             )
         };
-        next_sidecar = Some((lo.stop_ms, hi.kill_ms));
+        next_sidecar = Some((
+            lo.stop_ms.saturating_add(lat.0.stop_return),
+            hi.kill_ms.saturating_add(lat.1.stop_return),
+        ));
         sidecar_entries.push(timeline_entry(c, signal, hook, lo, hi));
     }
     sidecar_entries.reverse();
@@ -685,6 +1137,7 @@ fn sidecar_instants(
     kill: &KillContainer,
     hook_end_ms: Option<i128>,
     prereq_exit_ms: Option<i128>,
+    lat: Lat,
 ) -> Instants {
     let mut k = *kill;
     let start = hook_end_ms.unwrap_or(0);
@@ -693,13 +1146,7 @@ fn sidecar_instants(
     }
     let wait = kuberuntime::wait_for_turn_ms(start, &[prereq_exit_ms], k.turn_budget());
     k.turn_finished(wait);
-    let stop_ms = start.saturating_add(wait);
-    let timeout_s = k.stop_timeout();
-    Instants {
-        stop_ms,
-        kill_ms: kill_at(stop_ms, timeout_s),
-        timeout_s,
-    }
+    instants(start.saturating_add(wait), k.stop_timeout(), lat)
 }
 
 fn timeline_entry(
@@ -769,8 +1216,9 @@ fn probe_kill(
     let kill = KillContainer::new(base, None, opts.version);
     let hook = hook_ends(c, &kill);
     let signal = stop_signal(c);
-    let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1)));
-    let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2)));
+    let lat = latencies(opts);
+    let lo = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.1), lat.0));
+    let hi = signal_effect(&signal, main_instants(&kill, hook.map(|h| h.2), lat.1));
     let entry = timeline_entry(c, signal, hook, lo, hi);
     let mut findings = Vec::new();
     let containers = vec![entry];
@@ -792,6 +1240,8 @@ fn probe_kill(
         grace_period_seconds: base,
         containers,
         findings,
+        second_delete: None,
+        runtime: runtime_timeline(opts),
     }
 }
 

@@ -469,3 +469,187 @@ fn int64_grace_periods_are_timed_exactly() {
     assert!(t.findings.iter().any(|f| f.rule == "kill-beyond-grace"
         && f.message.contains("as late as t=18446744073709551614,")));
 }
+
+// ---- The recorded 1.32 cluster (`shared/cases/real-cluster-1.32.md`) ----
+
+/// The pod of cases a to c: TGPS 10, exec preStop `sleep 3`, an app that ignores SIGTERM.
+const RECORDED: &str = "  terminationGracePeriodSeconds: 10\n  containers:\n    - name: app\n      image: docker.io/library/sa-app:1\n      command: [/sigapp, --ignore-term]\n      lifecycle:\n        preStop:\n          exec: {command: [sleep, \"3\"]}\n";
+
+fn v1_32() -> Options {
+    Options {
+        version: KubeVersion::new(1, 32),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn recorded_a_delete_with_grace_5_sigterm_after_the_hook_sigkill_at_5() {
+    // Recorded: preStop +124 → +3126 ms, SIGTERM +3134, exit 137 at +5145 (ms after the
+    // delete command; the kubelet's Killing event came at +92). StopContainer got 5 − 3 = 2.
+    let t = timeline_with(&pod(RECORDED), Trigger::DeleteWithGrace(5), v1_32());
+    let c = container(&t, "app");
+    assert_eq!(t.grace_period_seconds, 5);
+    span(c.pre_stop.as_ref().unwrap().end_seconds, 3.0, 3.0);
+    span(c.stop_signal_seconds, 3.0, 3.0);
+    span(c.kill_seconds, 5.0, 5.0);
+    assert_eq!(c.stop_timeout_seconds, (2, 2));
+}
+
+#[test]
+fn recorded_a_with_containerd_latencies_lands_on_the_recorded_instants() {
+    // With the measured containerd 1.6 latencies the stop signal comes 8–10 ms after the hook
+    // and the death 20–30 ms after the deadline: recorded 3134 − 3126 = 8 ms and
+    // 5145 − 5126 = 19 ms (the StopContainer call came about when the hook ended).
+    let opts = Options {
+        runtime: Some(podgrace_core::rules::latency::RuntimeProfile::Containerd),
+        ..v1_32()
+    };
+    let t = timeline_with(&pod(RECORDED), Trigger::DeleteWithGrace(5), opts);
+    let c = container(&t, "app");
+    span(c.stop_signal_seconds, 3.008, 3.010);
+    span(c.kill_seconds, 5.020, 5.030);
+    let rt = t.runtime.as_ref().expect("runtime latencies listed");
+    assert_eq!(rt.latencies.len(), 4);
+    assert!(rt.latencies.iter().all(|l| !l.source.is_empty()));
+}
+
+#[test]
+fn recorded_b_force_delete_cuts_the_hook_at_1_and_kills_at_3() {
+    // Recorded: preStop +127, cut after 1 s; SIGTERM +1084; SIGKILL +3095 (2 s floor).
+    let t = timeline_with(&pod(RECORDED), Trigger::ForceDelete, v1_32());
+    let c = container(&t, "app");
+    assert_eq!(t.grace_period_seconds, 1);
+    span(c.pre_stop.as_ref().unwrap().end_seconds, 1.0, 1.0);
+    span(c.stop_signal_seconds, 1.0, 1.0);
+    span(c.kill_seconds, 3.0, 3.0);
+    assert!(t
+        .findings
+        .iter()
+        .any(|f| f.rule == "force-delete-keeps-running"));
+}
+
+#[test]
+fn recorded_c_a_second_shorter_delete_does_not_shorten_the_kill_in_flight() {
+    // Recorded twice on 1.32: --grace-period=30, then --grace-period=3 2.3 s (5.3 s) later.
+    // The API: DGPS 3, deletionTimestamp 27 s earlier. The kubelet: preStop its full 3 s,
+    // StopContainer timeout 27, SIGKILL at 30.1–30.2 s.
+    for at in ["3@2.329", "3@5.263"] {
+        let opts = Options {
+            second_delete: Some(at.parse().unwrap()),
+            ..v1_32()
+        };
+        let t = timeline_with(&pod(RECORDED), Trigger::DeleteWithGrace(30), opts);
+        let c = container(&t, "app");
+        span(c.stop_signal_seconds, 3.0, 3.0);
+        span(c.kill_seconds, 30.0, 30.0);
+        assert_eq!(c.stop_timeout_seconds, (27, 27));
+        let sd = t.second_delete.as_ref().expect("second delete");
+        assert_eq!(sd.api, "shortened");
+        assert_eq!(sd.deletion_grace_period_seconds, Some(3));
+        assert_eq!(sd.deletion_timestamp_seconds, Some(3));
+        assert_eq!(sd.kubelet, "ignored");
+        assert!(!sd.shortens);
+        assert_eq!(sd.kill_grace_period_seconds, 30);
+        let f = t
+            .findings
+            .iter()
+            .find(|f| f.rule == "second-delete-does-not-shorten")
+            .expect("finding");
+        assert!(
+            f.message.contains("moves deletionTimestamp back 27 s"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.contains("Cancelling current pod sync"),
+            "{}",
+            f.message
+        );
+    }
+}
+
+#[test]
+fn a_second_delete_from_1_33_keeps_the_timestamp_out_of_the_past() {
+    // 5.263 s in, old DT − 30 + 3 = 3 s lies in the past: from 1.33 it becomes now (5 s, as
+    // stored in whole seconds) and DGPS 1. The kill in flight is not shortened either way.
+    let opts = Options {
+        version: KubeVersion::new(1, 33),
+        second_delete: Some("3@5.263".parse().unwrap()),
+        ..Default::default()
+    };
+    let t = timeline_with(&pod(RECORDED), Trigger::DeleteWithGrace(30), opts);
+    let sd = t.second_delete.as_ref().unwrap();
+    assert_eq!(sd.deletion_grace_period_seconds, Some(1));
+    assert_eq!(sd.deletion_timestamp_seconds, Some(5));
+    assert_eq!(sd.kubelet, "ignored");
+    span(container(&t, "app").kill_seconds, 30.0, 30.0);
+}
+
+#[test]
+fn a_second_force_delete_shortens_only_before_1_22() {
+    let with = |v: KubeVersion| {
+        let opts = Options {
+            version: v,
+            second_delete: Some("force@5".parse().unwrap()),
+            ..Default::default()
+        };
+        timeline_with(&pod(RECORDED), Trigger::DeleteWithGrace(30), opts)
+    };
+    let new = with(KubeVersion::new(1, 32));
+    assert_eq!(new.second_delete.as_ref().unwrap().api, "deleted");
+    assert_eq!(new.second_delete.as_ref().unwrap().kubelet, "ignored");
+    span(container(&new, "app").kill_seconds, 30.0, 30.0);
+    // 1.21: the object's removal reaches the pod killer, which kills again at once with
+    // StopContainer(2): SIGKILL at 5 + 2 s; the stop signal (after the 3 s hook) is unchanged.
+    let old = with(KubeVersion::new(1, 21));
+    let sd = old.second_delete.as_ref().unwrap();
+    assert_eq!(sd.kubelet, "killedAgain");
+    assert!(sd.shortens);
+    let c = container(&old, "app");
+    span(c.stop_signal_seconds, 3.0, 3.0);
+    span(c.kill_seconds, 7.0, 7.0);
+    assert!(old
+        .findings
+        .iter()
+        .any(|f| f.rule == "second-delete-kills-again"));
+}
+
+#[test]
+fn a_second_delete_after_a_force_delete_finds_no_object() {
+    let opts = Options {
+        second_delete: Some("3@0.5".parse().unwrap()),
+        ..v1_32()
+    };
+    let t = timeline_with(&pod(RECORDED), Trigger::ForceDelete, opts);
+    let sd = t.second_delete.as_ref().unwrap();
+    assert_eq!(sd.api, "notFound");
+    let f = t
+        .findings
+        .iter()
+        .find(|f| f.rule == "second-delete-does-not-shorten")
+        .unwrap();
+    assert!(
+        f.message.contains("pods \"case\" not found"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn a_native_sidecar_waits_for_the_mains_stop_container_to_return() {
+    // containerd 1.6 returned the main container's StopContainer 38 ms–2.9 s after its death;
+    // the kubelet stops the sidecar only then.
+    let yaml = pod("  terminationGracePeriodSeconds: 30\n  initContainers:\n    - name: proxy\n      image: envoyproxy/envoy\n      command: [envoy]\n      restartPolicy: Always\n  containers:\n    - name: app\n      image: app\n      command: [app]\n");
+    let opts = Options {
+        runtime: Some(podgrace_core::rules::latency::RuntimeProfile::Containerd),
+        ..v1_32()
+    };
+    let t = timeline_with(&yaml, Trigger::Delete, opts);
+    let proxy = container(&t, "proxy");
+    // Fastest: app's stop signal at 8 ms, it exits at once, StopContainer returns 38 ms later,
+    // the proxy's StopContainer is called then and its stop signal 8 ms after that.
+    assert_eq!(proxy.stop_signal_seconds.min.ms(), 8 + 38 + 8);
+    // Slowest: app SIGKILLed at 30 s + 30 ms and its StopContainer returning 2.9 s later would
+    // be past the proxy's own 30 s bound on waitForTurn, so the proxy's turn comes at 30 s.
+    assert_eq!(proxy.stop_signal_seconds.max.ms(), 30_000 + 10);
+}

@@ -103,7 +103,7 @@ proptest! {
         let sidecars = sidecar_hooks.into_iter().enumerate()
             .map(|(i, h)| container(&format!("s{i}"), ContainerRole::Sidecar, h)).collect();
         let p = pod(tgps, mains, sidecars);
-        let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, ..Default::default() } };
+        let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, ..Default::default() }, ..Default::default() };
         let tl = explain(&p, &t, &opts).unwrap();
         let g = tl.grace_period_seconds;
         prop_assert!(g >= 1);
@@ -182,7 +182,7 @@ proptest! {
             vec![container("m", ContainerRole::Main, Some(Handler::Sleep { seconds: sleep }))],
             vec![container("s", ContainerRole::Sidecar, Some(Handler::Exec { command: vec!["/x".into()] }))],
         );
-        let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, shutdown_grace_period: i64::MAX, shutdown_grace_period_critical_pods: 1 } };
+        let opts = Options { version: v, kubelet: KubeletConfig { eviction_max_pod_grace_period: max_grace, shutdown_grace_period: i64::MAX, shutdown_grace_period_critical_pods: 1 }, ..Default::default() };
         let tl = explain(&p, &t, &opts).unwrap();
         for c in &tl.containers {
             prop_assert!(c.kill_seconds.max >= c.kill_seconds.min);

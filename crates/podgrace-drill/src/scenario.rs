@@ -722,7 +722,11 @@ fn container_stops_of(
         .containers
         .iter()
         .filter_map(|c| {
-            let t = c.terminations.iter().rev().find(|t| !t.superseded)?;
+            let t = c
+                .terminations
+                .iter()
+                .rev()
+                .find(|t| t.killer == podgrace_node::kubelet::Killer::PodWorker)?;
             let mut stop = ContainerStop {
                 pod: name.to_string(),
                 container: c.name.clone(),
@@ -756,10 +760,11 @@ mod tests {
     fn status(phase: PodPhase, ip: u8, ready: bool) -> PodStatus {
         PodStatus {
             phase,
-            pod_ip: Some(IpAddr::V4(Ipv4Addr::new(169, 254, 77, ip))),
+            pod_ip: Some(IpAddr::V4(Ipv4Addr::new(198, 18, 77, ip))),
             ready,
             terminating_since: None,
             grace_period_seconds: None,
+            last_delete: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use podgrace_core::rules::latency::{Range, RuntimeLatencies, Sampler};
 use tokio::sync::{mpsc, watch};
 
 use crate::process::{
@@ -327,10 +328,30 @@ struct State {
 ///
 /// So a second call with a smaller timeout sends no second signal but SIGKILLs at its own,
 /// earlier deadline (as containerd does; CRI-O instead keeps the earliest deadline in one loop).
+///
+/// By default it adds no latency of its own. [`ProcessRuntime::with_latencies`] makes it add a
+/// real runtime's measured ones (see [`podgrace_core::rules::latency`]): the stop signal (or an
+/// immediate SIGKILL) goes out that long after the call, the SIGKILL that long after the
+/// deadline, StopContainer returns that long after the death, and a container restarted in the
+/// same sandbox starts no earlier than that long after the previous instance died.
 pub struct ProcessRuntime {
     state: Mutex<State>,
     output: mpsc::UnboundedSender<OutputLine>,
     network: NetworkConfig,
+    latency: Option<Latencies>,
+}
+
+/// The measured latencies the runtime adds, with the seeded sampler that draws them.
+struct Latencies {
+    of: RuntimeLatencies,
+    sampler: Mutex<Sampler>,
+}
+
+impl Latencies {
+    fn draw(&self, pick: impl Fn(&RuntimeLatencies) -> &Range) -> Duration {
+        let ms = lock(&self.sampler).sample(pick(&self.of));
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -350,9 +371,38 @@ impl ProcessRuntime {
                 state: Mutex::new(State::default()),
                 output: tx,
                 network,
+                latency: None,
             },
             rx,
         )
+    }
+
+    /// This runtime, adding the measured latencies `of` around every stop and restart, each
+    /// drawn from its recorded range by a sampler seeded with `seed` (the same seed gives the
+    /// same draws in the same order of calls).
+    pub fn with_latencies(mut self, of: RuntimeLatencies, seed: u64) -> Self {
+        self.latency = Some(Latencies {
+            of,
+            sampler: Mutex::new(Sampler::new(seed)),
+        });
+        self
+    }
+
+    /// The latencies this runtime adds, if any.
+    pub fn latencies(&self) -> Option<&RuntimeLatencies> {
+        self.latency.as_ref().map(|l| &l.of)
+    }
+
+    /// Sleeps for a drawn latency (none without latencies), or until `ctx` ends.
+    async fn lag(&self, ctx: &CallContext, pick: impl Fn(&RuntimeLatencies) -> &Range) -> bool {
+        let Some(l) = &self.latency else {
+            return true;
+        };
+        let d = l.draw(pick);
+        tokio::select! {
+            () = tokio::time::sleep(d) => true,
+            () = ctx.done() => false,
+        }
     }
 
     /// The stop events of a container so far, in order (empty for an unknown id).
@@ -382,6 +432,16 @@ impl ProcessRuntime {
             signaled: Arc::clone(&c.stop_signaled),
             events: Arc::clone(&c.events),
         })
+    }
+
+    /// StopContainer returning after the container died: at once, or after the measured
+    /// latency (containerd 1.6 returned 38 ms to 2.9 s after the death).
+    async fn returned(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        if self.lag(ctx, |r| &r.stop_returns_after_exit.range).await {
+            Ok(())
+        } else {
+            Err(RuntimeError::StopContainerCancelled { id: id.into() })
+        }
     }
 
     async fn wait_exit(process: &ContainerProcess, events: &Mutex<Vec<StopEvent>>) {
@@ -472,10 +532,29 @@ impl RuntimeService for ProcessRuntime {
 
     async fn create_container(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         pod_sandbox_id: &str,
         config: ContainerConfig,
     ) -> Result<String, RuntimeError> {
+        if let Some(l) = &self.latency {
+            // A restart: the previous instance of this container in this sandbox died at
+            // `died`; a real runtime and kubelet start the new one that long after the death.
+            let died = {
+                let st = lock(&self.state);
+                st.containers
+                    .values()
+                    .filter(|c| c.sandbox_id == pod_sandbox_id && c.config.name == config.name)
+                    .filter_map(|c| c.process.as_ref()?.try_exit().map(|e| e.at))
+                    .max()
+            };
+            if let Some(died) = died {
+                let at = died + l.draw(|r| &r.restart_after_exit.range);
+                tokio::select! {
+                    () = tokio::time::sleep_until(at.into()) => {}
+                    () = ctx.done() => {}
+                }
+            }
+        }
         let mut st = lock(&self.state);
         if !st.sandboxes.contains_key(pod_sandbox_id) {
             return Err(RuntimeError::PodSandboxNotFound {
@@ -587,16 +666,25 @@ impl RuntimeService for ProcessRuntime {
         if process.try_exit().is_some() {
             return Ok(());
         }
+        let called = Instant::now();
         record(
             &events,
-            Instant::now(),
+            called,
             StopEventKind::StopRequested { timeout_seconds },
         );
+        let deadline =
+            tokio::time::Instant::from(called) + Duration::from_secs(timeout_seconds.max(0) as u64);
         if timeout_seconds > 0 {
             if signaled
                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
+                if !self.lag(ctx, |r| &r.stop_signal_after_call.range).await {
+                    return Err(RuntimeError::StopContainerCancelled { id: id.into() });
+                }
+                if process.try_exit().is_some() {
+                    return self.returned(ctx, id).await;
+                }
                 let at = Instant::now();
                 process.signal(stop_signal).map_err(|source| {
                     RuntimeError::StopContainerSignal {
@@ -621,13 +709,22 @@ impl RuntimeService for ProcessRuntime {
                     },
                 );
             }
-            let deadline =
-                tokio::time::Instant::now() + Duration::from_secs(timeout_seconds as u64);
             tokio::select! {
-                _ = Self::wait_exit(&process, &events) => return Ok(()),
+                _ = Self::wait_exit(&process, &events) => return self.returned(ctx, id).await,
                 _ = ctx.done() => return Err(RuntimeError::StopContainerCancelled { id: id.into() }),
                 _ = tokio::time::sleep_until(deadline) => {}
             }
+            // A real runtime's SIGKILL lands this long after the deadline.
+            if self.latency.is_some() {
+                tokio::select! {
+                    _ = Self::wait_exit(&process, &events) => return self.returned(ctx, id).await,
+                    ok = self.lag(ctx, |r| &r.kill_after_deadline.range) => if !ok {
+                        return Err(RuntimeError::StopContainerCancelled { id: id.into() });
+                    },
+                }
+            }
+        } else if !self.lag(ctx, |r| &r.stop_signal_after_call.range).await {
+            return Err(RuntimeError::StopContainerCancelled { id: id.into() });
         }
         let at = Instant::now();
         let sent = process
@@ -641,7 +738,7 @@ impl RuntimeService for ProcessRuntime {
             record(&events, at, StopEventKind::KillSent);
         }
         tokio::select! {
-            _ = Self::wait_exit(&process, &events) => Ok(()),
+            _ = Self::wait_exit(&process, &events) => self.returned(ctx, id).await,
             _ = ctx.done() => Err(RuntimeError::StopContainerCancelled { id: id.into() }),
         }
     }

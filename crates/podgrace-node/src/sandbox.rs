@@ -1,7 +1,10 @@
 //! A pod's network: its own network namespace and an address reachable from the host only.
 //!
-//! Layout for pod index `n` (2..=254) in the configured /24 (default `169.254.77.0/24`,
-//! link-local, so it is never routed off the host):
+//! Layout for pod index `n` (2..=254) in the configured /24 (default [`DEFAULT_POD_NETWORK`],
+//! in 198.18.0.0/15, the RFC 2544 benchmarking range: neither private nor routed on the
+//! Internet, and accepted by Kubernetes in Endpoints and EndpointSlices, which link-local
+//! 169.254.0.0/16 is not; checked on this machine: no address or route used any of
+//! 198.18.0.0/15):
 //! * netns `podgrace-<n>-<owner pid>` (named, under `/run/netns`), `lo` up;
 //! * a veth pair: `pgh<n>` on the host with `<base>.1/32` and a route `<base>.n/32` to it,
 //!   `eth0` in the pod with `<base>.n/32` and one route, to `<base>.1` (scope link).
@@ -40,8 +43,15 @@ pub enum SandboxError {
     Closed,
 }
 
-/// The default pod range (`--pod-network` of `run` and `drill`), host-only.
-pub const DEFAULT_POD_NETWORK: &str = "169.254.77.0/24";
+/// The default pod range (`--pod-network`), a /24 of 198.18.0.0/15 (RFC 2544).
+///
+/// Pod addresses must be ones kube-apiserver accepts in Endpoints and EndpointSlices
+/// (`ValidateEndpointIP`, [`podgrace_core::rules::validation::validate_endpoint_ip`]): on a
+/// real 1.32 cluster, pods on a link-local 169.254.88.0/24 bridge were Running and Ready but
+/// the endpointslice controller published no endpoint (`FailedToUpdateEndpointSlices ... may
+/// not be in the link-local range`), while on 198.18.88.0/24 it published them
+/// (`shared/cases/real-cluster-1.32.md`, issue 19). podgrace's range before was 169.254.77.0/24.
+pub const DEFAULT_POD_NETWORK: &str = "198.18.77.0/24";
 
 /// The address range pods get their IPs from: `base` is the /24 network address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,9 +61,77 @@ pub struct NetworkConfig {
 
 impl Default for NetworkConfig {
     fn default() -> Self {
-        NetworkConfig {
-            base: Ipv4Addr::new(169, 254, 77, 0),
+        // DEFAULT_POD_NETWORK parses (a unit test holds it to that).
+        DEFAULT_POD_NETWORK.parse().unwrap_or(NetworkConfig {
+            base: Ipv4Addr::new(198, 18, 77, 0),
+        })
+    }
+}
+
+/// Why a pod range (`--pod-network`) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodNetworkError {
+    /// Not of the form `A.B.C.0/24`.
+    #[error("expected A.B.C.0/24, got {0:?}")]
+    Syntax(String),
+    /// A prefix other than /24.
+    #[error("only /24 pod networks are supported, got /{0}")]
+    Prefix(String),
+    /// The host part is not 0.
+    #[error("{0}: the host part must be 0 (A.B.C.0/24)")]
+    HostPart(String),
+    /// Pods in this range would get addresses kube-apiserver rejects in Endpoints and
+    /// EndpointSlices, so no Service would ever route to them.
+    #[error("{range}: pod addresses such as {example} are rejected by kube-apiserver in Endpoints and EndpointSlices, so a Service would never route to these pods: {error}; use a range such as {DEFAULT_POD_NETWORK} (198.18.0.0/15, RFC 2544)")]
+    Special {
+        range: String,
+        example: Ipv4Addr,
+        error: String,
+    },
+    /// Multicast, broadcast or the unspecified network: no unicast pod address at all.
+    #[error(
+        "{0}: a pod range must be an ordinary unicast range (not multicast, broadcast or 0.0.0.0)"
+    )]
+    NotUnicast(String),
+}
+
+impl std::str::FromStr for NetworkConfig {
+    type Err = PodNetworkError;
+
+    /// `A.B.C.0/24`. The pod addresses (`.2` to `.254`; `.1` is the host side) must pass
+    /// kube-apiserver's `ValidateEndpointIP`: not loopback, link-local or link-local
+    /// multicast.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, len) = s
+            .split_once('/')
+            .ok_or_else(|| PodNetworkError::Syntax(s.to_string()))?;
+        if len != "24" {
+            return Err(PodNetworkError::Prefix(len.to_string()));
         }
+        let base: Ipv4Addr = addr
+            .parse()
+            .map_err(|_| PodNetworkError::Syntax(s.to_string()))?;
+        if base.octets()[3] != 0 {
+            return Err(PodNetworkError::HostPart(s.to_string()));
+        }
+        if base.is_multicast() || base.is_broadcast() || base.is_unspecified() {
+            return Err(PodNetworkError::NotUnicast(s.to_string()));
+        }
+        let config = NetworkConfig { base };
+        // A /24 lies wholly inside or outside each special range, so one address decides.
+        let example = config.addr(2);
+        let errs = podgrace_core::rules::validation::validate_endpoint_ip(
+            &example.to_string(),
+            "endpoints[0].addresses[0]",
+        );
+        if let Some(e) = errs.first() {
+            return Err(PodNetworkError::Special {
+                range: s.to_string(),
+                example,
+                error: e.to_string(),
+            });
+        }
+        Ok(config)
     }
 }
 
@@ -384,6 +462,40 @@ impl Drop for Sandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_range_is_one_kubernetes_accepts_and_special_ranges_are_refused() {
+        let d = NetworkConfig::default();
+        assert_eq!(d.base, Ipv4Addr::new(198, 18, 77, 0));
+        assert_eq!(DEFAULT_POD_NETWORK.parse::<NetworkConfig>(), Ok(d.clone()));
+        assert!(podgrace_core::rules::validation::validate_endpoint_ip(
+            &d.addr(254).to_string(),
+            "ip"
+        )
+        .is_empty());
+        let err = "169.254.77.0/24".parse::<NetworkConfig>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "169.254.77.0/24: pod addresses such as 169.254.77.2 are rejected by kube-apiserver in Endpoints and EndpointSlices, so a Service would never route to these pods: endpoints[0].addresses[0]: Invalid value: \"169.254.77.2\": may not be in the link-local range (169.254.0.0/16, fe80::/10); use a range such as 198.18.77.0/24 (198.18.0.0/15, RFC 2544)"
+        );
+        assert!(matches!(
+            "127.0.5.0/24".parse::<NetworkConfig>(),
+            Err(PodNetworkError::Special { .. })
+        ));
+        assert!(matches!(
+            "224.0.0.0/24".parse::<NetworkConfig>(),
+            Err(PodNetworkError::NotUnicast(_))
+        ));
+        assert!(matches!(
+            "10.1.2.0/16".parse::<NetworkConfig>(),
+            Err(PodNetworkError::Prefix(_))
+        ));
+        assert!(matches!(
+            "10.1.2.3/24".parse::<NetworkConfig>(),
+            Err(PodNetworkError::HostPart(_))
+        ));
+        assert!("10.1.2.0/24".parse::<NetworkConfig>().is_ok());
+    }
 
     #[test]
     fn addresses_are_handed_out_round_robin_after_the_last_one() {

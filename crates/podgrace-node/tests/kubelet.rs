@@ -13,7 +13,8 @@ use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
 use podgrace_node::kubelet::{
-    run_pod, HookOutcome, PodCommand, PodHandle, PodOptions, PodPhase, PodReport,
+    run_pod, DeleteApi, DeleteKubelet, HookOutcome, Killer, PodCommand, PodHandle, PodOptions,
+    PodPhase, PodReport,
 };
 use podgrace_node::process::ExitStatus;
 use podgrace_node::runtime::{ProcessRuntime, StopEvent, StopEventKind};
@@ -34,15 +35,14 @@ struct Run {
 }
 
 fn start(yaml: &str) -> Run {
+    start_with(yaml, PodOptions::default())
+}
+
+fn start_with(yaml: &str, opts: PodOptions) -> Run {
     let (runtime, _output) = ProcessRuntime::new(NetworkConfig::default());
     let runtime = Arc::new(runtime);
     let events = EventRecorder::new();
-    let pod = run_pod(
-        runtime.clone(),
-        plan(yaml),
-        PodOptions::default(),
-        events.clone(),
-    );
+    let pod = run_pod(runtime.clone(), plan(yaml), opts, events.clone());
     Run {
         runtime,
         pod,
@@ -225,36 +225,86 @@ async fn a_failed_exec_hook_is_reported_and_sigterm_follows_at_once() {
     assert!(near(sig, Duration::ZERO), "SIGTERM at {sig:?}");
 }
 
+/// Recorded on a real 1.32 node (`real-cluster-1.32.md` case c): a second, shorter delete
+/// while the kill runs does not shorten it; SIGKILL comes on the first deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shorter_second_delete_shortens_the_termination_without_a_second_signal() {
+async fn a_shorter_second_delete_does_not_shorten_the_kill_in_flight() {
     if !need_namespaces("a_shorter_second_delete") {
         return;
     }
-    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: twice}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
+    let run = start("apiVersion: v1\nkind: Pod\nmetadata: {name: twice}\nspec:\n  terminationGracePeriodSeconds: 4\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n");
     run.running().await;
     let deleted = Instant::now();
     run.pod
         .send(PodCommand::Delete(KubectlDeleteFlags::default()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     run.pod.send(PodCommand::Delete(KubectlDeleteFlags {
-        grace_period: 3,
+        grace_period: 1,
         ..Default::default()
     }));
     let (rt, report) = run.finish().await;
     let ts = &report.containers[0].terminations;
+    assert_eq!(ts.len(), 1, "one kill only: {ts:?}");
+    assert_eq!(ts[0].kill.grace_period_seconds, 4);
+    assert_eq!(ts[0].kill.stop_timeout_seconds, 4);
+    let ev = rt.stop_events(&ts[0].container_id);
+    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL");
+    // On the first deadline (4 s), not 0.5 s + 2 s.
+    assert!(near(kill, Duration::from_secs(4)), "SIGKILL at {kill:?}");
+    let second = report.deletes[1];
+    assert_eq!(
+        second.kubelet,
+        DeleteKubelet::Ignored {
+            kept_seconds: 4,
+            recorded_seconds: 1
+        }
+    );
+    assert!(matches!(
+        second.api,
+        DeleteApi::Graceful {
+            deletion_grace_period_seconds: 1,
+            ..
+        }
+    ));
+}
+
+/// Kubelets up to 1.21: a second delete that removes the object (`--grace-period=0 --force`)
+/// reaches the pod killer, which kills again at once beside the pod worker: no preStop,
+/// StopContainer(2), so SIGKILL 2 s after the second delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_1_22_a_second_force_delete_kills_again() {
+    if !need_namespaces("before_1_22_a_second_force_delete") {
+        return;
+    }
+    let opts = PodOptions {
+        version: podgrace_core::KubeVersion::new(1, 21),
+        ..Default::default()
+    };
+    let run = start_with("apiVersion: v1\nkind: Pod\nmetadata: {name: twice-old}\nspec:\n  terminationGracePeriodSeconds: 8\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n", opts);
+    run.running().await;
+    run.pod
+        .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = Instant::now();
+    run.pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 0,
+        force: true,
+        now: false,
+    }));
+    let (rt, report) = run.finish().await;
+    let ts = &report.containers[0].terminations;
     assert_eq!(ts.len(), 2, "{ts:?}");
-    assert!(ts[0].superseded && !ts[1].superseded);
-    assert_eq!(ts[0].kill.grace_period_seconds, 30);
-    assert_eq!(ts[1].kill.grace_period_seconds, 3);
-    let ev = rt.stop_events(&ts[1].container_id);
+    let by_killer = ts
+        .iter()
+        .find(|t| t.killer == Killer::PodKiller)
+        .expect("pod killer");
+    assert_eq!(by_killer.kill.stop_timeout_seconds, 2);
+    let ev = rt.stop_events(&by_killer.container_id);
+    let kill = at(&ev, second, kill_sent).expect("SIGKILL");
+    assert!(near(kill, Duration::from_secs(2)), "SIGKILL at {kill:?}");
     let signals = ev.iter().filter(|e| signal_sent(&e.kind)).count();
     assert_eq!(signals, 1, "containerd sends the stop signal once: {ev:?}");
-    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL");
-    // The second StopContainer(3) starts at ~0.5 s, so SIGKILL comes at ~3.5 s.
-    assert!(
-        near(kill, Duration::from_millis(3500)),
-        "SIGKILL at {kill:?}"
-    );
+    assert_eq!(report.deletes[1].kubelet, DeleteKubelet::KilledAgain);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

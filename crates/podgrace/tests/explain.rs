@@ -819,3 +819,100 @@ fn a_hook_that_sleeps_first_lasts_at_least_its_sleep() {
     assert_eq!(c["preStop"]["endSeconds"]["max"], 30, "{c}");
     assert_eq!(c["stopSignalSeconds"]["min"], 10, "{c}");
 }
+
+/// The pod of the recorded 1.32 cases (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec
+/// preStop `sleep 3`, an app that ignores SIGTERM.
+const RECORDED: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: term-c}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: docker.io/library/sa-app:1\n    command: [/sigapp]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, \"3\"]}\n";
+
+#[test]
+fn a_second_delete_is_said_not_to_shorten_the_kill() {
+    // Case c: --grace-period=30, then --grace-period=3 2.3 s later.
+    let args = [
+        "explain",
+        "-",
+        "-t",
+        "delete:30",
+        "--second-delete",
+        "3@2.3",
+        "--kubernetes-version",
+        "1.32",
+    ];
+    let out = podgrace_in(&args, Some(RECORDED));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("second delete at t=2.3 s: API deletionGracePeriodSeconds 3, deletionTimestamp t=3 s; kubelet does not shorten: the kill in flight keeps 30 s"),
+        "{text}"
+    );
+    assert!(text.contains("second-delete-does-not-shorten"), "{text}");
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let v = json(&podgrace_in(&json_args, Some(RECORDED)));
+    let sd = &v[0]["secondDelete"];
+    assert_eq!(sd["api"], "shortened");
+    assert_eq!(sd["deletionGracePeriodSeconds"], 3);
+    assert_eq!(sd["deletionTimestampSeconds"], 3);
+    assert_eq!(sd["kubelet"], "ignored");
+    assert_eq!(sd["shortens"], false);
+    assert_eq!(v[0]["containers"][0]["killSeconds"]["max"], 30);
+    // Without the flag the contract has no such key.
+    let plain = json(&podgrace_in(
+        &["explain", "-", "-o", "json"],
+        Some(RECORDED),
+    ));
+    assert!(plain[0].get("secondDelete").is_none());
+    assert!(plain[0].get("runtime").is_none());
+    // Bad values and probe triggers are usage errors.
+    for bad in [
+        vec!["explain", "-", "--second-delete", "3"],
+        vec!["explain", "-", "--second-delete", "-3@1"],
+        vec!["explain", "-", "--second-delete", "3@1.2345"],
+        vec!["explain", "-", "--runtime", "cri-o"],
+    ] {
+        let out = podgrace_in(&bad, Some(RECORDED));
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn runtime_latencies_are_ranges_with_their_sources() {
+    let out = podgrace_in(
+        &[
+            "explain",
+            "-",
+            "-t",
+            "delete:5",
+            "--runtime",
+            "containerd",
+            "-o",
+            "json",
+        ],
+        Some(RECORDED),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let c = &v[0]["containers"][0];
+    // Recorded (case a): SIGTERM 8 ms after the hook ended, exit 137 19 ms after the deadline.
+    assert_eq!(c["stopSignalSeconds"]["min"], 3.008);
+    assert_eq!(c["stopSignalSeconds"]["max"], 3.01);
+    assert_eq!(c["killSeconds"]["min"], 5.02);
+    assert_eq!(c["killSeconds"]["max"], 5.03);
+    let lat = v[0]["runtime"]["latencies"].as_array().unwrap();
+    assert_eq!(lat.len(), 4);
+    let ret = lat
+        .iter()
+        .find(|l| l["id"] == "stopContainerReturnsAfterExit")
+        .unwrap();
+    assert_eq!(ret["minSeconds"], 0.038);
+    assert_eq!(ret["medianSeconds"], 0.072);
+    assert_eq!(ret["maxSeconds"], 2.9);
+    assert!(ret["source"].as_str().unwrap().contains("issue 19"));
+    let text = stdout(&podgrace_in(
+        &["explain", "-", "-t", "delete:5", "--runtime", "containerd"],
+        Some(RECORDED),
+    ));
+    assert!(
+        text.contains("StopContainer returns after the container died: 38 ms–2.9 s, median 72 ms (source: issue 19"),
+        "{text}"
+    );
+}

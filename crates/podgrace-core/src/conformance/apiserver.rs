@@ -4,9 +4,11 @@
 use super::{Check, VectorError};
 use crate::rules::apiserver::{
     before_delete as rule_before_delete, check_graceful_delete as rule_check,
-    kubectl_delete as rule_kubectl, should_delete_during_update, store_delete as rule_store_delete,
-    DeletionState, KubectlDeleteFlags, PodForDelete, PodPhase, StoredPod,
+    clamps_deletion_timestamp, kubectl_delete as rule_kubectl, should_delete_during_update,
+    store_delete as rule_store_delete, store_delete_ms, DeletionState, KubectlDeleteFlags,
+    PodForDelete, PodPhase, StoredPod,
 };
+use crate::KubeVersion;
 use serde_json::Value;
 
 /// The time axis of the vectors: `now` is 1000 s, so `now-60s` is 940.
@@ -198,5 +200,55 @@ pub(super) fn kubectl_delete(c: &mut Check<'_>) -> Result<(), VectorError> {
             }
         }
     }
+    Ok(())
+}
+
+/// `Store.Delete` at millisecond precision on a recorded axis: the stored object before
+/// (DT in whole seconds, DGPS), the request's grace, the clock (`nowMs`); expected DT, DGPS and
+/// the watch events the call produces (`MODIFIED` for the graceful-deletion update, then
+/// `DELETED` when it removed the object).
+pub(super) fn store_delete_clock(c: &mut Check<'_>) -> Result<(), VectorError> {
+    let v: KubeVersion = c
+        .input_str("kubernetesVersion")?
+        .parse()
+        .map_err(|e| c.bad("kubernetesVersion", format!("{e}")))?;
+    let phase_str = c.input_str("phase")?;
+    let phase = PodPhase::parse(phase_str)
+        .ok_or_else(|| c.bad("phase", format!("unknown phase {phase_str:?}")))?;
+    let stored = StoredPod {
+        pod: PodForDelete {
+            node_name: "sanode".into(),
+            phase,
+            termination_grace_period_seconds: c.input_opt_i64("terminationGracePeriodSeconds")?,
+        },
+        deletion: DeletionState {
+            deletion_timestamp: c.input_opt_i64("existing_deletionTimestamp")?,
+            deletion_grace_period_seconds: c
+                .input_opt_i64("existing_deletionGracePeriodSeconds")?,
+        },
+        finalizers: Vec::new(),
+    };
+    let options = c.input_opt_i64("options.gracePeriodSeconds")?;
+    let now_ms = c.input_i64("nowMs")?;
+    let out = store_delete_ms(&stored, true, options, now_ms, clamps_deletion_timestamp(v));
+    let after = out
+        .object
+        .as_ref()
+        .or(out.written.as_ref())
+        .map(|o| o.deletion)
+        .unwrap_or_default();
+    c.expect_eq("metadata.deletionTimestamp", after.deletion_timestamp);
+    c.expect_eq(
+        "metadata.deletionGracePeriodSeconds",
+        after.deletion_grace_period_seconds,
+    );
+    let mut events = Vec::new();
+    if out.written.is_some() {
+        events.push(Value::String("MODIFIED".into()));
+    }
+    if out.was_deleted {
+        events.push(Value::String("DELETED".into()));
+    }
+    c.expect_eq("watchEvents", events);
     Ok(())
 }

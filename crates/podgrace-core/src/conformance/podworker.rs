@@ -3,8 +3,8 @@
 
 use super::{Check, VectorError};
 use crate::rules::podworker::{
-    effective_grace_period, kill_pod_now_wait_seconds, GraceInputs, KillPodOptions, PodUpdate,
-    PodWorker, SyncCall, UpdateType,
+    effective_grace_period, kill_pod_now_wait_seconds, later_update_in_flight, GraceInputs,
+    InFlightEffect, KillPodOptions, LaterUpdate, PodUpdate, PodWorker, SyncCall, UpdateType,
 };
 use crate::KubeVersion;
 use serde_json::{json, Value};
@@ -175,5 +175,37 @@ pub(super) fn kill_pod_now(c: &mut Check<'_>) -> Result<(), VectorError> {
         "derived_wait_timeout_s",
         kill_pod_now_wait_seconds(override_seconds, tgps),
     );
+    Ok(())
+}
+
+/// A later update reaching a `SyncTerminatingPod` in flight: what it does to the kill.
+pub(super) fn later_update(c: &mut Check<'_>) -> Result<(), VectorError> {
+    let v: KubeVersion = c
+        .input_str("kubernetesVersion")?
+        .parse()
+        .map_err(|e| c.bad("kubernetesVersion", format!("{e}")))?;
+    let kill = c.input_i64("killGraceSeconds")?;
+    let update = LaterUpdate {
+        effective_grace_seconds: c.input_i64("laterEffectiveGraceSeconds")?,
+        object_removed: c
+            .input_opt_bool("objectRemoved")?
+            .ok_or_else(|| c.bad("objectRemoved", "expected a boolean"))?,
+        deletion_grace_period_seconds: c.input_opt_i64("deletionGracePeriodSeconds")?,
+    };
+    match later_update_in_flight(v, kill, update) {
+        InFlightEffect::NotShorter => c.expect_eq("effect", "notShorter"),
+        InFlightEffect::Ignored {
+            kept_seconds,
+            recorded_seconds,
+        } => {
+            c.expect_eq("effect", "ignored");
+            c.expect_eq("keptSeconds", kept_seconds);
+            c.expect_eq("recordedSeconds", recorded_seconds);
+        }
+        InFlightEffect::KilledAgain { base_grace_seconds } => {
+            c.expect_eq("effect", "killedAgain");
+            c.expect_eq("baseGraceSeconds", base_grace_seconds);
+        }
+    }
     Ok(())
 }

@@ -109,7 +109,7 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
         .collect();
     let topts = timeline::Options {
         version: opts.version,
-        kubelet: Default::default(),
+        ..Default::default()
     };
     let mut sink = Sink {
         out: Vec::new(),

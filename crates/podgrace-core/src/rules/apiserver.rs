@@ -31,6 +31,18 @@ impl PodPhase {
         })
     }
 
+    /// The API string (`""` for [`PodPhase::Unset`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Unset => "",
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
     /// `true` for Succeeded and Failed.
     pub fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
@@ -100,11 +112,12 @@ pub struct BeforeDeleteOutcome {
 /// `rest.BeforeDelete` for a strategy: decides between an immediate, a graceful and a pending
 /// delete, and writes DT/DGPS.
 ///
-/// * `now`: the current time on the caller's axis, seconds.
+/// * `now`: the current time on the caller's axis, whole seconds (see [`before_delete_ms`] for
+///   the same rule with the clock's milliseconds).
 /// * `check_graceful`: the strategy's `CheckGracefulDelete`, given the (clamped) requested
 ///   period; `None` from it means "not graceful". `supports_graceful == false` models a strategy
 ///   without graceful-delete support.
-/// * `clamp_dt_to_now`: since apiserver v0.33 (Kubernetes 1.33, commit `1bac1a3a1`) a shortened
+/// * `clamp_dt_to_now`: since apiserver v0.33 (Kubernetes 1.33, PR #122646) a shortened
 ///   deletion timestamp is not moved into the past; before that it could be (pass
 ///   [`clamps_deletion_timestamp`] for a version).
 ///
@@ -112,8 +125,50 @@ pub struct BeforeDeleteOutcome {
 /// (HEAD 2026-07, Kubernetes 1.37 development). Negative request values became 1 in v1.22.
 pub fn before_delete(
     existing: DeletionState,
-    mut options_grace_period_seconds: Option<i64>,
+    options_grace_period_seconds: Option<i64>,
     now: i64,
+    supports_graceful: bool,
+    clamp_dt_to_now: bool,
+    check_graceful: impl FnOnce(Option<i64>) -> Option<i64>,
+) -> BeforeDeleteOutcome {
+    before_delete_ms(
+        existing,
+        options_grace_period_seconds,
+        saturate(i128::from(now) * 1000),
+        supports_graceful,
+        clamp_dt_to_now,
+        check_graceful,
+    )
+}
+
+/// `metav1.Time` as the API stores and serves it: whole seconds, the fraction dropped
+/// (`ProtoTime` keeps no nanoseconds; JSON is RFC 3339 without a fraction). `ms` is
+/// milliseconds on the caller's axis; the result is seconds on the same axis, rounded down.
+///
+/// Source: `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/time_proto.go` `ProtoTime` and
+/// `time.go` `MarshalJSON` (Kubernetes 1.18 to 1.37). The recorded 1.32 cluster shows it: a
+/// delete at 09:12:53.24 with grace 5 got `deletionTimestamp: 2026-12-01T09:12:58Z`.
+pub fn stored_time_seconds(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+/// [`before_delete`] with the clock's milliseconds: the API server computes a new deletion
+/// timestamp as `now + grace` at full precision and stores it in whole seconds
+/// ([`stored_time_seconds`]); the "not into the past" clamp compares the new timestamp with
+/// `now_ms` at full precision. DT in [`DeletionState`] stays whole seconds on the axis whose
+/// milliseconds are `now_ms`.
+///
+/// A second, shorter delete moves the stored DT back by the old grace and forward by the new:
+/// `DT' = DT − DGPS + p`. Before 1.33 that may lie in the past (the recorded 1.32 cluster,
+/// case c: `--grace-period=30` then `--grace-period=3` 2.3 s later gave DGPS 3 and a DT 27 s
+/// earlier, in the past from 3 s after the first delete while the pod still showed
+/// `Terminating`). From 1.33 a DT in the past becomes now, and a non-zero `p` becomes 1.
+///
+/// Source: as [`before_delete`].
+pub fn before_delete_ms(
+    existing: DeletionState,
+    mut options_grace_period_seconds: Option<i64>,
+    now_ms: i64,
     supports_graceful: bool,
     clamp_dt_to_now: bool,
     check_graceful: impl FnOnce(Option<i64>) -> Option<i64>,
@@ -155,8 +210,8 @@ pub fn before_delete(
             .saturating_sub(existing_period)
             .saturating_add(requested);
         let mut new_period = requested;
-        if clamp_dt_to_now && new_dt < now {
-            new_dt = now;
+        if clamp_dt_to_now && i128::from(new_dt) * 1000 < i128::from(now_ms) {
+            new_dt = stored_time_seconds(now_ms);
             if requested != 0 {
                 new_period = 1;
             }
@@ -173,7 +228,9 @@ pub fn before_delete(
     match check_graceful(options_grace_period_seconds) {
         None => immediate(object, options_grace_period_seconds),
         Some(period) => {
-            object.deletion_timestamp = Some(now.saturating_add(period));
+            // now + period at full precision, stored in whole seconds (exact in i128).
+            let dt = (i128::from(now_ms) + i128::from(period) * 1000).div_euclid(1000);
+            object.deletion_timestamp = Some(saturate(dt));
             object.deletion_grace_period_seconds = Some(period);
             BeforeDeleteOutcome {
                 graceful: true,
@@ -185,8 +242,13 @@ pub fn before_delete(
     }
 }
 
+fn saturate(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
 /// Whether `BeforeDelete` keeps a shortened deletion timestamp from moving into the past:
-/// `true` from Kubernetes 1.33 (apiserver v0.33, commit `1bac1a3a1`).
+/// `true` from Kubernetes 1.33 (PR #122646, "prevent deletionTimestamp from moving into the
+/// past", merged for 1.33; the recorded 1.32 cluster still moved it into the past).
 pub fn clamps_deletion_timestamp(version: crate::KubeVersion) -> bool {
     version.at_least(1, 33)
 }
@@ -207,6 +269,12 @@ pub struct StoreDeleteOutcome {
     pub was_deleted: bool,
     /// The object as stored afterwards; `None` when it is gone.
     pub object: Option<StoredPod>,
+    /// The object as the graceful-deletion update wrote it, when one was written: the
+    /// `MODIFIED` watch event. A graceful delete with grace 0 writes it and then removes the
+    /// object, so a watcher sees `MODIFIED` (DT set, DGPS 0) and then `DELETED` (recorded on
+    /// 1.32: the force delete of case b, +78 ms and +88 ms; the kubelet's final delete of case
+    /// a, +5811 ms and +5816 ms).
+    pub written: Option<StoredPod>,
     /// The BeforeDelete decision that led here.
     pub decision: BeforeDeleteOutcome,
 }
@@ -214,9 +282,10 @@ pub struct StoreDeleteOutcome {
 /// `Store.Delete` for a pod: BeforeDelete with the pod strategy, then finalizers decide whether
 /// the object stays. A graceful delete with grace 0 and no finalizer removes the object at once
 /// (the "force delete"). `options_present == false` is treated as grace 0 ("older consumers").
+/// `now` is whole seconds; see [`store_delete_ms`].
 ///
 /// Source: `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go` `Store.Delete`
-/// and `updateForGracefulDeletionAndFinalizers` (HEAD 2026-07; Kubernetes 1.33 to 1.37; the DT
+/// and `updateForGracefulDeletionAndFinalizers` (HEAD 2026-07; Kubernetes 1.18 to 1.37; the DT
 /// clamp depends on `clamp_dt_to_now`, see [`before_delete`]).
 pub fn store_delete(
     stored: &StoredPod,
@@ -225,18 +294,42 @@ pub fn store_delete(
     now: i64,
     clamp_dt_to_now: bool,
 ) -> StoreDeleteOutcome {
+    store_delete_ms(
+        stored,
+        options_present,
+        options_grace_period_seconds,
+        saturate(i128::from(now) * 1000),
+        clamp_dt_to_now,
+    )
+}
+
+/// [`store_delete`] with the clock's milliseconds (`now_ms`); deletion timestamps stay whole
+/// seconds as stored ([`before_delete_ms`]).
+pub fn store_delete_ms(
+    stored: &StoredPod,
+    options_present: bool,
+    options_grace_period_seconds: Option<i64>,
+    now_ms: i64,
+    clamp_dt_to_now: bool,
+) -> StoreDeleteOutcome {
     let options = if options_present {
         options_grace_period_seconds
     } else {
         Some(0)
     };
-    let decision = before_delete(stored.deletion, options, now, true, clamp_dt_to_now, |p| {
-        check_graceful_delete(&stored.pod, true, p)
-    });
+    let decision = before_delete_ms(
+        stored.deletion,
+        options,
+        now_ms,
+        true,
+        clamp_dt_to_now,
+        |p| check_graceful_delete(&stored.pod, true, p),
+    );
     if decision.graceful_pending {
         return StoreDeleteOutcome {
             was_deleted: false,
             object: Some(stored.clone()),
+            written: None,
             decision,
         };
     }
@@ -248,7 +341,7 @@ pub fn store_delete(
         } else {
             // Not graceful but finalizers pending: "marked as deleting".
             updated.deletion = DeletionState {
-                deletion_timestamp: Some(now),
+                deletion_timestamp: Some(stored_time_seconds(now_ms)),
                 deletion_grace_period_seconds: Some(0),
             };
         }
@@ -256,21 +349,64 @@ pub fn store_delete(
         if has_finalizers || grace > 0 {
             return StoreDeleteOutcome {
                 was_deleted: false,
-                object: Some(updated),
+                object: Some(updated.clone()),
+                written: Some(updated),
                 decision,
             };
         }
         return StoreDeleteOutcome {
             was_deleted: true,
             object: None,
+            written: Some(updated),
             decision,
         };
     }
     StoreDeleteOutcome {
         was_deleted: true,
         object: None,
+        written: None,
         decision,
     }
+}
+
+/// The kubelet's final delete of a pod it has finished terminating: the status manager deletes
+/// with `gracePeriodSeconds: 0` and the pod's UID as a precondition, once [`status manager's
+/// conditions`](crate::rules::podstatus::can_be_deleted) hold. Through `BeforeDelete` that moves
+/// the deletion timestamp back by the old grace (`DT − DGPS + 0`; from 1.33 not before now),
+/// writes DGPS 0 (a `MODIFIED` event) and removes the object (`DELETED`). `now_ms` as in
+/// [`store_delete_ms`].
+///
+/// Recorded on 1.32 (case a): DGPS 5 and DT 09:12:58Z, then about 0.6 s after phase Failed a
+/// `MODIFIED` with DGPS 0 and DT 09:12:53Z (old − 5 s), then `DELETED` 5 ms later.
+///
+/// Source: `pkg/kubelet/status/status_manager.go` `syncPod` (the delete with
+/// `GracePeriodSeconds: new(int64)` and `NewUIDPreconditions`) and the API server's
+/// [`store_delete_ms`]; Kubernetes 1.18 to 1.37.
+pub fn kubelet_final_delete(
+    stored: &StoredPod,
+    now_ms: i64,
+    version: crate::KubeVersion,
+) -> StoreDeleteOutcome {
+    store_delete_ms(
+        stored,
+        true,
+        Some(0),
+        now_ms,
+        clamps_deletion_timestamp(version),
+    )
+}
+
+/// `metadata.deletionTimestamp` (whole seconds on a Unix axis) as the API prints it: RFC 3339
+/// in UTC without a fraction (`2026-12-01T09:12:58Z`). Times before 1970 or beyond the year
+/// 9999 are clamped to those bounds, as no API object holds them.
+///
+/// Source: `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/time.go` `MarshalJSON`
+/// (`RFC3339` layout, UTC).
+pub fn format_timestamp(unix_seconds: i64) -> String {
+    const MAX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    let s = u64::try_from(unix_seconds.clamp(0, MAX)).unwrap_or(0);
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// `ShouldDeleteDuringUpdate`: an update that leaves an object without finalizers deletes it if

@@ -152,7 +152,10 @@ pub struct PodWorker {
     pub pending_kill: Option<KillPodOptions>,
     /// The kill options of the update being (or last) processed.
     pub active_kill: Option<KillPodOptions>,
-    /// `true` if the last update shortened the grace of a sync in flight (it is cancelled).
+    /// `true` if the last update shortened the grace of a sync in flight: `UpdatePod` calls
+    /// the sync's `cancelFn` and logs `Cancelling current pod sync`. The running
+    /// `SyncTerminatingPod` does not read that context, so the kill goes on with its grace
+    /// ([`later_update_in_flight`]).
     pub cancelled_in_flight: bool,
     /// The sync calls made, in order.
     pub calls: Vec<SyncCall>,
@@ -250,6 +253,88 @@ impl PodWorker {
         self.terminated = true;
         self.calls.push(SyncCall::SyncTerminatedPod);
         self.finished = true;
+    }
+}
+
+/// A later update that reaches the pod worker while `SyncTerminatingPod` is killing the pod: a
+/// second `kubectl delete`, an eviction, or the removal of the API object by a delete with
+/// grace 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaterUpdate {
+    /// The pod worker's effective grace after the update ([`effective_grace_period`] with the
+    /// grace in flight as `previous`), seconds.
+    pub effective_grace_seconds: i64,
+    /// The update removed the API object (a delete with grace 0): the kubelet sees a `REMOVE`.
+    pub object_removed: bool,
+    /// `metadata.deletionGracePeriodSeconds` of the object as last seen, seconds.
+    pub deletion_grace_period_seconds: Option<i64>,
+}
+
+/// What a later update does to a kill in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlightEffect {
+    /// The update's grace is not shorter than the one in flight: nothing changes (the grace
+    /// only shrinks).
+    NotShorter,
+    /// The kill goes on with the grace it started with (`kept_seconds`): its preStop wait, its
+    /// StopContainer timeout and its SIGKILL stay as they were. The pod worker records the
+    /// shorter grace (`recorded_seconds`, used only if a later sync runs, e.g. a retry after
+    /// a failed kill) and cancels the sync's context, which nothing in the kill reads.
+    Ignored {
+        kept_seconds: i64,
+        recorded_seconds: i64,
+    },
+    /// 1.18 to 1.21 only, when the update removed the API object: the kubelet's pod killer
+    /// (`HandlePodRemoves` → `deletePod` → `podKiller`) kills every running container again at
+    /// once, beside the pod worker's kill, with the pod's own grace fields and no override:
+    /// base grace `base_grace_seconds` (the removed object's DGPS, 0 for a force delete), so
+    /// the preStop is skipped and StopContainer gets the 2 s floor.
+    KilledAgain { base_grace_seconds: i64 },
+}
+
+/// What a later, possibly shorter, grace does to a `SyncTerminatingPod` already running with
+/// `kill_grace_seconds`.
+///
+/// From 1.22 (the mainline pod worker, PR #102344) to 1.37 nothing shortens a kill in flight:
+/// `UpdatePod` computes the shorter grace, stores it and calls the running sync's `cancelFn`
+/// (log `Cancelling current pod sync`), but `SyncTerminatingPod` kills on a context of its own
+/// (`context.TODO()` / `context.Background()`, "TODO(#113606): connect this with the incoming
+/// context parameter"; before 1.26 `killPod` took no context at all), so the preStop wait
+/// (`executePreStopHook` selects only on the hook and its timer), the CRI StopContainer call
+/// and containerd's wait for the exit all run to their first deadlines. The pod worker runs
+/// one sync at a time (`podWorkerLoop`), so the shorter grace could only apply to a sync after
+/// this one, and a kill that succeeded leaves none. containerd is never asked a second time,
+/// so its once-only stop signal (`IsStopSignaledWithTimeout`) does not come into play.
+/// Recorded on 1.32 (`real-cluster-1.32.md` case c, twice): `--grace-period=30` then
+/// `--grace-period=3` 2.3 s (5.3 s) later: the preStop ran its full 3 s, StopContainer got
+/// timeout 27, SIGKILL came at 30.1–30.2 s.
+///
+/// On 1.18 to 1.21 the pod worker also ran one sync at a time and no kill read a context,
+/// so a shorter grace that keeps the object is ignored the same way; but an update that
+/// removes the object (a second delete with `--grace-period=0 --force`) reached the pod killer,
+/// which killed again beside the running sync: [`InFlightEffect::KilledAgain`]. This older
+/// path is reasoned from the code's history as remembered (the 1.18–1.21 `deletePod` and
+/// `podKiller`), not re-read; confidence: medium.
+///
+/// Source: `pkg/kubelet/pod_workers.go` `UpdatePod` and `podWorkerLoop`, `pkg/kubelet/kubelet.go`
+/// `SyncTerminatingPod` (1.36 tree; the same TODO since 1.26), and for 1.18–1.21 `kubelet.go`
+/// `HandlePodRemoves` / `deletePod` and `pod_workers.go` `podKiller`.
+pub fn later_update_in_flight(
+    version: KubeVersion,
+    kill_grace_seconds: i64,
+    update: LaterUpdate,
+) -> InFlightEffect {
+    if version < MAINLINE_POD_WORKER_SINCE && update.object_removed {
+        return InFlightEffect::KilledAgain {
+            base_grace_seconds: update.deletion_grace_period_seconds.unwrap_or(0),
+        };
+    }
+    if update.effective_grace_seconds >= kill_grace_seconds {
+        return InFlightEffect::NotShorter;
+    }
+    InFlightEffect::Ignored {
+        kept_seconds: kill_grace_seconds,
+        recorded_seconds: update.effective_grace_seconds,
     }
 }
 
@@ -366,6 +451,46 @@ mod tests {
             NEW,
         );
         assert_eq!(g, 2);
+    }
+
+    #[test]
+    fn a_later_shorter_grace_never_shortens_the_kill_in_flight_from_1_22() {
+        let later = |g, removed| LaterUpdate {
+            effective_grace_seconds: g,
+            object_removed: removed,
+            deletion_grace_period_seconds: Some(if removed { 0 } else { g }),
+        };
+        for v in [KubeVersion::new(1, 22), KubeVersion::new(1, 32), NEW] {
+            assert_eq!(
+                later_update_in_flight(v, 30, later(3, false)),
+                InFlightEffect::Ignored {
+                    kept_seconds: 30,
+                    recorded_seconds: 3
+                }
+            );
+            assert_eq!(
+                later_update_in_flight(v, 30, later(1, true)),
+                InFlightEffect::Ignored {
+                    kept_seconds: 30,
+                    recorded_seconds: 1
+                }
+            );
+            assert_eq!(
+                later_update_in_flight(v, 3, later(30, false)),
+                InFlightEffect::NotShorter
+            );
+        }
+        let old = KubeVersion::new(1, 21);
+        assert_eq!(
+            later_update_in_flight(old, 30, later(1, true)),
+            InFlightEffect::KilledAgain {
+                base_grace_seconds: 0
+            }
+        );
+        assert!(matches!(
+            later_update_in_flight(old, 30, later(3, false)),
+            InFlightEffect::Ignored { .. }
+        ));
     }
 
     #[test]

@@ -266,6 +266,24 @@ pub fn docker_default_stop_timeout_seconds(os: NodeOs) -> i64 {
     }
 }
 
+/// The `reason` containerd's CRI reports for an exited container, which the kubelet copies
+/// into `state.terminated.reason`: `OOMKilled` when the kernel's OOM killer ended it, else
+/// `Completed` for exit code 0 and `Error` for any other (a SIGKILLed container exits 137:
+/// `Error`, as recorded on 1.32 in case a; an app that exits 0 on SIGTERM: `Completed`, case d).
+///
+/// Source: containerd `internal/cri/server/container_status.go` `toCRIContainerStatus`
+/// (`completeExitReason`, `errorExitReason`; the OOM reason from the task's OOM event),
+/// containerd 1.6 to 2.x.
+pub fn containerd_exit_reason(exit_code: i32, oom_killed: bool) -> &'static str {
+    if oom_killed {
+        "OOMKilled"
+    } else if exit_code == 0 {
+        "Completed"
+    } else {
+        "Error"
+    }
+}
+
 /// What a runtime does at a point of a stop, in milliseconds from the StopContainer call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopStep {

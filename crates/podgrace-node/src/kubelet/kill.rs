@@ -84,12 +84,41 @@ pub struct KillTarget<'a> {
     pub hook: HookTarget<'a>,
 }
 
-/// Kills one container like `killContainer`. `ctx` is the sync's context: cancelling it (a
-/// shorter grace arrived) cancels the hook and the StopContainer wait, as the kubelet's
-/// cancelled `SyncTerminatingPod` does; the caller then kills again with the new grace.
+/// Hooks the kubelet stopped waiting for (their budget ran out) that still run: each records
+/// `FailedPreStopHook` if it fails later, as `executePreStopHook`'s goroutine does (recorded on
+/// 1.32, case b: the hook cut at 1 s failed with exit 137 when the container was SIGKILLed at
+/// 3.1 s, and the event came then, after the force-deleted object was gone). Cheap to clone;
+/// the pod task waits for them before it reports.
+#[derive(Clone, Default)]
+pub struct LateHooks(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl LateHooks {
+    fn push(&self, h: tokio::task::JoinHandle<()>) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+    }
+
+    /// Waits up to `bound` for every late hook to end; the ones still running then are left
+    /// (they end with the sandbox).
+    pub async fn wait(&self, bound: Duration) {
+        let handles: Vec<_> =
+            std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        let all = join_each(handles);
+        let _ = tokio::time::timeout(bound, all).await;
+    }
+}
+
+async fn join_each(handles: Vec<tokio::task::JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.await;
+    }
+}
+
+/// Kills one container like `killContainer`. `ctx` is the kill's context: the kubelet's
+/// `SyncTerminatingPod` kills on a context nothing cancels (see
+/// `podgrace_core::rules::podworker::later_update_in_flight`), so callers pass one that only
+/// ends with the pod; a probe kill's is cancelled when the pod terminates.
 ///
-/// Returns the record of what was done, with the runtime's StopContainer result (for example
-/// [`RuntimeError::StopContainerCancelled`] when the sync was cancelled).
+/// Returns the record of what was done, with the runtime's StopContainer result.
 pub async fn kill_container<R: RuntimeService + 'static>(
     runtime: &Arc<R>,
     ctx: &CallContext,
@@ -97,6 +126,7 @@ pub async fn kill_container<R: RuntimeService + 'static>(
     ordering: Option<&TerminationOrdering>,
     version: KubeVersion,
     events: &EventRecorder,
+    late: &LateHooks,
 ) -> (KillRecord, Result<(), RuntimeError>) {
     let started = Instant::now();
     let name = &target.container.name;
@@ -108,7 +138,7 @@ pub async fn kill_container<R: RuntimeService + 'static>(
         kill.pre_stop_budget(target.container.pre_stop.is_some()),
         target.container.pre_stop.as_ref(),
     ) {
-        let record = run_pre_stop(runtime, ctx, &target, handler, budget, events).await;
+        let record = run_pre_stop(runtime, ctx, &target, handler, budget, events, late).await;
         kill.pre_stop_finished(millis(record.ended - record.started));
         pre_stop = Some(record);
     }
@@ -137,8 +167,8 @@ pub async fn kill_container<R: RuntimeService + 'static>(
 }
 
 /// `executePreStopHook`: runs the hook in its own task and waits for it or for `budget` seconds,
-/// whichever comes first. At the budget the kubelet stops waiting but does not cancel the hook;
-/// it only ends with the sync's context (or on its own).
+/// whichever comes first. At the budget the kubelet stops waiting but does not cancel the hook:
+/// it goes on (in `late`) and still records `FailedPreStopHook` if it fails.
 async fn run_pre_stop<R: RuntimeService + 'static>(
     runtime: &Arc<R>,
     ctx: &CallContext,
@@ -146,6 +176,7 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
     handler: &Handler,
     budget: i64,
     events: &EventRecorder,
+    late: &LateHooks,
 ) -> HookRecord {
     let started = Instant::now();
     let task = {
@@ -171,8 +202,18 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
         })
     };
     let bound = Duration::from_secs(u64::try_from(budget).unwrap_or(u64::MAX));
+    let failed = |e: &dyn std::fmt::Display, events: &EventRecorder, name: &str| {
+        // The FailedPreStopHook event says it; the error's detail is for the debug log.
+        tracing::debug!(container = %name, error = %e, "preStop hook failed");
+        events.warning(
+            reason::FAILED_PRE_STOP_HOOK,
+            Some(name),
+            message::FAILED_PRE_STOP_HOOK.to_string(),
+        );
+    };
     let mut detail = None;
-    let outcome = match tokio::time::timeout(bound, task).await {
+    let mut task = task;
+    let outcome = match tokio::time::timeout(bound, &mut task).await {
         Ok(Ok(Ok(done))) => {
             // Any status is success for the kubelet (runHTTPHandler); one outside 2xx is worth
             // saying.
@@ -183,19 +224,21 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
             HookOutcome::Completed
         }
         Ok(Ok(Err(e))) => {
-            // The FailedPreStopHook event says it; the error's detail is for the debug log.
-            tracing::debug!(container = %target.container.name, error = %e, "preStop hook failed");
-            events.warning(
-                reason::FAILED_PRE_STOP_HOOK,
-                Some(&target.container.name),
-                message::FAILED_PRE_STOP_HOOK.to_string(),
-            );
+            failed(&e, events, &target.container.name);
             detail = Some(e.why());
             HookOutcome::Failed
         }
         // The hook task panicked: count it as a failed hook.
         Ok(Err(_)) => HookOutcome::Failed,
-        Err(_) => HookOutcome::Cut,
+        Err(_) => {
+            let (events, name) = (events.clone(), target.container.name.clone());
+            late.push(tokio::spawn(async move {
+                if let Ok(Err(e)) = task.await {
+                    failed(&e, &events, &name);
+                }
+            }));
+            HookOutcome::Cut
+        }
     };
     HookRecord {
         action: handler.action(),

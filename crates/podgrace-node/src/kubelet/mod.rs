@@ -9,17 +9,21 @@
 //! * [`ordering`]: the sidecar termination ordering with real waits;
 //! * [`kill`]: `killContainer` with real timers;
 //! * [`pod`]: the pod task (start, supervise, delete/evict, terminate);
+//! * [`object`]: the pod's API object as an API server would hold it (deletes, status, table
+//!   row, watch events, the final delete);
 //! * [`report`]: the run report (the `run` JSON contract) from the records and measured stops.
 
 pub mod kill;
+pub mod object;
 pub mod ordering;
 pub mod pod;
 pub mod report;
 pub mod spec;
 
 pub use kill::{HookOutcome, HookRecord, KillRecord};
+pub use object::{DeleteApi, ObjectEvent, WatchKind};
 pub use pod::{
-    check_pod, run_pod, PodCommand, PodError, PodHandle, PodOptions, PodPhase, PodReport,
-    PodStatus, Termination, TerminationReason,
+    check_pod, run_pod, DeleteKubelet, DeleteRecord, Killer, PodCommand, PodError, PodHandle,
+    PodOptions, PodPhase, PodReport, PodStatus, Termination, TerminationReason,
 };
 pub use report::{build_report, RunReport};

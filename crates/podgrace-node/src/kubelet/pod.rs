@@ -7,10 +7,15 @@
 //! * a delete goes through kubectl's flags and the API server's `BeforeDelete` /
 //!   `CheckGracefulDelete` ([`apiserver::store_delete`]), which yields the DGPS;
 //! * the pod worker's [`PodWorker`] turns DGPS or a kubelet override (eviction) into the
-//!   effective grace, which can only shrink; a shorter one cancels the termination in flight
-//!   and starts it again (hooks may run twice, as upstream);
+//!   effective grace, which can only shrink; a shorter one that arrives while the kill runs does
+//!   not shorten it, as on every release from 1.22 (the running `SyncTerminatingPod` ignores
+//!   its cancelled context; [`podworker::later_update_in_flight`]); on 1.18–1.21 a second
+//!   delete that removes the object makes the pod killer kill again beside it;
 //! * each container is killed by [`kill_container`] with the `killContainer` arithmetic and,
-//!   when the pod has native sidecars, the termination ordering.
+//!   when the pod has native sidecars, the termination ordering;
+//! * the API object ([`ApiObject`]) records what an API server would show: the deletion
+//!   timestamp and grace, phase Failed or Succeeded once the containers stopped, the kubelet's
+//!   final delete with grace 0, the table row, the watch events.
 //!
 //! Upstream: `pkg/kubelet/pod_workers.go` (`UpdatePod`, `podWorkerLoop`), `kubelet.go`
 //! (`SyncTerminatingPod`), `kuberuntime_manager.go` (`SyncPod`, `computePodActions`,
@@ -22,20 +27,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use podgrace_core::plan::{ContainerPlan, ContainerRole, PodPlan, RestartPolicy};
-use podgrace_core::rules::apiserver::{
-    self, KubectlDeleteError, KubectlDeleteFlags, PodForDelete, PodPhase as ApiPhase, StoredPod,
-};
+use podgrace_core::rules::apiserver::{self, KubectlDeleteError, KubectlDeleteFlags};
 use podgrace_core::rules::eviction;
 use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason, OrderedContainer};
-use podgrace_core::rules::podworker::{self, KillPodOptions, PodUpdate, PodWorker, UpdateType};
-use podgrace_core::rules::runtime::Signal;
+use podgrace_core::rules::podstatus::{
+    ContainerState as ApiContainerState, ContainerStatus as ApiContainerStatus, Terminated,
+};
+use podgrace_core::rules::podworker::{
+    self, InFlightEffect, KillPodOptions, LaterUpdate, PodUpdate, PodWorker, UpdateType,
+};
+use podgrace_core::rules::runtime::{containerd_exit_reason, Signal};
 use podgrace_core::KubeVersion;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::events::{message, reason, Event, EventRecorder};
 use crate::hooks::{format_pod, run_handler, HookTarget};
-use crate::kubelet::kill::{kill_container, KillRecord, KillTarget};
+use crate::kubelet::kill::{kill_container, KillRecord, KillTarget, LateHooks};
+use crate::kubelet::object::{ApiObject, DeleteApi, ObjectEvent};
 use crate::kubelet::ordering::TerminationOrdering;
 use crate::kubelet::spec::{container_spec, ContainerSpec, SpecError};
 use crate::probes::{
@@ -46,6 +55,9 @@ use crate::process::ExitStatus;
 use crate::runtime::{
     CallContext, Canceller, ContainerEventKind, PodSandboxConfig, RuntimeError, RuntimeService,
 };
+
+/// The node name the local kubelet registers as (`spec.nodeName` of its pods).
+pub const NODE_NAME: &str = "podgrace";
 
 /// How the pod is run.
 #[derive(Debug, Clone, Default)]
@@ -85,6 +97,37 @@ pub enum PodPhase {
     Terminated,
 }
 
+/// What the kubelet did with a delete (or an eviction) that came while the pod was already
+/// terminating, or that started the termination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteKubelet {
+    /// It started the termination, with this effective grace (seconds).
+    Started { grace_period_seconds: i64 },
+    /// It came before the kill began: the kill starts with this grace (seconds).
+    BeforeKill { grace_period_seconds: i64 },
+    /// Not shorter than the grace in flight: nothing changed.
+    NotShorter,
+    /// Shorter, but the kill in flight keeps its grace ([`InFlightEffect::Ignored`]).
+    Ignored {
+        kept_seconds: i64,
+        recorded_seconds: i64,
+    },
+    /// 1.18–1.21, the object removed: the pod killer killed every container again.
+    KilledAgain,
+    /// No update reached the kubelet (the API changed nothing, or the object was gone).
+    Nothing,
+}
+
+/// One `kubectl delete` of the run: when, with which flags, what the API server and the
+/// kubelet did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeleteRecord {
+    pub at: Instant,
+    pub flags: KubectlDeleteFlags,
+    pub api: DeleteApi,
+    pub kubelet: DeleteKubelet,
+}
+
 /// What the pod task publishes on every change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodStatus {
@@ -97,6 +140,8 @@ pub struct PodStatus {
     pub terminating_since: Option<Instant>,
     /// The effective grace period of the termination, seconds.
     pub grace_period_seconds: Option<i64>,
+    /// The last delete and what came of it.
+    pub last_delete: Option<DeleteRecord>,
 }
 
 /// Why a container was terminated (the run JSON contract's `reason`).
@@ -128,8 +173,28 @@ pub struct Termination {
     pub container_id: String,
     pub stop_signal: Signal,
     pub kill: KillRecord,
-    /// The kill was cut short by a shorter grace period and done again.
-    pub superseded: bool,
+    /// Who killed: the pod worker, or (1.18–1.21, after the object was removed) the pod killer
+    /// beside it.
+    pub killer: Killer,
+}
+
+/// The part of the kubelet that made a kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Killer {
+    /// The pod worker's `SyncTerminatingPod` (or `SyncPod` for a probe kill).
+    PodWorker,
+    /// 1.18–1.21's pod killer (`HandlePodRemoves` → `deletePod` → `podKiller`).
+    PodKiller,
+}
+
+impl Killer {
+    /// `podWorker` or `podKiller`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Killer::PodWorker => "podWorker",
+            Killer::PodKiller => "podKiller",
+        }
+    }
 }
 
 /// One container over the whole run.
@@ -158,6 +223,10 @@ pub struct PodReport {
     pub sandbox: Option<String>,
     pub containers: Vec<ContainerReport>,
     pub events: Vec<Event>,
+    /// The API object's watch events (deletes, the terminal status, the final delete).
+    pub object: Vec<ObjectEvent>,
+    /// Every delete of the run, in order.
+    pub deletes: Vec<DeleteRecord>,
 }
 
 /// Why a pod could not be run at all.
@@ -250,6 +319,7 @@ pub fn run_pod<R: RuntimeService + 'static>(
         ready: false,
         terminating_since: None,
         grace_period_seconds: None,
+        last_delete: None,
     });
     let name = plan.name.clone();
     let task = tokio::spawn(async move {
@@ -298,12 +368,9 @@ struct Ctr {
     report: ContainerReport,
 }
 
-/// One termination in flight: its cancellation and its task.
+/// The pod worker's termination in flight (`SyncTerminatingPod` → `killPod`).
 struct InFlight {
-    canceller: Canceller,
     task: JoinHandle<Vec<(String, Termination)>>,
-    /// Cancelled because a shorter grace arrived; it runs again once this one returns.
-    superseded: bool,
 }
 
 struct Pod<R> {
@@ -322,14 +389,20 @@ struct Pod<R> {
     sandbox: Option<String>,
     pod_ip: Option<IpAddr>,
     ctrs: Vec<Ctr>,
-    /// The API object's deletion state.
-    api: StoredPod,
+    /// The API object.
+    api: ApiObject,
     /// The pod worker's state.
     worker: PodWorker,
     termination_reason: Option<TerminationReason>,
     in_flight: Option<InFlight>,
-    /// A shorter grace arrived: the termination in flight must be cancelled.
-    cancel_in_flight: bool,
+    /// The effective grace the kill in flight works with, seconds, while it runs.
+    kill_grace: Option<i64>,
+    /// Kills by 1.18–1.21's pod killer, beside the pod worker's.
+    pod_killer: tokio::task::JoinSet<Vec<(String, Termination)>>,
+    /// Hooks the kubelet stopped waiting for, which may still fail (`FailedPreStopHook`).
+    late_hooks: LateHooks,
+    /// Every delete, in order.
+    deletes: Vec<DeleteRecord>,
     /// `killPodNow`'s wait deadline for a kubelet-initiated kill (`ExceededGracePeriod`).
     kill_pod_now_deadline: Option<Instant>,
     /// The pod failed to start (an init container failed with restartPolicy Never).
@@ -426,14 +499,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             display: format!("{namespace}/{}", plan.name),
             kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
             rt,
-            api: StoredPod {
-                pod: PodForDelete {
-                    node_name: "podgrace".into(),
-                    phase: ApiPhase::Running,
-                    termination_grace_period_seconds: Some(tgps),
-                },
-                ..Default::default()
-            },
+            api: ApiObject::new(&plan, NODE_NAME, version),
             plan: Arc::new(plan),
             opts,
             events,
@@ -446,7 +512,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
             worker,
             termination_reason: None,
             in_flight: None,
-            cancel_in_flight: false,
+            kill_grace: None,
+            pod_killer: tokio::task::JoinSet::new(),
+            late_hooks: LateHooks::default(),
+            deletes: Vec::new(),
             kill_pod_now_deadline: None,
             failed: false,
             probe_tx,
@@ -482,7 +551,52 @@ impl<R: RuntimeService + 'static> Pod<R> {
             terminating_since,
             grace_period_seconds: (self.worker.grace_period > 0)
                 .then_some(self.worker.grace_period),
+            last_delete: self.deletes.last().copied(),
         });
+    }
+
+    /// The kubelet's container statuses as the API would hold them: init containers (native
+    /// sidecars and regular ones), then the regular containers; running ones with their
+    /// readiness, exited ones with their exit code and containerd's reason.
+    fn api_statuses(&self) -> (Vec<ApiContainerStatus>, Vec<ApiContainerStatus>) {
+        let n_init = self.plan.init_containers.len();
+        let status = |c: &Ctr| {
+            let ready = c.running
+                && c.probes
+                    .iter()
+                    .filter(|p| p.kind() == ProbeKind::Readiness)
+                    .all(|p| p.status().is_ready());
+            let state = match (c.running, c.exit) {
+                (true, _) => ApiContainerState::Running,
+                (false, Some(e)) => ApiContainerState::Terminated(Terminated {
+                    exit_code: e.code(),
+                    reason: containerd_exit_reason(e.code(), false).to_string(),
+                    signal: 0,
+                    finished_at_ms: None,
+                }),
+                (false, None) => ApiContainerState::Waiting {
+                    reason: "ContainerCreating".into(),
+                },
+            };
+            ApiContainerStatus {
+                name: c.plan.name.clone(),
+                state,
+                last_terminated: None,
+                ready,
+                started: Some(c.running),
+                restart_count: i32::try_from(c.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
+            }
+        };
+        let init = self.ctrs[..n_init].iter().map(status).collect();
+        let main = self.ctrs[n_init..].iter().map(status).collect();
+        (init, main)
+    }
+
+    /// Keeps the API object's view of Ready and the container states current.
+    fn observe_status(&mut self) {
+        let ready = self.status.borrow().ready;
+        let (init, main) = self.api_statuses();
+        self.api.observe(ready, init, main);
     }
 
     fn terminating(&self) -> bool {
@@ -535,10 +649,12 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     () = self.start_step() => {}
                 }
             }
-            if self.terminating() && self.in_flight.is_none() {
+            if self.terminating() && self.in_flight.is_none() && self.pod_killer.is_empty() {
                 if self.all_stopped() {
                     break;
                 }
+                // SyncTerminatingPod, or its retry after a kill that left a container running
+                // (with the grace the pod worker recorded meanwhile).
                 self.start_termination();
             }
             let next_restart = self
@@ -590,30 +706,23 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     None
                 }
                 done = join_opt(flight.as_mut().map(|f| &mut f.task)) => Some(done),
+                Some(done) = self.pod_killer.join_next(), if !self.pod_killer.is_empty() => {
+                    self.record_terminations(done.unwrap_or_default());
+                    self.refresh_states().await;
+                    None
+                }
             };
             match (finished, flight) {
-                (Some(done), Some(f)) => {
-                    for (name, mut t) in done {
-                        t.superseded = f.superseded;
-                        if let Some(c) = self.ctrs.iter_mut().find(|c| c.plan.name == name) {
-                            c.report.terminations.push(t);
-                        }
-                    }
+                (Some(done), Some(_)) => {
+                    self.kill_grace = None;
+                    self.record_terminations(done);
                     self.refresh_states().await;
-                    if !f.superseded && self.all_stopped() {
+                    if self.all_stopped() && self.pod_killer.is_empty() {
                         break;
                     }
                 }
-                (_, Some(mut f)) => {
-                    if std::mem::take(&mut self.cancel_in_flight) {
-                        // The in-flight SyncTerminatingPod is cancelled and runs again with
-                        // the new, shorter grace once it has returned.
-                        f.canceller.cancel();
-                        f.superseded = true;
-                    }
-                    self.in_flight = Some(f);
-                }
-                _ => self.cancel_in_flight = false,
+                (_, Some(f)) => self.in_flight = Some(f),
+                _ => {}
             }
         }
         // SyncTerminatedPod: the sandbox goes, and anything left in it (hooks still running
@@ -628,9 +737,19 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 p.stop();
             }
         }
+        // The end of SyncTerminatingPod: the status with every container stopped (phase Failed
+        // or Succeeded, or the eviction's Failed/Evicted).
+        let (init, main) = self.api_statuses();
+        self.api
+            .terminated(Instant::now(), self.worker.evicted, init, main);
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
         }
+        // Hooks cut at their budget fail once their container is gone; their FailedPreStopHook
+        // comes now (also after a force-deleted object is gone).
+        self.late_hooks.wait(LATE_HOOK_WAIT).await;
+        // SyncTerminatedPod finished: the status manager's final delete (grace 0).
+        self.api.final_delete(Instant::now());
         self.publish(PodPhase::Terminated);
         Ok(PodReport {
             pod: self.display.clone(),
@@ -647,7 +766,18 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 })
                 .collect(),
             events: self.events.events(),
+            object: self.api.events().to_vec(),
+            deletes: self.deletes.clone(),
         })
+    }
+
+    /// Adds finished kills to their containers' reports.
+    fn record_terminations(&mut self, done: Vec<(String, Termination)>) {
+        for (name, t) in done {
+            if let Some(c) = self.ctrs.iter_mut().find(|c| c.plan.name == name) {
+                c.report.terminations.push(t);
+            }
+        }
     }
 
     fn all_stopped(&self) -> bool {
@@ -762,7 +892,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 Some(self.plan.termination_grace_period_seconds),
             );
             u.terminal_phase = true;
-            self.enter_termination(u, TerminationReason::Deleted);
+            self.enter_termination(u, TerminationReason::Deleted, false);
             return;
         }
         self.publish(PodPhase::Running);
@@ -784,7 +914,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             Some(self.plan.termination_grace_period_seconds),
         );
         u.terminal_phase = true;
-        self.enter_termination(u, TerminationReason::Deleted);
+        self.enter_termination(u, TerminationReason::Deleted, false);
     }
 
     /// `kubectl delete` through the API server, or an eviction through `killPodNow`.
@@ -800,23 +930,31 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         return;
                     }
                 };
-                let now = i64::try_from(self.started.elapsed().as_secs()).unwrap_or(i64::MAX);
-                let out = apiserver::store_delete(
-                    &self.api,
-                    true,
-                    request.grace_period_seconds,
-                    now,
-                    apiserver::clamps_deletion_timestamp(version),
-                );
-                if out.decision.graceful_pending {
+                let at = Instant::now();
+                self.observe_status();
+                let api = self.api.delete(&request, at);
+                let mut record = DeleteRecord {
+                    at,
+                    flags,
+                    api,
+                    kubelet: DeleteKubelet::Nothing,
+                };
+                if matches!(api, DeleteApi::NotFound | DeleteApi::Unchanged) {
+                    self.deletes.push(record);
+                    self.publish_current();
                     return;
                 }
-                let deletion = out.decision.object;
-                self.api.deletion = deletion;
+                let deletion = self.api.deletion();
                 let mut u = PodUpdate::new(UpdateType::SyncPodUpdate, Some(tgps));
                 u.deletion_timestamp = deletion.deletion_timestamp.is_some();
                 u.deletion_grace_period_seconds = deletion.deletion_grace_period_seconds;
-                self.enter_termination(u, TerminationReason::Deleted);
+                record.kubelet = self.enter_termination(
+                    u,
+                    TerminationReason::Deleted,
+                    matches!(api, DeleteApi::Deleted { .. }),
+                );
+                self.deletes.push(record);
+                self.publish_current();
             }
             PodCommand::Evict {
                 hard,
@@ -837,7 +975,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 let wait = podworker::kill_pod_now_wait_seconds(Some(o), Some(tgps));
                 self.kill_pod_now_deadline =
                     Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
-                self.enter_termination(u, TerminationReason::Evicted);
+                self.enter_termination(u, TerminationReason::Evicted, false);
             }
         }
     }
@@ -846,14 +984,30 @@ impl<R: RuntimeService + 'static> Pod<R> {
         tracing::warn!(pod = %self.display, error = %e, "delete refused");
     }
 
-    /// `UpdatePod`: records the update; a new or shorter grace (re)starts the termination.
-    fn enter_termination(&mut self, u: PodUpdate, reason: TerminationReason) {
+    /// Publishes the current lifecycle phase again (with the last delete).
+    fn publish_current(&self) {
+        let phase = self.status.borrow().phase.clone();
+        self.publish(phase);
+    }
+
+    /// `UpdatePod`: records the update. The first one that asks for termination starts it; a
+    /// later one can only lower the pod worker's grace, which reaches a kill not started yet
+    /// but not one in flight ([`podworker::later_update_in_flight`]). `object_removed`: the
+    /// update is the API object's removal (a delete with grace 0).
+    fn enter_termination(
+        &mut self,
+        u: PodUpdate,
+        reason: TerminationReason,
+        object_removed: bool,
+    ) -> DeleteKubelet {
         let before = self.worker.grace_period;
         let was_terminating = self.worker.terminating_requested;
+        let dgps = u.deletion_grace_period_seconds;
         self.worker.update_pod(u);
         if !self.worker.terminating_requested {
-            return;
+            return DeleteKubelet::Nothing;
         }
+        let g = self.worker.grace_period;
         if !was_terminating {
             self.termination_reason = Some(reason);
             // SyncTerminatingPod stops the liveness and startup probes only; readiness goes
@@ -870,16 +1024,57 @@ impl<R: RuntimeService + 'static> Pod<R> {
             self.status
                 .send_modify(|s| s.terminating_since = Some(Instant::now()));
             self.publish(PodPhase::Terminating);
-        } else if reason == TerminationReason::Evicted {
+            return DeleteKubelet::Started {
+                grace_period_seconds: g,
+            };
+        }
+        if reason == TerminationReason::Evicted {
             self.termination_reason = Some(reason);
         }
-        if was_terminating && self.worker.grace_period < before {
-            self.cancel_in_flight = true;
-            self.publish(PodPhase::Terminating);
+        let Some(kill_grace) = self.kill_grace else {
+            // The kill has not started yet: it starts with the lowered grace.
+            return if g < before {
+                DeleteKubelet::BeforeKill {
+                    grace_period_seconds: g,
+                }
+            } else {
+                DeleteKubelet::NotShorter
+            };
+        };
+        let effect = podworker::later_update_in_flight(
+            self.opts.version,
+            kill_grace,
+            LaterUpdate {
+                effective_grace_seconds: g,
+                object_removed,
+                deletion_grace_period_seconds: dgps,
+            },
+        );
+        match effect {
+            InFlightEffect::NotShorter => DeleteKubelet::NotShorter,
+            InFlightEffect::Ignored {
+                kept_seconds,
+                recorded_seconds,
+            } => {
+                // UpdatePod cancels the sync's context ("Cancelling current pod sync"); the
+                // running SyncTerminatingPod does not read it, so nothing stops.
+                tracing::debug!(pod = %self.display, kept_seconds, recorded_seconds, "Cancelling current pod sync (the kill in flight keeps its grace)");
+                DeleteKubelet::Ignored {
+                    kept_seconds,
+                    recorded_seconds,
+                }
+            }
+            InFlightEffect::KilledAgain { base_grace_seconds } => {
+                let task = self.spawn_kills(base_grace_seconds, None, false, Killer::PodKiller);
+                self.pod_killer
+                    .spawn(async move { task.await.unwrap_or_default() });
+                DeleteKubelet::KilledAgain
+            }
         }
     }
 
-    /// `SyncTerminatingPod` → `killPod`: every running container in parallel.
+    /// `SyncTerminatingPod` → `killPod`: every running container in parallel, with the pod
+    /// worker's effective grace.
     fn start_termination(&mut self) {
         let g = self.worker.grace_period;
         let version = self.opts.version;
@@ -891,12 +1086,29 @@ impl<R: RuntimeService + 'static> Pod<R> {
         );
         let base = kuberuntime::set_termination_grace_period(
             GraceFields {
-                deletion_grace_period_seconds: self.api.deletion.deletion_grace_period_seconds,
+                deletion_grace_period_seconds: self.api.deletion().deletion_grace_period_seconds,
                 termination_grace_period_seconds: Some(tgps),
                 ..Default::default()
             },
             KillReason::Other,
         );
+        let ordering = version.at_least(1, 29) && self.plan.sidecars().next().is_some();
+        let task = self.spawn_kills(base, override_seconds, ordering, Killer::PodWorker);
+        self.in_flight = Some(InFlight { task });
+        self.kill_grace = Some(g);
+    }
+
+    /// `killContainersWithSyncResult`: kills every running container in parallel with base
+    /// grace `base` and `override_seconds`, in sidecar order when `ordering`. The kills run on a
+    /// context nothing cancels, as `SyncTerminatingPod`'s (`context.TODO()`).
+    fn spawn_kills(
+        &self,
+        base: i64,
+        override_seconds: Option<i64>,
+        ordering: bool,
+        killer: Killer,
+    ) -> JoinHandle<Vec<(String, Termination)>> {
+        let version = self.opts.version;
         let reason = self
             .termination_reason
             .unwrap_or(TerminationReason::Deleted);
@@ -906,27 +1118,27 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .filter(|c| c.running)
             .filter_map(|c| Some((c.plan.clone(), c.id.clone()?, c.spec.stop_signal)))
             .collect();
-        let ordering =
-            (version.at_least(1, 29) && self.plan.sidecars().next().is_some()).then(|| {
-                let running: Vec<String> = targets.iter().map(|t| t.0.name.clone()).collect();
-                let order: Vec<OrderedContainer> = self
-                    .plan
-                    .running_containers()
-                    .map(|c| OrderedContainer {
-                        name: c.name.clone(),
-                        sidecar: c.role == ContainerRole::Sidecar,
-                    })
-                    .collect();
-                Arc::new(TerminationOrdering::new(&order, |n| {
-                    running.iter().any(|r| r == n)
-                }))
-            });
-        let (ctx, canceller) = CallContext::background().with_cancel();
+        let ordering = ordering.then(|| {
+            let running: Vec<String> = targets.iter().map(|t| t.0.name.clone()).collect();
+            let order: Vec<OrderedContainer> = self
+                .plan
+                .running_containers()
+                .map(|c| OrderedContainer {
+                    name: c.name.clone(),
+                    sidecar: c.role == ContainerRole::Sidecar,
+                })
+                .collect();
+            Arc::new(TerminationOrdering::new(&order, |n| {
+                running.iter().any(|r| r == n)
+            }))
+        });
+        let ctx = CallContext::background();
         let rt = self.rt.clone();
         let events = self.events.clone();
         let pod_name = self.kubelet_name.clone();
         let pod_ip = self.pod_ip;
-        let task = tokio::spawn(async move {
+        let late = self.late_hooks.clone();
+        tokio::spawn(async move {
             let mut kills = tokio::task::JoinSet::new();
             for (plan, id, signal) in targets {
                 let rt = rt.clone();
@@ -934,6 +1146,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 let events = events.clone();
                 let ordering = ordering.clone();
                 let pod_name = pod_name.clone();
+                let late = late.clone();
                 kills.spawn(async move {
                     let target = KillTarget {
                         container: &plan,
@@ -943,9 +1156,16 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         message: message::killing(&plan.name),
                         hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
                     };
-                    let (kill, result) =
-                        kill_container(&rt, &ctx, target, ordering.as_deref(), version, &events)
-                            .await;
+                    let (kill, result) = kill_container(
+                        &rt,
+                        &ctx,
+                        target,
+                        ordering.as_deref(),
+                        version,
+                        &events,
+                        &late,
+                    )
+                    .await;
                     if let Err(e) = result {
                         tracing::debug!(container = %plan.name, error = %e, "StopContainer");
                     }
@@ -956,18 +1176,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
                             container_id: id,
                             stop_signal: signal,
                             kill,
-                            superseded: false,
+                            killer,
                         },
                     )
                 });
             }
             kills.join_all().await
-        });
-        self.in_flight = Some(InFlight {
-            canceller,
-            task,
-            superseded: false,
-        });
+        })
     }
 
     /// Starts what may start now, as `SyncPod` does: init containers and native sidecars one
@@ -1146,6 +1361,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let pod_ip = self.pod_ip;
         let version = self.opts.version;
         let done = self.probe_kill_tx.clone();
+        let late = self.late_hooks.clone();
         tokio::spawn(async move {
             let target = KillTarget {
                 container: &plan,
@@ -1155,7 +1371,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 message: message::killing_after_probe(&plan.name, probe_word, will_restart),
                 hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
             };
-            let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events).await;
+            let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events, &late).await;
             let _ = done.send((
                 i,
                 Termination {
@@ -1163,7 +1379,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     container_id: id.clone(),
                     stop_signal: signal,
                     kill,
-                    superseded: false,
+                    killer: Killer::PodWorker,
                 },
             ));
         });
@@ -1267,6 +1483,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
         self.after_exit(i, now, status);
     }
 }
+
+/// How long the pod waits, once its containers have stopped, for preStop hooks cut at their
+/// budget to end (they die with their container, so this is a bound, not a delay).
+const LATE_HOOK_WAIT: Duration = Duration::from_secs(1);
 
 /// The exit code the runtime reports for a container it could not start (`StartError`).
 const START_ERROR_EXIT_CODE: i32 = 128;

@@ -7,10 +7,12 @@
 use std::time::Instant;
 
 use podgrace_core::plan::ContainerRole;
+use podgrace_core::rules::apiserver::{format_timestamp, kubectl_delete};
 use podgrace_core::rules::runtime::Signal;
 use serde::Serialize;
 
-use crate::kubelet::pod::{PodReport, Termination};
+use crate::kubelet::object::{DeleteApi, ObjectEvent};
+use crate::kubelet::pod::{DeleteKubelet, DeleteRecord, PodReport, Termination};
 use crate::process::ExitStatus;
 use crate::runtime::{StopEvent, StopEventKind};
 
@@ -25,6 +27,66 @@ pub struct RunReport {
     pub isolation: &'static str,
     pub containers: Vec<ContainerRun>,
     pub events: Vec<EventRecord>,
+    /// The pod object's watch events, as `kubectl get pods -w --output-watch-events` would
+    /// show them: each delete, the status once the containers stopped, the kubelet's final
+    /// delete.
+    pub object: Vec<ObjectEventRun>,
+    /// Every `kubectl delete` of the run and what came of it.
+    pub deletes: Vec<DeleteRun>,
+}
+
+/// One watch event of the pod object.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectEventRun {
+    /// From the start of the run, seconds.
+    pub seconds: f64,
+    /// `MODIFIED` or `DELETED`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `metadata.deletionTimestamp` (RFC 3339, whole seconds, as the API stores it).
+    pub deletion_timestamp: Option<String>,
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// `status.phase`.
+    pub phase: &'static str,
+    /// `status.reason` (`Evicted`), `None` when empty.
+    pub reason: Option<String>,
+    /// The pod's Ready condition.
+    pub ready: bool,
+    /// The `kubectl get pods` row: READY and STATUS.
+    pub table: TableRow,
+}
+
+/// The READY and STATUS columns of `kubectl get pods`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TableRow {
+    pub ready: String,
+    pub status: String,
+}
+
+/// One `kubectl delete` of the run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteRun {
+    /// From the start of the run, seconds.
+    pub seconds: f64,
+    /// The DeleteOptions' `gracePeriodSeconds` kubectl sent (`None`: the object's own).
+    pub grace_period_seconds: Option<i64>,
+    pub force: bool,
+    /// What the API server did: `graceful`, `unchanged` (not shorter), `deleted` (grace 0:
+    /// removed) or `notFound`.
+    pub api: &'static str,
+    pub deletion_grace_period_seconds: Option<i64>,
+    pub deletion_timestamp: Option<String>,
+    /// What the kubelet did: `started` (this delete started the termination), `beforeKill`
+    /// (the kill had not begun: it takes this grace), `notShorter`, `ignored` (the kill in
+    /// flight keeps its grace), `killedAgain` (1.18–1.21: the pod killer killed again) or
+    /// `nothing`.
+    pub kubelet: &'static str,
+    /// The grace the kill works with after this delete, seconds, when it is known.
+    pub kill_grace_period_seconds: Option<i64>,
+    /// The grace the pod worker recorded, seconds, when it differs from the kill's.
+    pub recorded_grace_period_seconds: Option<i64>,
 }
 
 /// One container in the run report.
@@ -73,8 +135,9 @@ pub struct TerminationRun {
     pub exit_code: Option<i32>,
     /// The signal that ended PID 1, if one did.
     pub exit_signal: Option<String>,
-    /// This termination was superseded by a shorter grace period and run again.
-    pub superseded: bool,
+    /// Who killed: `podWorker`, or `podKiller` (1.18–1.21: the second kill after the API
+    /// object was removed).
+    pub killed_by: &'static str,
 }
 
 /// A preStop hook in the run report.
@@ -173,6 +236,68 @@ pub fn build_report(
                 message: e.message.clone(),
             })
             .collect(),
+        object: pod.object.iter().map(|e| object_event(e, t0)).collect(),
+        deletes: pod.deletes.iter().map(|d| delete_run(d, t0)).collect(),
+    }
+}
+
+fn object_event(e: &ObjectEvent, t0: Instant) -> ObjectEventRun {
+    ObjectEventRun {
+        seconds: since(e.at, t0),
+        kind: e.kind.as_str(),
+        deletion_timestamp: e.deletion_timestamp.map(format_timestamp),
+        deletion_grace_period_seconds: e.deletion_grace_period_seconds,
+        phase: e.phase.as_str(),
+        reason: (!e.reason.is_empty()).then(|| e.reason.clone()),
+        ready: e.ready,
+        table: TableRow {
+            ready: e.row.ready.clone(),
+            status: e.row.status.clone(),
+        },
+    }
+}
+
+fn delete_run(d: &DeleteRecord, t0: Instant) -> DeleteRun {
+    let (api, dgps, dt) = match d.api {
+        DeleteApi::NotFound => ("notFound", None, None),
+        DeleteApi::Unchanged => ("unchanged", None, None),
+        DeleteApi::Graceful {
+            deletion_grace_period_seconds,
+            deletion_timestamp,
+        } => (
+            "graceful",
+            Some(deletion_grace_period_seconds),
+            Some(deletion_timestamp),
+        ),
+        DeleteApi::Deleted { deletion_timestamp } => ("deleted", Some(0), Some(deletion_timestamp)),
+    };
+    let (kubelet, kill, recorded) = match d.kubelet {
+        DeleteKubelet::Started {
+            grace_period_seconds,
+        } => ("started", Some(grace_period_seconds), None),
+        DeleteKubelet::BeforeKill {
+            grace_period_seconds,
+        } => ("beforeKill", Some(grace_period_seconds), None),
+        DeleteKubelet::NotShorter => ("notShorter", None, None),
+        DeleteKubelet::Ignored {
+            kept_seconds,
+            recorded_seconds,
+        } => ("ignored", Some(kept_seconds), Some(recorded_seconds)),
+        DeleteKubelet::KilledAgain => ("killedAgain", None, None),
+        DeleteKubelet::Nothing => ("nothing", None, None),
+    };
+    DeleteRun {
+        seconds: since(d.at, t0),
+        grace_period_seconds: kubectl_delete(d.flags)
+            .ok()
+            .and_then(|r| r.grace_period_seconds),
+        force: d.flags.force,
+        api,
+        deletion_grace_period_seconds: dgps,
+        deletion_timestamp: dt.map(format_timestamp),
+        kubelet,
+        kill_grace_period_seconds: kill,
+        recorded_grace_period_seconds: recorded,
     }
 }
 
@@ -223,6 +348,6 @@ fn termination_run(
         exit_after_seconds: exit.map(|(at, _)| since(at, start)),
         exit_code: exit.map(|(_, s)| s.code()),
         exit_signal: exit.and_then(|(_, s)| signal_name(s)),
-        superseded: t.superseded,
+        killed_by: t.killer.as_str(),
     }
 }

@@ -10,9 +10,10 @@ use podgrace_core::lint::{self, LintOptions};
 use podgrace_core::manifest::{self, ManifestError, ManifestErrorKind};
 use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::{kubectl_delete, KubectlDeleteFlags};
+use podgrace_core::rules::latency::RuntimeProfile;
 use podgrace_core::timeline::{
-    self, ContainerTimeline, Finding, KubeletConfig, Options, Severity, Timeline, TimelineError,
-    Trigger,
+    self, ContainerTimeline, Finding, KubeletConfig, LaterDelete, Options, Severity, Timeline,
+    TimelineError, Trigger,
 };
 use podgrace_core::Seconds;
 use std::collections::HashMap;
@@ -42,6 +43,13 @@ pub struct Args {
     /// 0 when --shutdown-grace-period is given, else 10]
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
     shutdown_grace_period_critical_pods: Option<i64>,
+    /// A second `kubectl delete` while the termination runs: GRACE@SECONDS, GRACE a
+    /// --grace-period, `force` or `now`, SECONDS after the termination started (3@2.3).
+    #[arg(long, value_name = "GRACE@SECONDS")]
+    second_delete: Option<LaterDelete>,
+    /// Include the measured latencies of this runtime (containerd) in the times.
+    #[arg(long, value_name = "RUNTIME")]
+    runtime: Option<RuntimeProfile>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -109,6 +117,16 @@ fn triggers(args: &Args) -> Result<Vec<Trigger>, BadInput> {
             ));
         }
     }
+    if let (Some(_), Some(t)) = (
+        args.second_delete,
+        triggers
+            .iter()
+            .find(|t| matches!(t, Trigger::Liveness(_) | Trigger::Startup(_))),
+    ) {
+        return Err(BadInput(format!(
+            "--second-delete applies to the delete, eviction and node-shutdown triggers, not to --trigger {t} (a probe kill restarts one container; the pod is not terminating)"
+        )));
+    }
     Ok(triggers)
 }
 
@@ -145,6 +163,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             shutdown_grace_period,
             shutdown_grace_period_critical_pods,
         },
+        second_delete: args.second_delete,
+        runtime: args.runtime,
     };
     let (docs, mut problems) = input::read_all(&files)?;
     let load_opts = manifest::LoadOptions {
@@ -385,6 +405,55 @@ fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
         "  {:name_w$}  = preStop{turn}  S stop signal  . waiting for exit  K SIGKILL",
         ""
     );
+    if let Some(sd) = &tl.second_delete {
+        let api = match (
+            sd.api,
+            sd.deletion_grace_period_seconds,
+            sd.deletion_timestamp_seconds,
+        ) {
+            ("shortened", Some(g), Some(dt)) => {
+                format!("deletionGracePeriodSeconds {g}, deletionTimestamp t={dt} s")
+            }
+            ("deleted", _, _) => "the object is removed".to_string(),
+            ("unchanged", _, _) => "nothing changes (not shorter)".to_string(),
+            _ => "NotFound (the object is gone)".to_string(),
+        };
+        let kubelet = match sd.kubelet {
+            "ignored" => format!(
+                "does not shorten: the kill in flight keeps {} s",
+                sd.kill_grace_period_seconds
+            ),
+            "killedAgain" => "kills every container again (times above include it)".to_string(),
+            "over" => "the kill is already over".to_string(),
+            _ => "nothing changes".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  second delete at t={} s: API {api}; kubelet {kubelet}",
+            sd.at_seconds
+        );
+    }
+    if let Some(rt) = &tl.runtime {
+        let _ = writeln!(
+            out,
+            "  times include the latencies measured on {}:",
+            rt.name
+        );
+        for l in &rt.latencies {
+            let median = l
+                .median_seconds
+                .map(|m| format!(", median {}", short(m)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {}: {}–{}{median} (source: {})",
+                l.what,
+                short(l.min_seconds),
+                short(l.max_seconds),
+                l.source
+            );
+        }
+    }
     if !tl.findings.is_empty() {
         let _ = writeln!(out, "  findings:");
         for f in &tl.findings {
@@ -395,6 +464,15 @@ fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
             };
             let _ = writeln!(out, "    {sev:7} {}: {}", f.rule, f.message);
         }
+    }
+}
+
+/// A short latency: `8 ms` below a second, else `2.9 s`.
+fn short(s: Seconds) -> String {
+    if s.ms() < 1000 {
+        format!("{} ms", s.ms())
+    } else {
+        format!("{s} s")
     }
 }
 

@@ -9,26 +9,11 @@ pub mod lint;
 pub mod run;
 
 /// `--pod-network A.B.C.0/24`: the range pods take their addresses from (`.1` is the host side,
-/// pods get `.2` to `.254`). Only /24 ranges are supported.
+/// pods get `.2` to `.254`). Only /24 ranges are supported, and only ones whose addresses
+/// kube-apiserver accepts in EndpointSlices (see `podgrace_node::sandbox::NetworkConfig`).
 pub fn parse_pod_network(s: &str) -> Result<podgrace_node::sandbox::NetworkConfig, String> {
-    let (addr, len) = s
-        .split_once('/')
-        .ok_or_else(|| format!("expected A.B.C.0/24, got {s:?}"))?;
-    if len != "24" {
-        return Err(format!("only /24 pod networks are supported, got /{len}"));
-    }
-    let base: std::net::Ipv4Addr = addr
-        .parse()
-        .map_err(|_| format!("not an IPv4 address: {addr:?}"))?;
-    if base.octets()[3] != 0 {
-        return Err(format!("{s}: the host part must be 0 (A.B.C.0/24)"));
-    }
-    if base.is_loopback() || base.is_multicast() || base.is_broadcast() || base.is_unspecified() {
-        return Err(format!(
-            "{s}: a pod range must be an ordinary unicast range (not loopback, multicast or 0.0.0.0)"
-        ));
-    }
-    Ok(podgrace_node::sandbox::NetworkConfig { base })
+    s.parse()
+        .map_err(|e: podgrace_node::sandbox::PodNetworkError| e.to_string())
 }
 
 /// A duration flag: plain seconds (`2.5`) or humantime (`10s`, `1m30s`, `500ms`).

@@ -1,9 +1,11 @@
 //! `podgrace run FILE`: the pod's containers as local processes under kubelet semantics.
 //!
 //! Ctrl-C (or SIGTERM to podgrace) is `kubectl delete pod`; a second one is
-//! `kubectl delete pod --grace-period=0 --force`. `--delete-after` deletes (or, with `--evict`,
-//! evicts) the pod by itself after a delay. At the end, a report of what each container
-//! received and when.
+//! `kubectl delete pod --grace-period=0 --force` (which, as on a real node, does not shorten a
+//! termination already running); a third stops podgrace at once. `--delete-after` deletes (or,
+//! with `--evict`, evicts) the pod by itself after a delay, `--second-delete` deletes again
+//! later. At the end, a report of what each container received and when, and what the pod
+//! object went through.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -13,9 +15,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_core::rules::apiserver::KubectlDeleteFlags;
+use podgrace_core::rules::apiserver::{format_timestamp, KubectlDeleteFlags};
+use podgrace_core::rules::latency::RuntimeProfile;
+use podgrace_core::timeline::LaterDelete;
+use podgrace_core::KubeVersion;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{build_report, check_pod, run_pod, PodCommand, PodOptions, RunReport};
+use podgrace_node::kubelet::{
+    build_report, check_pod, run_pod, DeleteApi, DeleteKubelet, DeleteRecord, PodCommand,
+    PodOptions, RunReport,
+};
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
 use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
 use tokio::signal::unix::{signal, SignalKind};
@@ -58,6 +66,16 @@ pub struct Args {
     /// STOPSIGNAL podgrace cannot know.
     #[arg(long = "stop-signal", value_name = "CONTAINER=SIGNAL", value_parser = parse_assignment)]
     stop_signals: Vec<(String, String)>,
+    /// A second `kubectl delete` this long after the first: GRACE@SECONDS, GRACE a
+    /// --grace-period, `force` or `now` (3@2.3: --grace-period=3 2.3 s after the first delete).
+    #[arg(long, value_name = "GRACE@SECONDS")]
+    second_delete: Option<LaterDelete>,
+    /// Add the measured latencies of a real runtime (containerd 1.6) to every stop and restart.
+    #[arg(long, value_name = "RUNTIME")]
+    runtime_latency: Option<RuntimeProfile>,
+    /// The seed of the latency draws (default: a new one each run, printed).
+    #[arg(long, value_name = "N", requires = "runtime_latency")]
+    runtime_latency_seed: Option<u64>,
     #[command(flatten)]
     version: VersionArgs,
     #[command(flatten)]
@@ -114,6 +132,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.delete.given() && args.trigger() != RunTrigger::Delete {
         return Err(BadInput(
             "--grace-period, --force and --now shape the delete; an eviction takes its grace from the kubelet (--eviction-max-pod-grace-period)".into(),
+        )
+        .into());
+    }
+    if args.second_delete.is_some() && args.trigger() != RunTrigger::Delete {
+        return Err(BadInput(
+            "--second-delete follows a delete; with an eviction there is none (the kubelet evicts without touching the API object)".into(),
         )
         .into());
     }
@@ -219,6 +243,18 @@ async fn supervise(
     flags: KubectlDeleteFlags,
 ) -> anyhow::Result<RunReport> {
     let (runtime, mut output) = ProcessRuntime::new(args.pod_network.pod_network.clone());
+    let runtime = match args.runtime_latency {
+        Some(profile) => {
+            let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
+            let l = profile.latencies();
+            eprintln!(
+                "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
+                l.runtime
+            );
+            runtime.with_latencies(*l, seed)
+        }
+        None => runtime,
+    };
     let runtime = Arc::new(runtime);
     let namespaced = namespaces_permitted();
     if !namespaced {
@@ -277,7 +313,17 @@ async fn supervise(
     };
     let mut deletes = 0;
     let mut status = pod.status();
+    let mut seen_deletes: Option<std::time::Instant> = None;
+    // When the first delete went out, for --second-delete.
+    let mut first_delete: Option<tokio::time::Instant> = None;
+    let version = args.version.kubernetes_version;
     loop {
+        let second_at = match (args.second_delete, first_delete) {
+            (Some(later), Some(first)) if deletes == 1 => {
+                Some(first + Duration::from_millis(u64::try_from(later.at_ms).unwrap_or(0)))
+            }
+            _ => None,
+        };
         tokio::select! {
             _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags, 130),
             _ = terms.recv() => deletes = request_delete(&pod, deletes, flags, 143),
@@ -295,8 +341,28 @@ async fn supervise(
                     }
                 }
             }
+            () = sleep_until(second_at) => {
+                if let Some(later) = args.second_delete {
+                    eprintln!("deleting the pod again after --second-delete ({})", describe(later.flags));
+                    pod.send(PodCommand::Delete(later.flags));
+                    deletes = 2;
+                }
+            }
             changed = status.changed() => {
-                if changed.is_err() || status.borrow().phase == podgrace_node::kubelet::PodPhase::Terminated {
+                if changed.is_err() {
+                    break;
+                }
+                let st = status.borrow_and_update().clone();
+                if let Some(d) = st.last_delete.filter(|d| Some(d.at) != seen_deletes) {
+                    seen_deletes = Some(d.at);
+                    if first_delete.is_none() {
+                        first_delete = Some(tokio::time::Instant::from(d.at));
+                    }
+                    if let Some(note) = delete_note(&d, version) {
+                        eprintln!("{note}");
+                    }
+                }
+                if st.phase == podgrace_node::kubelet::PodPhase::Terminated {
                     break;
                 }
             }
@@ -316,10 +382,10 @@ async fn supervise(
 }
 
 /// The first interrupt deletes like `kubectl delete pod` (with --grace-period/--force if
-/// given); the second is `--grace-period=0 --force`; a third ends podgrace at once with `code`
-/// (130 for SIGINT, 143 for SIGTERM), whatever its containers are doing: their processes die
-/// with podgrace (`PR_SET_PDEATHSIG`), and nothing of a container that the kernel is still
-/// tearing down can hold podgrace up.
+/// given); the second is `--grace-period=0 --force`; a third stops podgrace at once with `code`
+/// (130 for SIGINT, 143 for SIGTERM), whatever its containers are doing (not a Kubernetes
+/// action): their processes die with podgrace (`PR_SET_PDEATHSIG`), and nothing of a container
+/// that the kernel is still tearing down can hold podgrace up.
 fn request_delete(
     pod: &podgrace_node::kubelet::PodHandle,
     done: u32,
@@ -332,7 +398,7 @@ fn request_delete(
             pod.send(PodCommand::Delete(flags));
         }
         1 => {
-            eprintln!("force-deleting the pod (kubectl delete pod --grace-period=0 --force); press Ctrl-C again to exit at once");
+            eprintln!("force-deleting the pod (kubectl delete pod --grace-period=0 --force); press Ctrl-C a third time to stop podgrace at once");
             pod.send(PodCommand::Delete(KubectlDeleteFlags {
                 grace_period: 0,
                 force: true,
@@ -340,19 +406,92 @@ fn request_delete(
             }));
         }
         _ => {
-            let removed = podgrace_node::sandbox::teardown_own();
-            eprintln!(
-                "exiting without waiting for the pod's containers: their processes die with podgrace{}",
-                if removed.is_empty() {
-                    String::new()
-                } else {
-                    format!(", and its network namespace ({}) is removed", removed.join(", "))
-                }
-            );
+            // Not a Kubernetes action: podgrace exits, and every container process dies with it
+            // (PR_SET_PDEATHSIG); the pods' network namespaces go first.
+            eprintln!("stopping podgrace now: every container is killed with it, no report");
+            podgrace_node::sandbox::teardown_own();
             std::process::exit(code);
         }
     }
     done + 1
+}
+
+/// A fresh seed for the latency draws when none is given.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `kubectl delete --grace-period=3`, as the notes name a delete.
+fn describe(flags: KubectlDeleteFlags) -> String {
+    if flags.force {
+        format!(
+            "kubectl delete pod --grace-period={} --force",
+            flags.grace_period.max(0)
+        )
+    } else if flags.now {
+        "kubectl delete pod --now".into()
+    } else if flags.grace_period >= 0 {
+        format!("kubectl delete pod --grace-period={}", flags.grace_period)
+    } else {
+        "kubectl delete pod".into()
+    }
+}
+
+/// What a delete did, said once it has happened: nothing for the one that started the
+/// termination (the events say it); for a later one, whether it shortened anything.
+fn delete_note(d: &DeleteRecord, version: KubeVersion) -> Option<String> {
+    let what = describe(d.flags);
+    let api = match d.api {
+        DeleteApi::NotFound => {
+            return Some(format!(
+                "note: {what}: Error from server (NotFound): the pod object is already gone; the kubelet goes on terminating"
+            ))
+        }
+        DeleteApi::Unchanged => {
+            return Some(format!(
+                "note: {what} is not shorter than the grace already set: the API server changes nothing"
+            ))
+        }
+        DeleteApi::Graceful {
+            deletion_grace_period_seconds,
+            deletion_timestamp,
+        } => format!(
+            "deletionGracePeriodSeconds {deletion_grace_period_seconds}, deletionTimestamp {}",
+            format_timestamp(deletion_timestamp)
+        ),
+        DeleteApi::Deleted { .. } => "the object is removed (force deleted)".to_string(),
+    };
+    match d.kubelet {
+        DeleteKubelet::Ignored {
+            kept_seconds,
+            recorded_seconds,
+        } => Some(format!(
+            "note: {what} does not shorten the termination in flight: the API now says {api}, and the kubelet's pod worker takes {recorded_seconds} s, but Kubernetes {version}'s SyncTerminatingPod kills on a context of its own, so the preStop wait, StopContainer and SIGKILL keep the grace of {kept_seconds} s (as recorded on a real 1.32 node)"
+        )),
+        DeleteKubelet::KilledAgain => Some(format!(
+            "note: {what}: {api}; Kubernetes {version}'s kubelet kills every container again at once beside the kill in flight (its pod killer: no preStop, StopContainer with 2 s)"
+        )),
+        DeleteKubelet::NotShorter => Some(format!(
+            "note: {what}: the API now says {api}; the kubelet's grace does not get shorter, nothing changes"
+        )),
+        DeleteKubelet::BeforeKill {
+            grace_period_seconds,
+        } => Some(format!(
+            "note: {what}: the API now says {api}; the kill had not begun and starts with {grace_period_seconds} s"
+        )),
+        DeleteKubelet::Started { .. } | DeleteKubelet::Nothing => None,
+    }
 }
 
 /// The text summary: per container, what it received and when, with a diagnosis.
@@ -432,8 +571,8 @@ fn summary(r: &RunReport) -> String {
                 t.reason,
                 t.start_seconds,
                 t.grace_period_seconds,
-                if t.superseded {
-                    " (cut short by a shorter grace period, then run again)"
+                if t.killed_by == "podKiller" {
+                    " (the pod killer's second kill, after the object was removed)"
                 } else {
                     ""
                 }
@@ -477,6 +616,56 @@ fn summary(r: &RunReport) -> String {
                 let _ = writeln!(out, "      → {d}");
             }
         }
+    }
+    if !r.object.is_empty() {
+        let _ = writeln!(
+            out,
+            "  the pod object (kubectl get pods -w --output-watch-events):"
+        );
+        for e in &r.object {
+            let mut meta = Vec::new();
+            if let Some(dt) = &e.deletion_timestamp {
+                meta.push(format!("deletionTimestamp {dt}"));
+            }
+            if let Some(g) = e.deletion_grace_period_seconds {
+                meta.push(format!("deletionGracePeriodSeconds {g}"));
+            }
+            meta.push(format!("phase {}", e.phase));
+            if let Some(reason) = &e.reason {
+                meta.push(format!("reason {reason}"));
+            }
+            let _ = writeln!(
+                out,
+                "    {:>8.3} s  {:8}  {:5} {:12} {}",
+                e.seconds,
+                e.kind,
+                e.table.ready,
+                e.table.status,
+                meta.join(", ")
+            );
+        }
+    }
+    for d in r.deletes.iter().skip(1) {
+        let what = match (d.grace_period_seconds, d.force) {
+            (Some(g), true) => format!("--grace-period={g} --force"),
+            (Some(g), false) => format!("--grace-period={g}"),
+            (None, _) => "(the pod's own grace)".into(),
+        };
+        let effect = match d.kubelet {
+            "ignored" => format!(
+                "did not shorten the termination: the kill kept {} s",
+                d.kill_grace_period_seconds.unwrap_or_default()
+            ),
+            "killedAgain" => "made the kubelet kill every container again".into(),
+            "beforeKill" => "came before the kill began, which took its grace".into(),
+            "notShorter" | "nothing" => "changed nothing for the kubelet".into(),
+            other => other.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  the delete at {:.3} s ({what}, API: {}) {effect}",
+            d.seconds, d.api
+        );
     }
     out
 }
