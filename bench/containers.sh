@@ -50,7 +50,7 @@ for f in pod-30k pod-300k list-10x30k bomb-seq bomb-map; do
     /usr/bin/time -f '%e %M' -o "$dir/time" "$BIN" "$verb" "$dir/$f.yaml" -o json >/dev/null 2>"$dir/err"
     code=$?
     set -e
-    read -r secs kb < "$dir/time"
+    read -r secs kb < <(tail -n 1 "$dir/time")
     printf '%-18s %8s  %-8s %10s %9s MB  %s\n' "$f" "$size" "$verb" "$secs" "$((kb / 1024))" "$code"
   done
 done
