@@ -102,6 +102,10 @@ pub struct DrillConfig {
     pub version: KubeVersion,
     /// kubelet evictionMaxPodGracePeriod for a soft eviction, seconds.
     pub eviction_max_pod_grace_period: i64,
+    /// The flags of [`Scenario::Delete`]'s delete (`kubectl delete pod --grace-period N
+    /// --force --now`); a rollout's deletes come from the ReplicaSet controller, with the pod's
+    /// own grace.
+    pub delete: KubectlDeleteFlags,
     /// The host-only range the pods take their addresses from.
     pub network: NetworkConfig,
 }
@@ -389,9 +393,7 @@ pub async fn run_drill(
         }
         Scenario::Delete => {
             let _ = log.send(format!("{}: deleting", replicas[0].name));
-            replicas[0]
-                .handle
-                .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+            replicas[0].handle.send(PodCommand::Delete(config.delete));
             disrupted.push(0);
         }
         Scenario::Evict { hard } => {

@@ -442,3 +442,116 @@ fn a_rollout_faster_than_the_lag_strands_the_traffic_until_min_ready_seconds() {
     // What is left is the race on each deleted pod's pinned connections (kube-proxy).
     assert!(r["failed"].as_u64().unwrap() <= 50, "{r}");
 }
+
+/// `--scenario delete` takes kubectl's delete flags (the deleted pod gets --grace-period's
+/// grace); a rollout does not (its deletes come from the ReplicaSet controller).
+#[test]
+fn the_delete_scenario_takes_the_grace_period_flags() {
+    let file = tmp_file("drillflags", "web.yaml", &demo(None));
+    let o = podgrace(&["drill", file.to_str().unwrap(), "--grace-period", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a rollout's deletes come from the ReplicaSet controller"),
+        "{}",
+        stderr(&o)
+    );
+    if !privileged("drill grace flags") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (_, r) = drill(
+        "drillflags",
+        &demo(None),
+        &[
+            "--scenario",
+            "delete",
+            "--grace-period",
+            "3",
+            "--duration",
+            "3s",
+        ],
+    );
+    let graces: Vec<i64> = r["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            p["containers"][0]["terminations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|t| t["reason"] == "Deleted")
+        .filter_map(|t| t["gracePeriodSeconds"].as_i64())
+        .collect();
+    // The deleted replica got 3 s; the one removed at the end gets the drill's quick 1 s.
+    assert!(graces.contains(&3), "{graces:?}: {r}");
+}
+
+/// A SIGTERM to `podgrace drill` exits 143 (128 + 15), a SIGINT 130, as a shell reports a
+/// process ended by that signal; the drill's pods go with it.
+#[test]
+fn a_signal_to_drill_exits_128_plus_its_number() {
+    if !privileged("drill signals") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let file = tmp_file("drillsig", "web.yaml", &demo(None));
+    for (signal, code) in [
+        (rustix::process::Signal::TERM, 143),
+        (rustix::process::Signal::INT, 130),
+    ] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
+            .args([
+                "drill",
+                file.to_str().unwrap(),
+                "-o",
+                "json",
+                "--duration",
+                "20s",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = rustix::process::Pid::from_child(&child);
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        rustix::process::kill_process(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{signal:?}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    }
+}
+
+/// The examples that serve traffic drill as they are (issue 9 item 12); web.yaml, whose preStop
+/// covers the endpoint lag and whose app drains, passes: the README's example drill.
+#[test]
+fn the_serving_examples_drill() {
+    if !privileged("example drills") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for (example, pass) in [
+        ("examples/web.yaml", true),
+        ("examples/sidecar.yaml", false),
+    ] {
+        let out = podgrace(&["drill", example, "-o", "json", "--duration", "12s"]);
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{example}: {}",
+            stderr(&out)
+        );
+        let r = json(&out);
+        if pass {
+            assert_eq!(r["verdict"], "pass", "{example}: {r}");
+        }
+        assert!(r["requests"].as_u64().unwrap() > 1000, "{example}: {r}");
+    }
+}

@@ -1,5 +1,7 @@
 //! Traffic rules: the endpoint race at t=0, and Services that select pods without readiness.
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -8,44 +10,75 @@ use super::{object_ref, related, secs, selects, PodCx, Sink};
 use crate::manifest::Object;
 use crate::plan::{ContainerPlan, ContainerRole, PodPlan, WorkloadKind};
 
-/// The Service port targets of `svc` that container `c` declares, as `Service NAME port N`.
-fn service_ports(svc: &Service, c: &ContainerPlan) -> Vec<i32> {
-    let Some(ports) = svc.spec.as_ref().and_then(|s| s.ports.as_ref()) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for sp in ports {
-        let hit = match &sp.target_port {
-            Some(IntOrString::Int(n)) => c.ports.iter().find(|p| p.container_port == *n),
-            Some(IntOrString::String(name)) => {
-                c.ports.iter().find(|p| p.name.as_deref() == Some(name))
-            }
-            None => c.ports.iter().find(|p| p.container_port == sp.port),
-        };
-        if let Some(p) = hit {
-            out.push(p.container_port);
-        }
-    }
-    out
-}
-
 fn selector(svc: &Service) -> Option<&std::collections::BTreeMap<String, String>> {
     svc.spec.as_ref().and_then(|s| s.selector.as_ref())
+}
+
+/// Where the Services of the input that select one pod send traffic: each target port (a
+/// number, or a containerPort's name) with the first Service port that targets it, as
+/// (Service index, port index, Service name). Built once per pod, so that finding the Service of
+/// each container costs its own ports only.
+#[derive(Default)]
+pub(crate) struct ServiceTargets<'a> {
+    by_number: HashMap<i32, (usize, usize, &'a str)>,
+    by_name: HashMap<&'a str, (usize, usize, &'a str)>,
+}
+
+impl<'a> ServiceTargets<'a> {
+    /// The targets of the Services in `services` related to `object` whose selector selects
+    /// `pod`'s labels.
+    pub fn new(services: &[(&'a Object, &'a Service)], object: &Object, pod: &PodPlan) -> Self {
+        let mut t = ServiceTargets::default();
+        for (si, (o, svc)) in services.iter().enumerate() {
+            if !related(object, o) || !selector(svc).is_some_and(|s| selects(s, &pod.labels)) {
+                continue;
+            }
+            let ports = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_deref())
+                .unwrap_or_default();
+            for (pi, sp) in ports.iter().enumerate() {
+                let at = (si, pi, o.name.as_str());
+                match &sp.target_port {
+                    Some(IntOrString::Int(n)) => {
+                        t.by_number.entry(*n).or_insert(at);
+                    }
+                    Some(IntOrString::String(name)) => {
+                        t.by_name.entry(name.as_str()).or_insert(at);
+                    }
+                    // targetPort defaults to the port.
+                    None => {
+                        t.by_number.entry(sp.port).or_insert(at);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The first Service (in input order) that targets one of `c`'s ports, and that port: the
+    /// first of the Service's ports that hits.
+    fn of(&self, c: &ContainerPlan) -> Option<(&'a str, i32)> {
+        c.ports
+            .iter()
+            .flat_map(|p| {
+                let by_name = p.name.as_deref().and_then(|n| self.by_name.get(n));
+                [self.by_number.get(&p.container_port), by_name]
+                    .into_iter()
+                    .flatten()
+                    .map(move |&(si, pi, name)| ((si, pi), name, p.container_port))
+            })
+            .min_by_key(|(at, _, _)| *at)
+            .map(|(_, name, port)| (name, port))
+    }
 }
 
 /// Why container `c` serves traffic, if it does as far as the input shows: a Service of the
 /// input selects one of its ports, or it has a readiness probe.
 pub(super) fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
-    for (o, svc) in cx.services {
-        if !cx.related(o) {
-            continue;
-        }
-        if !selector(svc).is_some_and(|s| selects(s, &cx.pod.labels)) {
-            continue;
-        }
-        if let Some(port) = service_ports(svc, c).first() {
-            return Some(format!("Service {} selects its port {port}", o.name));
-        }
+    if let Some((name, port)) = cx.service_targets.of(c) {
+        return Some(format!("Service {name} selects its port {port}"));
     }
     c.readiness_probe
         .is_some()

@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_core::KubeVersion;
 use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
 use podgrace_drill::endpoints::{LagModel, LagPreset};
 use podgrace_drill::html::{html_report, write_report};
@@ -21,16 +20,23 @@ use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
 use podgrace_node::kubelet::spec::SpecError;
 
+use super::args::{
+    DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
+};
 use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A manifest with the pod or Deployment to drill (`-` for stdin); none runs the built-in
-    /// demo, without and with the fix.
-    file: Option<PathBuf>,
+    /// A manifest with the pod or Deployment to drill (`-` for stdin, or -f FILE); none runs
+    /// the built-in demo, without and with the fix.
+    #[command(flatten)]
+    file: FileArgs,
     /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft or evict-hard.
     #[arg(long, default_value = "rollout", value_parser = parse_scenario)]
     scenario: Scenario,
+    /// --scenario delete's delete: kubectl's --grace-period, --force and --now.
+    #[command(flatten)]
+    delete: DeleteArgs,
     /// Replicas [default: the Deployment's, else 2].
     #[arg(long)]
     replicas: Option<usize>,
@@ -91,18 +97,14 @@ pub struct Args {
     /// When the disruption starts after the load (`1s`).
     #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
     disrupt_after: Duration,
-    /// kubelet evictionMaxPodGracePeriod for evict-soft, seconds.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    eviction_max_pod_grace_period: i64,
-    /// The Kubernetes version whose kubelet to reproduce.
-    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
-    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
-    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
-    pod_network: podgrace_node::sandbox::NetworkConfig,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
-    output: Format,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
+    #[command(flatten)]
+    version: VersionArgs,
+    #[command(flatten)]
+    pod_network: PodNetworkArgs,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Write a self-contained HTML report with the timeline chart (the demo writes two files,
     /// `-without-prestop` and `-with-prestop` added to the name).
     #[arg(long, value_name = "FILE.html")]
@@ -119,12 +121,6 @@ const DEFAULT_TIMEOUT: &str = "2s";
 
 /// Each replica is a pod with its own network namespace; the /24 pod range holds 253.
 const MAX_REPLICAS: usize = 100;
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProtocolArg {
@@ -196,6 +192,13 @@ fn parse_lag(s: &str) -> Result<LagArg, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let delete_flags = args.delete.flags()?;
+    if args.delete.given() && args.scenario != Scenario::Delete {
+        return Err(BadInput(
+            "--grace-period, --force and --now shape the delete of --scenario delete; a rollout's deletes come from the ReplicaSet controller with the pod's own grace, and an eviction's grace from the kubelet (--eviction-max-pod-grace-period)".into(),
+        )
+        .into());
+    }
     let with_streams = args.streams + args.idle_streams > 0;
     if args.streams > MAX_STREAMS || args.idle_streams > MAX_STREAMS {
         return Err(BadInput(format!(
@@ -277,7 +280,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     if let Some(path) = &args.report {
         // Found now, not after the whole drill has run.
-        if args.file.is_some() {
+        if args.file.get().is_some() {
             check_writable(path)?;
         } else {
             check_writable(&suffixed(path, "-without-prestop"))?;
@@ -318,21 +321,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         connections: args.connections,
         port,
         disrupt_after: args.disrupt_after,
-        version: args.kubernetes_version,
-        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
-        network: args.pod_network.clone(),
+        version: args.version.kubernetes_version,
+        eviction_max_pod_grace_period: args.kubelet.eviction_max_pod_grace_period,
+        network: args.pod_network.pod_network.clone(),
+        delete: delete_flags,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    match &args.file {
+    match args.file.get() {
         Some(file) => {
             let (plan, replicas, port) = load_template(file, &args)?;
             let cfg = config(port, args.replicas.unwrap_or(replicas));
             let outcome = runtime.block_on(drill_once(&plan, &cfg, &args, "drill"))?;
-            match args.output {
+            match args.output.output {
                 Format::Json => print_json(&outcome.report)?,
                 Format::Text => write!(Out, "{}", summary(&outcome))?,
             }
@@ -411,7 +415,7 @@ fn demo(
     }
     let a = runtime.block_on(drill_once(&unfixed, &cfg, args, "1/2 without preStop"))?;
     let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
-    match args.output {
+    match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report])?;
@@ -486,7 +490,7 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
         &doc.text,
         &doc.name,
         &manifest::LoadOptions {
-            kube_version: args.kubernetes_version,
+            kube_version: args.version.kubernetes_version,
         },
     )
     .map_err(|e| BadInput(e.to_string()))?;
@@ -579,7 +583,8 @@ async fn drill_once(
     title: &str,
 ) -> anyhow::Result<DrillOutcome> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let bar = if args.output == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    let bar = if args.output.output == Format::Text
+        && std::io::IsTerminal::is_terminal(&std::io::stderr())
     {
         let b = ProgressBar::new(cfg.duration.as_millis() as u64);
         b.set_style(
@@ -616,7 +621,7 @@ async fn drill_once(
     });
     let result = tokio::select! {
         r = run_drill(plan, cfg, tx) => r,
-        () = interrupted() => {
+        code = interrupted() => {
             if let Some(b) = &bar {
                 b.abandon();
             }
@@ -630,7 +635,7 @@ async fn drill_once(
                     n => format!("{n} pod network namespaces"),
                 }
             );
-            std::process::exit(130);
+            std::process::exit(code);
         }
     };
     if let Some(t) = ticker {
@@ -643,8 +648,9 @@ async fn drill_once(
     result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
 }
 
-/// The first SIGINT or SIGTERM to podgrace.
-async fn interrupted() {
+/// The first SIGINT or SIGTERM to podgrace, as the exit code of a process it ended: 128 + the
+/// signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
+async fn interrupted() -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     match (
         signal(SignalKind::interrupt()),
@@ -652,8 +658,8 @@ async fn interrupted() {
     ) {
         (Ok(mut i), Ok(mut t)) => {
             tokio::select! {
-                _ = i.recv() => {}
-                _ = t.recv() => {}
+                _ = i.recv() => 128 + 2,
+                _ = t.recv() => 128 + 15,
             }
         }
         _ => std::future::pending().await,
