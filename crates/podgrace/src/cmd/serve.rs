@@ -142,7 +142,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         },
         KubeletConfig {
             node_name: args.node_name.clone(),
-            version: args.kubernetes_version,
+            version: args.version.kubernetes_version,
             log_dir: Some(log_dir.path.clone()),
             ..KubeletConfig::default()
         },
