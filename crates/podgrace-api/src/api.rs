@@ -126,6 +126,7 @@ fn openapi_def(r: &Resource) -> String {
         "" => "core",
         "coordination.k8s.io" => "coordination",
         "events.k8s.io" => "events",
+        "discovery.k8s.io" => "discovery",
         g => g,
     };
     format!("io.k8s.api.{group}.{}.{}", r.version, r.kind)
@@ -622,7 +623,15 @@ impl Api {
             }
         }
         let has_status = r.subresources.contains(&"status");
-        if status_only {
+        if crate::kinds::handles(r) {
+            let mut causes = crate::kinds::prepare_update(r, &old, &mut new, status_only);
+            if !status_only {
+                causes.extend(decoded.invalid.iter().cloned());
+            }
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(r, name, causes));
+            }
+        } else if status_only {
             // Only the status changes (and, as upstream lets the status writer, nothing else).
             let mut merged = old.clone();
             merged["status"] = new.get("status").cloned().unwrap_or(json!({}));

@@ -25,6 +25,7 @@
 pub mod api;
 pub mod discovery;
 pub mod http;
+pub mod kinds;
 pub mod kubeconfig;
 pub mod listener;
 pub mod logs;
