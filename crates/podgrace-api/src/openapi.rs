@@ -261,10 +261,12 @@ mod tests {
             .any(|x| x["name"] == "fieldValidation"));
         assert!(document("apis/events.k8s.io/v1").is_some());
         let apps = document("apis/apps/v1").unwrap();
-        let t = &apps["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        let t = &apps["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]
+            ["containers"];
         assert_eq!(t["x-kubernetes-patch-merge-key"], "name");
         assert_eq!(
-            apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0]["kind"],
+            apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]
+                ["x-kubernetes-group-version-kind"][0]["kind"],
             "Deployment"
         );
         assert!(document("apis/batch/v1").is_none());

@@ -678,3 +678,106 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
         wait_exit(&mut s.child, Duration::from_secs(5)).expect("a second Ctrl-C exits at once");
     assert!(st.success(), "{st:?}");
 }
+
+/// The eviction API through real kubectl (`kubectl create --raw`), the pods' and the budget's
+/// status written with `kubectl patch --subresource=status` as the kubelet and the disruption
+/// controller would: the recorded 429 wording, then the 201 body once the budget allows one
+/// (`shared/cases/real-cluster-1.32.md` f).
+#[test]
+fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("evict", &[]);
+    let manifest = s.file(
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web-a, labels: {app: web}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers: [{name: app, image: busybox:1.36}]\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web-pdb}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n",
+    );
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", manifest.to_str().unwrap()]),
+        "apply",
+    );
+    let running =
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pod",
+                "web-a",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                running,
+            ],
+        ),
+        "pod status",
+    );
+    let budget = |allowed: i32| {
+        format!(
+            r#"{{"status":{{"observedGeneration":1,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1,"disruptionsAllowed":{allowed}}}}}"#
+        )
+    };
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pdb",
+                "web-pdb",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &budget(0),
+            ],
+        ),
+        "pdb status",
+    );
+    let ev = s.file(
+        "eviction.json",
+        r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"web-a","namespace":"default"}}"#,
+    );
+    let path = "/api/v1/namespaces/default/pods/web-a/eviction";
+    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert_eq!(
+        err(&o).trim(),
+        "Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pdb",
+                "web-pdb",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &budget(1),
+            ],
+        ),
+        "pdb status",
+    );
+    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    assert_ok(&o, "eviction");
+    assert_eq!(
+        out(&o).trim(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#
+    );
+    let o = s.kubectl(
+        &bin,
+        &["get", "pod", "web-a", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds} {.status.conditions[?(@.type==\"DisruptionTarget\")].reason}"],
+    );
+    assert_eq!(out(&o), "10 EvictionByEvictionAPI");
+    let o = s.kubectl(
+        &bin,
+        &[
+            "get",
+            "pdb",
+            "web-pdb",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+    );
+    assert_eq!(out(&o), "0");
+}

@@ -21,4 +21,5 @@ pub mod podworker;
 pub mod printers;
 pub mod replicaset;
 pub mod runtime;
+pub mod scheduling;
 pub mod validation;
