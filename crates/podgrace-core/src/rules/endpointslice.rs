@@ -598,6 +598,57 @@ fn finalize(
     (create, update, delete)
 }
 
+/// The trigger times of one Service as last synced (`TriggerTimeTracker`'s `ServiceState`):
+/// each pod's Ready condition's transition time and the Service's creation time, in
+/// milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TriggerState {
+    pods: BTreeMap<String, i64>,
+    service_ms: i64,
+}
+
+/// `ComputeEndpointLastChangeTriggerTime`: the value of
+/// `endpoints.kubernetes.io/last-change-trigger-time` for this sync of `svc` with `pods`:
+/// the Service's creation time for a Service not synced before (`state` `None`), else the
+/// earliest trigger time that moved since the last sync (`None`: none moved). Returns the
+/// state to keep. Upstream: `staging/src/k8s.io/endpointslice/util/trigger_time_tracker.go`
+/// (`getPodTriggerTime`: the Ready condition's lastTransitionTime; `getServiceTriggerTime`:
+/// the creationTimestamp), 1.19 to 1.36.
+pub fn trigger_time(
+    state: Option<&TriggerState>,
+    svc: &Service,
+    pods: &[&Pod],
+) -> (Option<i64>, TriggerState) {
+    let old = state.cloned().unwrap_or_default();
+    let mut min_changed: Option<i64> = None;
+    let mut next = TriggerState::default();
+    for p in pods {
+        let t = super::podutil::condition(p, "Ready")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(super::podutil::time_ms);
+        if let Some(t) = t {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if old.pods.get(&name).is_none_or(|o| t > *o) {
+                min_changed = Some(min_changed.map_or(t, |m| m.min(t)));
+            }
+            next.pods.insert(name, t);
+        }
+    }
+    let svc_ms = svc
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(0, super::podutil::time_ms);
+    if svc_ms > old.service_ms {
+        min_changed = Some(min_changed.map_or(svc_ms, |m| m.min(svc_ms)));
+    }
+    next.service_ms = svc_ms;
+    match state {
+        None => (Some(svc_ms), next),
+        Some(_) => (min_changed, next),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -739,5 +790,41 @@ mod tests {
             None,
         );
         assert_eq!(plan, Plan::default());
+    }
+
+    #[test]
+    fn trigger_time_is_the_earliest_change_since_the_last_sync() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let svc = Service {
+            metadata: ObjectMeta {
+                creation_timestamp: Some(super::super::podutil::ms_time(1_000)),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let pod = |name: &str, ready_ms: i64| Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(super::super::podutil::ms_time(ready_ms)),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (a, b) = (pod("a", 5_000), pod("b", 6_000));
+        let (t, st) = trigger_time(None, &svc, &[&a, &b]);
+        assert_eq!(t, Some(1_000), "a new Service: its creation time");
+        let (t, st) = trigger_time(Some(&st), &svc, &[&a, &b]);
+        assert_eq!(t, None, "nothing moved");
+        let (b2, c) = (pod("b", 9_000), pod("c", 8_000));
+        let (t, _) = trigger_time(Some(&st), &svc, &[&a, &b2, &c]);
+        assert_eq!(t, Some(8_000), "the earliest of the moved times");
     }
 }

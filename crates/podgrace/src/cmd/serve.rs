@@ -99,10 +99,20 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             let _ = stop_rx.await;
         },
     ));
+    // The controllers (ReplicaSet, Deployment, garbage collector, EndpointSlice, disruption),
+    // clients of the API in this process as kube-controller-manager's are of a cluster's.
+    let mut controllers = podgrace_controllers::spawn(
+        podgrace_api::in_process_client(api.clone()),
+        podgrace_controllers::Config {
+            kube_version: args.kubernetes_version,
+        },
+    );
     tokio::select! {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
     }
+    // Stopped first, so that the drain's deletes are not answered with replacement pods.
+    controllers.abort_all();
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
     drain(&api);
     tokio::select! {
