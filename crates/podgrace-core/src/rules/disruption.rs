@@ -101,9 +101,9 @@ pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now_ms: 
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             let name = p.metadata.name.clone().unwrap_or_default();
-            !disrupted
+            disrupted
                 .get(&name)
-                .is_some_and(|t| time_ms(t) + DELETION_TIMEOUT_MS > now_ms)
+                .is_none_or(|t| time_ms(t) + DELETION_TIMEOUT_MS <= now_ms)
         })
         .filter(|p| is_pod_ready(p))
         .count() as i32
