@@ -24,7 +24,7 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, Repli
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
-use kube_runtime::reflector::Store;
+use kube::runtime::reflector::Store;
 use podgrace_core::rules::deployment::{self as rules, reason};
 use podgrace_core::rules::podutil;
 use podgrace_core::rules::replicaset::Features;

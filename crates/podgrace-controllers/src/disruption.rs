@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::PostParams;
-use kube_runtime::reflector::Store;
+use kube::runtime::reflector::Store;
 use podgrace_core::rules::{disruption as rules, labels, podutil};
 use tokio::sync::Notify;
 

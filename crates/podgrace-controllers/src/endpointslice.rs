@@ -16,7 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, PostParams};
-use kube_runtime::reflector::Store;
+use kube::runtime::reflector::Store;
 use podgrace_core::rules::{endpointslice as rules, labels, podutil};
 use tokio::sync::Notify;
 

@@ -17,9 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::Resource;
-use kube_runtime::reflector::{self, Store};
-use kube_runtime::{watcher, WatchStreamExt};
 use podgrace_core::rules::garbagecollector::{self as rules, Action, OwnerState};
 use tokio::sync::Notify;
 

@@ -6,10 +6,10 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 use kube::Resource;
-use kube_runtime::reflector::{self, Store};
-use kube_runtime::watcher;
-use kube_runtime::WatchStreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
-use kube_runtime::reflector::Store;
+use kube::runtime::reflector::Store;
 use podgrace_core::rules::{labels, podutil, replicaset as rules};
 use tokio::sync::Notify;
 

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube_runtime::watcher;
+use kube::runtime::watcher;
 use podgrace_api::{Api as Server, ApiConfig};
 use serde_json::json;
 
