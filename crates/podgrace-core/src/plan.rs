@@ -237,6 +237,10 @@ pub struct ContainerPort {
     pub container_port: i32,
     /// `TCP` (default), `UDP` or `SCTP`.
     pub protocol: String,
+    /// `hostPort` (0 when absent: not mapped on the host).
+    pub host_port: i32,
+    /// `hostIP` (empty when absent).
+    pub host_ip: String,
 }
 
 /// One container of a pod, with the fields termination depends on.
@@ -247,6 +251,8 @@ pub struct ContainerPlan {
     /// Index in its list (`initContainers` or `containers`).
     pub index: usize,
     pub image: Option<String>,
+    /// `imagePullPolicy` as written (`Always`, `IfNotPresent`, `Never`); `None` when absent.
+    pub image_pull_policy: Option<String>,
     pub command: Vec<String>,
     pub args: Vec<String>,
     pub working_dir: Option<String>,

@@ -617,6 +617,7 @@ impl Loader<'_> {
             role,
             index,
             image: c.image,
+            image_pull_policy: c.image_pull_policy,
             command: c.command.unwrap_or_default(),
             args: c.args.unwrap_or_default(),
             working_dir: c.working_dir,
@@ -666,6 +667,8 @@ impl Loader<'_> {
                     name: p.name,
                     container_port: p.container_port,
                     protocol: p.protocol.unwrap_or_else(|| "TCP".into()),
+                    host_port: p.host_port.unwrap_or(0),
+                    host_ip: p.host_ip.unwrap_or_default(),
                 })
                 .collect(),
             post_start: lifecycle.post_start.and_then(handler),

@@ -8,6 +8,7 @@
 //! * [`ContainerdRuntime`] (`containerd.rs`): a real containerd over CRI v1 (gRPC on its
 //!   socket), images and CNI networking included.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,8 +18,10 @@ use tokio::sync::watch;
 use crate::process::{ExitStatus, Isolation, ProcessError};
 use crate::sandbox::SandboxError;
 
+pub mod containerd;
 mod process;
 
+pub use containerd::ContainerdRuntime;
 pub use process::ProcessRuntime;
 
 /// Errors of the runtime module.
@@ -46,8 +49,38 @@ pub enum RuntimeError {
     ExecSync { id: String, source: ProcessError },
     #[error("exec in container {id}: caller's context ended first; the exec was killed")]
     ExecSyncCancelled { id: String },
+    /// The exec ran past its CRI timeout and was killed (the kubelet's `exec.TimeoutError`).
+    #[error("exec in container {id}: command timed out after {timeout_seconds} s")]
+    ExecSyncTimeout { id: String, timeout_seconds: i64 },
     #[error("exec in container {id}: it is not running")]
     ExecSyncNotRunning { id: String },
+    /// The runtime's socket could not be reached.
+    #[error("cannot reach the container runtime at {socket}: {source}")]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A CRI call failed (the gRPC status, with the runtime's message).
+    #[error("CRI {call}: {}: {}", status.code(), status.message())]
+    Cri {
+        call: &'static str,
+        #[source]
+        status: Box<tonic::Status>,
+    },
+    /// A CRI call's answer lacked what it must hold.
+    #[error("CRI {call}: {what}")]
+    CriAnswer { call: &'static str, what: String },
+    /// The image is absent and `imagePullPolicy: Never` forbids pulling it (`ErrImageNeverPull`).
+    #[error("container image \"{image}\" is not present with pull policy of Never")]
+    ImageNeverPull { image: String },
+    /// A host-side step (log directory, mount source) failed.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The caller's context: an optional deadline and an optional cancellation, like Go's
@@ -81,6 +114,11 @@ impl CallContext {
         self
     }
 
+    /// The deadline, if any (monotonic).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
     /// This context plus a cancellation handle.
     pub fn with_cancel(mut self) -> (Self, Canceller) {
         let (tx, rx) = watch::channel(false);
@@ -112,28 +150,126 @@ impl CallContext {
     }
 }
 
-/// CRI `PodSandboxConfig`, the parts podgrace uses.
+/// CRI `PodSandboxConfig`, the parts podgrace uses, as the kubelet's
+/// `generatePodSandboxConfig` fills them (`pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`).
+/// The process runtime uses `name` and `host_network`; containerd gets all of it.
 #[derive(Debug, Clone, Default)]
 pub struct PodSandboxConfig {
     /// Pod name (metadata.name).
     pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// How many sandboxes of this pod were created before this one.
+    pub attempt: u32,
     /// `spec.hostNetwork`: no network namespace.
     pub host_network: bool,
+    /// The pod's hostname (none on the host network, where the node's applies).
+    pub hostname: Option<String>,
+    /// `newPodLabels`: the pod's labels plus `io.kubernetes.pod.{name,namespace,uid}`.
+    pub labels: BTreeMap<String, String>,
+    /// `newPodAnnotations`: the pod's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The DNS the pod's resolv.conf gets (`GetPodDNS`).
+    pub dns: Option<DnsConfig>,
+    /// Every declared container port (`MakePortMappings`); the runtime maps those with a host
+    /// port.
+    pub port_mappings: Vec<PortMapping>,
+    /// The pod's cgroup (`GetPodCgroupParent`), with the cgroupfs driver's path syntax.
+    pub cgroup_parent: Option<String>,
+    /// `spec.shareProcessNamespace`: one PID namespace for the pod.
+    pub share_process_namespace: bool,
+    /// The directory the runtime writes container logs under (`BuildPodLogsDirectory`).
+    pub log_directory: Option<PathBuf>,
 }
 
-/// CRI `ContainerConfig`, the parts podgrace uses.
+/// CRI `DNSConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+/// CRI `PortMapping`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMapping {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    pub container_port: i32,
+    /// 0: not mapped on the host.
+    pub host_port: i32,
+    pub host_ip: String,
+}
+
+/// CRI `Mount`: a host path bind-mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub container_path: PathBuf,
+    pub host_path: PathBuf,
+    pub readonly: bool,
+}
+
+/// When the image is pulled (`imagePullPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PullPolicy {
+    Always,
+    #[default]
+    IfNotPresent,
+    Never,
+}
+
+/// CRI `ContainerConfig`, the parts podgrace uses, as the kubelet's `generateContainerConfig`
+/// fills them (`pkg/kubelet/kuberuntime/kuberuntime_container.go`). The process runtime runs
+/// `command` + `args` with `env` and `working_dir`; containerd gets all of it and applies the
+/// image's ENTRYPOINT and CMD where `command` (and `args`) are empty, as upstream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerConfig {
     pub name: String,
-    /// `command` + `args` as one argv.
-    pub argv: Vec<String>,
+    /// `metadata.attempt`: the container's restart count.
+    pub attempt: u32,
+    /// `spec.containers[].image` (empty for the process runtime's manifests without one).
+    pub image: String,
+    pub pull_policy: PullPolicy,
+    /// `command` (empty: the image's ENTRYPOINT).
+    pub command: Vec<String>,
+    /// `args` (empty with an empty `command`: the image's CMD).
+    pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
-    /// The stop signal as a Linux signal number (default SIGTERM = 15); containerd captures it
-    /// at create time (`container_create.go`).
+    /// The stop signal as a Linux signal number; `None`: the runtime's default (the image's
+    /// STOPSIGNAL for containerd, SIGTERM for the process runtime). containerd captures it at
+    /// create time (`container_create.go`).
     pub stop_signal: Option<i32>,
-    /// Run as a plain host process even when namespaces are permitted.
+    /// `newContainerLabels`: `io.kubernetes.pod.{name,namespace,uid}`,
+    /// `io.kubernetes.container.name`.
+    pub labels: BTreeMap<String, String>,
+    /// `newContainerAnnotations`: hash, restart count, termination message path and policy,
+    /// the pod's grace, the preStop handler and ports as JSON.
+    pub annotations: BTreeMap<String, String>,
+    /// Volume mounts (emptyDir, hostPath, configMap, secret), resolved to host paths.
+    pub mounts: Vec<Mount>,
+    /// The log file, relative to the sandbox's log directory (`NAME/ATTEMPT.log`).
+    pub log_path: Option<PathBuf>,
+    /// Run as a plain host process even when namespaces are permitted (process runtime).
     pub force_host: bool,
+}
+
+impl ContainerConfig {
+    /// `command` followed by `args`, the argv the process runtime runs.
+    pub fn argv(&self) -> Vec<String> {
+        self.command.iter().chain(self.args.iter()).cloned().collect()
+    }
+}
+
+/// CRI `Image`, the parts podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The image id (`sha256:...`).
+    pub id: String,
+    /// Its size, bytes.
+    pub size_bytes: u64,
 }
 
 /// CRI `PodSandboxStatus`, the parts podgrace uses.
@@ -181,6 +317,8 @@ pub struct ContainerStatus {
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     pub exit: Option<ExitStatus>,
+    /// The signal the runtime stops it with (a Linux signal number), when it says.
+    pub stop_signal: Option<i32>,
 }
 
 /// CRI `ExecSyncResponse`.
@@ -285,6 +423,36 @@ pub trait RuntimeService: Send + Sync {
         ctx: &CallContext,
         id: &str,
     ) -> impl Future<Output = Result<ContainerStatus, RuntimeError>> + Send;
+    /// `RemoveContainer`: forgets a stopped container (SIGKILLs it first if it runs). Unknown
+    /// id → Ok.
+    fn remove_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Whether containers run from images: then the kubelet ensures each container's image
+    /// ([`Self::image_status`], [`Self::pull_image`]) before creating it, and a container
+    /// without `command` runs the image's ENTRYPOINT. The process runtime runs host commands.
+    fn uses_images(&self) -> bool {
+        false
+    }
+    /// `ImageService.ImageStatus`: the image when it is present, `None` when it is not.
+    fn image_status(
+        &self,
+        _ctx: &CallContext,
+        _image: &str,
+    ) -> impl Future<Output = Result<Option<ImageInfo>, RuntimeError>> + Send {
+        async { Ok(None) }
+    }
+    /// `ImageService.PullImage`: pulls the image, returns its reference.
+    fn pull_image(
+        &self,
+        _ctx: &CallContext,
+        image: &str,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send {
+        let image = image.to_string();
+        async move { Err(RuntimeError::ImageNeverPull { image }) }
+    }
 }
 
 #[cfg(test)]

@@ -326,7 +326,7 @@ impl RuntimeService for ProcessRuntime {
                 .and_then(|s| s.netns_path().map(|p| p.to_path_buf()));
             ContainerSpec {
                 name: c.config.name.clone(),
-                argv: c.config.argv.clone(),
+                argv: c.config.argv(),
                 env: c.config.env.clone(),
                 working_dir: c.config.working_dir.clone(),
                 netns,
@@ -524,6 +524,12 @@ impl RuntimeService for ProcessRuntime {
         })
     }
 
+    async fn remove_container(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.stop_container(ctx, id, 0).await?;
+        lock(&self.state).containers.remove(id);
+        Ok(())
+    }
+
     fn container_events(
         &self,
         pod_sandbox_id: &str,
@@ -558,6 +564,7 @@ impl RuntimeService for ProcessRuntime {
             started_at: c.process.as_ref().map(|p| p.started_at()),
             finished_at: exit.map(|e| e.at),
             exit: exit.map(|e| e.status),
+            stop_signal: Some(c.config.stop_signal.unwrap_or(15)),
         })
     }
 }

@@ -127,6 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .cloned()
             .collect::<BTreeMap<_, _>>(),
         force_host: false,
+        images: false,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
