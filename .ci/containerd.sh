@@ -4,6 +4,10 @@
 #   .ci/containerd.sh start [DIR]   start one (root, state, socket and CNI config under DIR)
 #   .ci/containerd.sh stop [DIR]    stop the one started in DIR, its shims and its pods' mounts
 #   .ci/containerd.sh socket [DIR]  print its socket path
+#   .ci/containerd.sh image REF ROOTFS CONFIG_JSON [DIR]
+#                                   pack ROOTFS as a one-layer OCI image REF whose image config
+#                                   is CONFIG_JSON (`{"Entrypoint":[...],"StopSignal":"SIGQUIT"}`)
+#                                   and import it into the containerd of DIR (namespace k8s.io)
 #
 # DIR defaults to $PODGRACE_CONTAINERD_DIR, else /tmp/podgrace-containerd. The tests find the
 # socket there (or in $PODGRACE_CONTAINERD). Needs root, Debian's containerd, runc,
@@ -18,6 +22,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 cmd="${1:-}"
+if [ "$cmd" = image ]; then
+  image_ref="${2:?REF}" image_rootfs="${3:?ROOTFS}" image_config="${4:?CONFIG_JSON}"
+  shift 3
+fi
 dir="${2:-${PODGRACE_CONTAINERD_DIR:-/tmp/podgrace-containerd}}"
 sock="$dir/containerd.sock"
 pod_network="${PODGRACE_CONTAINERD_POD_NETWORK:-198.18.78.0/24}"
@@ -163,9 +171,19 @@ stop() {
   rm -f "$dir/containerd.pid"
 }
 
+image() {
+  running || die "no containerd running in $dir: start one with $0 start"
+  local work
+  work="$(mktemp -d)"
+  oci_archive "$image_ref" "$image_rootfs" "$work/image.tar" "$image_config"
+  ctr -a "$sock" -n k8s.io images import "$work/image.tar" >/dev/null
+  rm -rf "$work"
+}
+
 case "$cmd" in
   start) start ;;
+  image) image ;;
   stop) stop ;;
   socket) echo "$sock" ;;
-  *) die "usage: containerd.sh start|stop|socket [DIR]" ;;
+  *) die "usage: containerd.sh start|stop|socket [DIR] | image REF ROOTFS CONFIG_JSON [DIR]" ;;
 esac

@@ -185,7 +185,7 @@ pub async fn run_drill(
             namespace: "default".into(),
             stop_signal_overrides: BTreeMap::new(),
             force_host: false,
-        images: false,
+            images: false,
         };
         // One recorder per pod: each pod's run report holds its own events only.
         let events = EventRecorder::new();

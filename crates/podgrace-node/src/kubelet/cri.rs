@@ -108,7 +108,10 @@ pub fn container_annotations(
         "File".into(),
     );
     if let Some(g) = deletion_grace_period_seconds {
-        a.insert("io.kubernetes.pod.deletionGracePeriod".into(), g.to_string());
+        a.insert(
+            "io.kubernetes.pod.deletionGracePeriod".into(),
+            g.to_string(),
+        );
     }
     // The API server defaults the field to 30, so the kubelet always has one.
     a.insert(
@@ -314,7 +317,10 @@ mod tests {
     #[test]
     fn pull_policy_defaults_as_the_api_server() {
         assert_eq!(pull_policy(&container("nginx", None)), PullPolicy::Always);
-        assert_eq!(pull_policy(&container("nginx:latest", None)), PullPolicy::Always);
+        assert_eq!(
+            pull_policy(&container("nginx:latest", None)),
+            PullPolicy::Always
+        );
         assert_eq!(
             pull_policy(&container("nginx:1.27", None)),
             PullPolicy::IfNotPresent

@@ -53,9 +53,7 @@ use crate::probes::{
     RuntimeProber,
 };
 use crate::process::ExitStatus;
-use crate::runtime::{
-    CallContext, Canceller, ContainerEventKind, RuntimeError, RuntimeService,
-};
+use crate::runtime::{CallContext, Canceller, ContainerEventKind, RuntimeError, RuntimeService};
 
 /// The node name the local kubelet registers as (`spec.nodeName` of its pods).
 pub const NODE_NAME: &str = "podgrace";
@@ -456,46 +454,47 @@ impl<R: RuntimeService + 'static> Pod<R> {
         } else {
             namespace
         };
-        let ctrs = plan
-            .init_containers
-            .iter()
-            .chain(plan.containers.iter())
-            .map(|c| {
-                let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
-                // check_pod above made sure every spec builds.
-                let spec =
-                    container_spec(c, over, opts.force_host, opts.images).map_err(|source| PodError::Spec {
-                        pod: plan.name.clone(),
-                        source,
-                    })?;
-                Ok(Ctr {
-                    plan: c.clone(),
-                    spec,
-                    id: None,
-                    running: false,
-                    exit: None,
-                    started_at: None,
-                    restarts: 0,
-                    attempts: 0,
-                    restart_at: None,
-                    probe_killed: false,
-                    want_start: true,
-                    ever_started: false,
-                    completed: false,
-                    failures_seen: 0,
-                    probe_kill_in_flight: false,
-                    probes: Vec::new(),
-                    report: ContainerReport {
-                        name: c.name.clone(),
-                        role: c.role,
-                        ids: Vec::new(),
+        let ctrs =
+            plan.init_containers
+                .iter()
+                .chain(plan.containers.iter())
+                .map(|c| {
+                    let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
+                    // check_pod above made sure every spec builds.
+                    let spec = container_spec(c, over, opts.force_host, opts.images).map_err(
+                        |source| PodError::Spec {
+                            pod: plan.name.clone(),
+                            source,
+                        },
+                    )?;
+                    Ok(Ctr {
+                        plan: c.clone(),
+                        spec,
+                        id: None,
+                        running: false,
+                        exit: None,
+                        started_at: None,
                         restarts: 0,
-                        terminations: Vec::new(),
-                        exits: Vec::new(),
-                    },
+                        attempts: 0,
+                        restart_at: None,
+                        probe_killed: false,
+                        want_start: true,
+                        ever_started: false,
+                        completed: false,
+                        failures_seen: 0,
+                        probe_kill_in_flight: false,
+                        probes: Vec::new(),
+                        report: ContainerReport {
+                            name: c.name.clone(),
+                            role: c.role,
+                            ids: Vec::new(),
+                            restarts: 0,
+                            terminations: Vec::new(),
+                            exits: Vec::new(),
+                        },
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, PodError>>()?;
+                .collect::<Result<Vec<_>, PodError>>()?;
         let tgps = plan.termination_grace_period_seconds;
         let version = opts.version;
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();

@@ -100,6 +100,9 @@ pub struct FoundContainer {
 struct SandboxEntry {
     events: broadcast::Sender<ContainerEvent>,
     log_directory: Option<PathBuf>,
+    /// The namespaces its containers join (`namespacesForPod`): the kubelet sets them on
+    /// every container too, or containerd would share the pod's PID namespace.
+    namespaces: Option<cri::NamespaceOption>,
 }
 
 struct ContainerEntry {
@@ -199,7 +202,10 @@ fn cri_error(call: &'static str) -> impl Fn(tonic::Status) -> RuntimeError {
 fn request<T>(ctx: &CallContext, message: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(message);
     if let Some(d) = ctx.deadline() {
-        r.set_timeout(d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        r.set_timeout(
+            d.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        );
     }
     r
 }
@@ -393,10 +399,11 @@ impl ContainerdRuntime {
         socket: &Path,
         log_root: &Path,
     ) -> Result<(Self, mpsc::UnboundedReceiver<OutputLine>), RuntimeError> {
-        let connect_err = |source: Box<dyn std::error::Error + Send + Sync>| RuntimeError::Connect {
-            socket: socket.to_path_buf(),
-            source,
-        };
+        let connect_err =
+            |source: Box<dyn std::error::Error + Send + Sync>| RuntimeError::Connect {
+                socket: socket.to_path_buf(),
+                source,
+            };
         let path = socket.to_path_buf();
         let channel = Endpoint::from_static("http://localhost")
             .connect_timeout(Duration::from_secs(5))
@@ -431,10 +438,7 @@ impl ContainerdRuntime {
         let state = Arc::new(Mutex::new(State::default()));
         let clock = Clock::now();
         // The evented PLEG where the runtime serves it; the generic PLEG's relist otherwise.
-        let (evented, watcher) = match client
-            .get_container_events(cri::GetEventsRequest {})
-            .await
-        {
+        let (evented, watcher) = match client.get_container_events(cri::GetEventsRequest {}).await {
             Ok(stream) => (
                 true,
                 tokio::spawn(watch_events(stream.into_inner(), Arc::clone(&state), clock)),
@@ -569,7 +573,10 @@ impl ContainerdRuntime {
     ///
     /// # Errors
     /// [`RuntimeError::Cri`] when listing fails.
-    pub async fn own_sandboxes(&self, ctx: &CallContext) -> Result<Vec<FoundSandbox>, RuntimeError> {
+    pub async fn own_sandboxes(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<Vec<FoundSandbox>, RuntimeError> {
         let filter = cri::PodSandboxFilter {
             label_selector: [(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into(),
             ..Default::default()
@@ -602,7 +609,10 @@ impl ContainerdRuntime {
                 let grace = c
                     .annotations
                     .get("io.kubernetes.pod.deletionGracePeriod")
-                    .or_else(|| c.annotations.get("io.kubernetes.pod.terminationGracePeriod"))
+                    .or_else(|| {
+                        c.annotations
+                            .get("io.kubernetes.pod.terminationGracePeriod")
+                    })
                     .and_then(|g| g.parse().ok());
                 own.push(FoundContainer {
                     id: c.id.clone(),
@@ -634,7 +644,11 @@ impl ContainerdRuntime {
     ///
     /// # Errors
     /// The first CRI call that fails.
-    pub async fn stop_found(&self, ctx: &CallContext, sb: &FoundSandbox) -> Result<(), RuntimeError> {
+    pub async fn stop_found(
+        &self,
+        ctx: &CallContext,
+        sb: &FoundSandbox,
+    ) -> Result<(), RuntimeError> {
         let mut stops = tokio::task::JoinSet::new();
         for c in sb.containers.iter().filter(|c| c.running) {
             let grace = c.grace_period_seconds.unwrap_or(2).max(2);
@@ -672,6 +686,7 @@ impl ContainerdRuntime {
             .or_insert_with(|| SandboxEntry {
                 events: broadcast::channel(256).0,
                 log_directory: None,
+                namespaces: None,
             })
             .events
             .clone()
@@ -733,7 +748,9 @@ async fn watch_events(
     while let Ok(Some(ev)) = stream.message().await {
         let at = clock.instant(ev.created_at).unwrap_or_else(Instant::now);
         let kind = match cri::ContainerEventType::try_from(ev.container_event_type) {
-            Ok(cri::ContainerEventType::ContainerStartedEvent) => ContainerEventKind::Started { at },
+            Ok(cri::ContainerEventType::ContainerStartedEvent) => {
+                ContainerEventKind::Started { at }
+            }
             Ok(cri::ContainerEventType::ContainerStoppedEvent) => {
                 let status = ev
                     .containers_statuses
@@ -862,6 +879,12 @@ impl RuntimeService for ContainerdRuntime {
         } else {
             cri::NamespaceMode::Container as i32
         };
+        let namespaces = cri::NamespaceOption {
+            network: namespace_mode(config.host_network),
+            pid,
+            ipc: cri::NamespaceMode::Pod as i32,
+            ..Default::default()
+        };
         let sandbox_config = cri::PodSandboxConfig {
             metadata: Some(cri::PodSandboxMetadata {
                 name: config.name.clone(),
@@ -894,12 +917,7 @@ impl RuntimeService for ContainerdRuntime {
             linux: Some(cri::LinuxPodSandboxConfig {
                 cgroup_parent: config.cgroup_parent.clone().unwrap_or_default(),
                 security_context: Some(cri::LinuxSandboxSecurityContext {
-                    namespace_options: Some(cri::NamespaceOption {
-                        network: namespace_mode(config.host_network),
-                        pid,
-                        ipc: cri::NamespaceMode::Pod as i32,
-                        ..Default::default()
-                    }),
+                    namespace_options: Some(namespaces.clone()),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -924,6 +942,7 @@ impl RuntimeService for ContainerdRuntime {
             SandboxEntry {
                 events: broadcast::channel(256).0,
                 log_directory,
+                namespaces: Some(namespaces),
             },
         );
         Ok(id)
@@ -1000,10 +1019,11 @@ impl RuntimeService for ContainerdRuntime {
         pod_sandbox_id: &str,
         config: ContainerConfig,
     ) -> Result<String, RuntimeError> {
-        let log_directory = lock(&self.state)
+        let (log_directory, namespaces) = lock(&self.state)
             .sandboxes
             .get(pod_sandbox_id)
-            .and_then(|s| s.log_directory.clone());
+            .map(|s| (s.log_directory.clone(), s.namespaces.clone()))
+            .unwrap_or_default();
         if let (Some(d), Some(p)) = (&log_directory, &config.log_path) {
             if let Some(parent) = d.join(p).parent() {
                 std::fs::create_dir_all(parent).map_err(|source| RuntimeError::Host {
@@ -1056,7 +1076,7 @@ impl RuntimeService for ContainerdRuntime {
             linux: Some(cri::LinuxContainerConfig {
                 resources: None,
                 security_context: Some(cri::LinuxContainerSecurityContext {
-                    namespace_options: None,
+                    namespace_options: namespaces,
                     ..Default::default()
                 }),
             }),
@@ -1295,9 +1315,7 @@ impl RuntimeService for ContainerdRuntime {
                 stderr: r.stderr,
                 exit_code: r.exit_code,
             }),
-            Err(RuntimeError::Cri { status, .. })
-                if status.code() == tonic::Code::Cancelled =>
-            {
+            Err(RuntimeError::Cri { status, .. }) if status.code() == tonic::Code::Cancelled => {
                 Err(RuntimeError::ExecSyncCancelled { id: id.into() })
             }
             // cri-client: DeadlineExceeded is the exec's own timeout (exec.NewTimeoutError).
@@ -1356,7 +1374,10 @@ impl RuntimeService for ContainerdRuntime {
         Ok(PodSandboxStatus { id: id.into(), ip })
     }
 
-    fn container_events(&self, pod_sandbox_id: &str) -> Option<broadcast::Receiver<ContainerEvent>> {
+    fn container_events(
+        &self,
+        pod_sandbox_id: &str,
+    ) -> Option<broadcast::Receiver<ContainerEvent>> {
         Some(self.sandbox_events(pod_sandbox_id).subscribe())
     }
 
@@ -1393,7 +1414,11 @@ impl RuntimeService for ContainerdRuntime {
             Ok(cri::ContainerState::ContainerExited) => ContainerState::Exited,
             _ => ContainerState::Created,
         };
-        let image = s.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        let image = s
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default();
         let configured = lock(&self.state)
             .containers
             .get(id)
@@ -1580,9 +1605,13 @@ mod tests {
     fn unix_nanoseconds_to_instants() {
         let c = Clock::now();
         assert_eq!(c.instant(0), None);
-        let later = c.instant((c.base_unix_ns + 1_500_000_000) as i64).expect("later");
+        let later = c
+            .instant((c.base_unix_ns + 1_500_000_000) as i64)
+            .expect("later");
         assert_eq!(later - c.base, Duration::from_millis(1500));
-        let earlier = c.instant((c.base_unix_ns - 250_000_000) as i64).expect("earlier");
+        let earlier = c
+            .instant((c.base_unix_ns - 250_000_000) as i64)
+            .expect("earlier");
         assert_eq!(c.base - earlier, Duration::from_millis(250));
     }
 }

@@ -259,7 +259,11 @@ pub struct ContainerConfig {
 impl ContainerConfig {
     /// `command` followed by `args`, the argv the process runtime runs.
     pub fn argv(&self) -> Vec<String> {
-        self.command.iter().chain(self.args.iter()).cloned().collect()
+        self.command
+            .iter()
+            .chain(self.args.iter())
+            .cloned()
+            .collect()
     }
 }
 

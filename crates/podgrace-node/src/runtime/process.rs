@@ -569,7 +569,6 @@ impl RuntimeService for ProcessRuntime {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

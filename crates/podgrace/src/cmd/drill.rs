@@ -460,13 +460,15 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     };
     // What cannot run as a local process is found now, before any pod starts.
     for c in plan.init_containers.iter().chain(plan.containers.iter()) {
-        podgrace_node::kubelet::spec::container_spec(c, None, false, false).map_err(|e| match e {
-            // Placed at FILE:LINE:COL: PATH already.
-            SpecError::NoCommand { .. } => BadInput(e.to_string()),
-            SpecError::StopSignal { .. } => {
-                BadInput(format!("{}: pod {}: {e}", doc.name, plan.name))
-            }
-        })?;
+        podgrace_node::kubelet::spec::container_spec(c, None, false, false).map_err(
+            |e| match e {
+                // Placed at FILE:LINE:COL: PATH already.
+                SpecError::NoCommand { .. } => BadInput(e.to_string()),
+                SpecError::StopSignal { .. } => {
+                    BadInput(format!("{}: pod {}: {e}", doc.name, plan.name))
+                }
+            },
+        )?;
     }
     let port = match args.port {
         Some(p) => p,

@@ -1,0 +1,255 @@
+//! The local kubelet on a real containerd (CRI v1): the field cases of `kubelet.rs` with the
+//! containerd runtime, their instants compared with what the kubelet does (±150 ms, as for the
+//! process runtime), plus what only a runtime with images has (the image's ENTRYPOINT and
+//! STOPSIGNAL, pulls, the sandboxes a restarted podgrace finds). Needs `.ci/containerd.sh
+//! start` (CI runs it); see `containerd_support`.
+
+mod containerd_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use containerd_support::{socket, BUSYBOX, SIGLOG, SIGLOG_QUIT};
+use podgrace_core::manifest;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
+use podgrace_core::rules::runtime::Signal;
+use podgrace_node::events::EventRecorder;
+use podgrace_node::kubelet::{run_pod, HookOutcome, PodCommand, PodOptions, PodPhase, PodReport};
+use podgrace_node::process::ExitStatus;
+use podgrace_node::runtime::{
+    CallContext, ContainerdRuntime, RuntimeService, StopEvent, StopEventKind,
+};
+
+const TOLERANCE: Duration = Duration::from_millis(150);
+
+/// Lines of container output with the instant the test received them.
+type Lines = Arc<Mutex<Vec<(Instant, String, String)>>>;
+
+async fn runtime(sock: &std::path::Path) -> (Arc<ContainerdRuntime>, Lines) {
+    let logs = std::env::temp_dir().join(format!("podgrace-test-logs-{}", std::process::id()));
+    let (rt, mut out) = ContainerdRuntime::connect(sock, &logs)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let lines: Lines = Arc::default();
+    let sink = Arc::clone(&lines);
+    tokio::spawn(async move {
+        while let Some(l) = out.recv().await {
+            sink.lock()
+                .unwrap()
+                .push((Instant::now(), l.container, l.line));
+        }
+    });
+    (Arc::new(rt), lines)
+}
+
+struct Done {
+    deleted: Instant,
+    report: PodReport,
+    rt: Arc<ContainerdRuntime>,
+    lines: Lines,
+}
+
+impl Done {
+    fn events(&self, container: usize) -> Vec<StopEvent> {
+        let t = &self.report.containers[container].terminations[0];
+        self.rt.stop_events(&t.container_id)
+    }
+
+    /// When the container first printed a line containing `needle`, from the delete.
+    fn line_at(&self, container: &str, needle: &str) -> Option<Duration> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, c, l)| c == container && l.contains(needle))
+            .map(|(at, _, _)| at.saturating_duration_since(self.deleted))
+    }
+}
+
+/// Runs `yaml` on containerd until it is running and ready, deletes it like `kubectl delete
+/// pod`, and waits for its report; removes the sandbox afterwards.
+async fn run_and_delete(sock: &std::path::Path, yaml: &str) -> Done {
+    let (rt, lines) = runtime(sock).await;
+    let m = manifest::load(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let plan = m.pods().next().expect("a pod").clone();
+    let pod = run_pod(
+        rt.clone(),
+        plan,
+        PodOptions::default(),
+        EventRecorder::new(),
+    );
+    let mut st = pod.status();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+    )
+    .await
+    .expect("pod running within 60 s")
+    .expect("status");
+    let deleted = Instant::now();
+    pod.send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let report = tokio::time::timeout(Duration::from_secs(90), pod.wait())
+        .await
+        .expect("pod ended within 90 s")
+        .expect("pod report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .expect("remove sandbox");
+    }
+    Done {
+        deleted,
+        report,
+        rt,
+        lines,
+    }
+}
+
+fn near(got: Duration, want: Duration) -> bool {
+    got + TOLERANCE >= want && got <= want + TOLERANCE
+}
+
+fn at(ev: &[StopEvent], from: Instant, pick: impl Fn(&StopEventKind) -> bool) -> Option<Duration> {
+    ev.iter()
+        .find(|e| pick(&e.kind))
+        .map(|e| e.at.saturating_duration_since(from))
+}
+
+fn exited(ev: &[StopEvent]) -> Option<(Duration, ExitStatus)> {
+    ev.iter()
+        .find_map(|e| match e.kind {
+            StopEventKind::Exited { status } => Some((e.at, status)),
+            _ => None,
+        })
+        .map(|(a, s)| (a.saturating_duration_since(ev[0].at.min(a)), s))
+}
+
+fn exit_after(ev: &[StopEvent], from: Instant) -> Option<(Duration, ExitStatus)> {
+    ev.iter().find_map(|e| match e.kind {
+        StopEventKind::Exited { status } => Some((e.at.saturating_duration_since(from), status)),
+        _ => None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_image_entrypoint_runs_and_exits_on_sigterm() {
+    let Some(sock) = socket("containerd_image_entrypoint_runs_and_exits_on_sigterm") else {
+        return;
+    };
+    // No command: the image's ENTRYPOINT (the signal logger) runs.
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: entry}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: {SIGLOG}\n")).await;
+    let ev = done.events(0);
+    let (exit, status) = exit_after(&ev, done.deleted).expect("exited");
+    assert_eq!(status, ExitStatus::Code(0));
+    assert!(near(exit, Duration::ZERO), "exit at {exit:?}");
+    assert!(at(&ev, done.deleted, |k| matches!(k, StopEventKind::KillSent)).is_none());
+    let got = done
+        .line_at("app", "siglog got SIGTERM")
+        .expect("the app logged SIGTERM");
+    assert!(near(got, Duration::ZERO), "SIGTERM logged at {got:?}");
+    assert!(done.line_at("app", "siglog started").is_some());
+    let pulled = done
+        .report
+        .events
+        .iter()
+        .find(|e| e.reason == "Pulled")
+        .expect("a Pulled event");
+    assert_eq!(
+        pulled.message,
+        format!("Container image \"{SIGLOG}\" already present on machine and can be accessed by the pod")
+    );
+    let _ = exited;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_nginx_like_image_stops_with_its_stopsignal() {
+    let Some(sock) = socket("containerd_nginx_like_image_stops_with_its_stopsignal") else {
+        return;
+    };
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: quit}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: {SIGLOG_QUIT}\n")).await;
+    let t = &done.report.containers[0].terminations[0];
+    assert_eq!(t.stop_signal, Signal::SIGQUIT, "the image's STOPSIGNAL");
+    let got = done
+        .line_at("app", "siglog got SIGQUIT")
+        .expect("SIGQUIT reached the app");
+    assert!(near(got, Duration::ZERO), "SIGQUIT logged at {got:?}");
+    assert!(done.line_at("app", "siglog got SIGTERM").is_none());
+    let (_, status) = exit_after(&done.events(0), done.deleted).expect("exited");
+    assert_eq!(status, ExitStatus::Code(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_r01_pid_1_without_a_handler_is_killed_at_the_deadline() {
+    let Some(sock) = socket("containerd_r01") else {
+        return;
+    };
+    // busybox sleep as PID 1: no SIGTERM handler, so the kernel ignores SIGTERM for it.
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: r01}}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sleep, \"1000\"]\n")).await;
+    let ev = done.events(0);
+    let (exit, status) = exit_after(&ev, done.deleted).expect("exited");
+    assert_eq!(
+        status,
+        ExitStatus::Signal(9),
+        "{ev:?} from {:?}",
+        done.deleted
+    );
+    // containerd SIGKILLs at the 2 s timeout; the death follows within milliseconds.
+    assert!(near(exit, Duration::from_secs(2)), "death at {exit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_exec_pre_stop_then_the_stop_signal() {
+    let Some(sock) = socket("containerd_exec_pre_stop_then_the_stop_signal") else {
+        return;
+    };
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: hook}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: {SIGLOG}\n    lifecycle:\n      preStop:\n        exec: {{command: [sleep, \"1\"]}}\n")).await;
+    let t = &done.report.containers[0].terminations[0];
+    assert_eq!(
+        t.kill.pre_stop.as_ref().expect("preStop").outcome,
+        HookOutcome::Completed
+    );
+    assert_eq!(t.kill.stop_timeout_seconds, 9);
+    let got = done.line_at("app", "siglog got SIGTERM").expect("SIGTERM");
+    assert!(
+        near(got, Duration::from_secs(1)),
+        "SIGTERM logged at {got:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_missing_hook_binary_fails_the_hook_and_stops_at_once() {
+    let Some(sock) = socket("containerd_missing_hook_binary") else {
+        return;
+    };
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: nohook}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: app\n    image: {SIGLOG}\n    lifecycle:\n      preStop:\n        exec: {{command: [/no/such/binary]}}\n")).await;
+    assert!(
+        done.report
+            .events
+            .iter()
+            .any(|e| e.reason == "FailedPreStopHook"),
+        "events: {:?}",
+        done.report.events
+    );
+    let got = done.line_at("app", "siglog got SIGTERM").expect("SIGTERM");
+    assert!(near(got, Duration::ZERO), "SIGTERM logged at {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_r09_a_hook_cut_at_the_grace_then_sigkill_two_seconds_later() {
+    let Some(sock) = socket("containerd_r09") else {
+        return;
+    };
+    // siglog 0: logs every signal, exits on none.
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: r09}}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: {SIGLOG}\n    args: [\"0\"]\n    lifecycle:\n      preStop:\n        exec: {{command: [sleep, \"30\"]}}\n")).await;
+    let t = &done.report.containers[0].terminations[0];
+    assert_eq!(t.kill.pre_stop.as_ref().unwrap().outcome, HookOutcome::Cut);
+    assert_eq!(t.kill.stop_timeout_seconds, 2, "the 2-second floor");
+    let sig = done.line_at("app", "siglog got SIGTERM").expect("SIGTERM");
+    assert!(
+        near(sig, Duration::from_secs(2)),
+        "SIGTERM logged at {sig:?}"
+    );
+    let (exit, status) = exit_after(&done.events(0), done.deleted).expect("exited");
+    assert_eq!(status, ExitStatus::Signal(9));
+    assert!(near(exit, Duration::from_secs(4)), "death at {exit:?}");
+}
