@@ -179,6 +179,8 @@ pub struct ContainerdRuntime {
 impl Drop for ContainerdRuntime {
     fn drop(&mut self) {
         self.watcher.abort();
+        // The pods' log directories went with their sandboxes; the root goes if it is empty.
+        let _ = std::fs::remove_dir(&self.log_root);
         for c in lock(&self.state).containers.values_mut() {
             if let Some(t) = c.tail.take() {
                 t.abort();

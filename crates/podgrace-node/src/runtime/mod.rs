@@ -24,6 +24,47 @@ mod process;
 pub use containerd::ContainerdRuntime;
 pub use process::ProcessRuntime;
 
+/// Which runtime runs the pods: `process` (the built-in one) or `containerd[:SOCKET]`
+/// (a real containerd over CRI, default socket [`containerd::DEFAULT_SOCKET`]), as the
+/// `--runtime` flag of `run`, `drill` and `serve` spells it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    #[default]
+    Process,
+    Containerd {
+        socket: PathBuf,
+    },
+}
+
+impl std::str::FromStr for RuntimeChoice {
+    type Err = String;
+
+    /// `process`, `containerd` or `containerd:/path/to/containerd.sock`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "process" => Ok(RuntimeChoice::Process),
+            None if s == "containerd" => Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from(containerd::DEFAULT_SOCKET),
+            }),
+            Some(("containerd", sock)) if !sock.is_empty() => Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from(sock),
+            }),
+            _ => Err(format!(
+                "expected process, containerd or containerd:SOCKET, got {s:?}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuntimeChoice::Process => f.write_str("process"),
+            RuntimeChoice::Containerd { socket } => write!(f, "containerd:{}", socket.display()),
+        }
+    }
+}
+
 /// Errors of the runtime module.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -464,6 +505,25 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn runtime_choices() {
+        assert_eq!("process".parse(), Ok(RuntimeChoice::Process));
+        assert_eq!(
+            "containerd".parse(),
+            Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from("/run/containerd/containerd.sock")
+            })
+        );
+        assert_eq!(
+            "containerd:/tmp/c.sock".parse(),
+            Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from("/tmp/c.sock")
+            })
+        );
+        assert!("containerd:".parse::<RuntimeChoice>().is_err());
+        assert!("docker".parse::<RuntimeChoice>().is_err());
+    }
 
     #[tokio::test]
     async fn context_done_fires_at_the_deadline() {

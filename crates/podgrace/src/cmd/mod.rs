@@ -24,3 +24,14 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
 }
+
+/// The `--runtime` flag group of `run`, `drill` and `serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RuntimeArgs {
+    /// Which runtime runs the pods: `process` (containers as local processes, the default) or
+    /// `containerd[:SOCKET]` (a real containerd over CRI v1, namespace k8s.io; default socket
+    /// /run/containerd/containerd.sock): the images run unchanged, networking through
+    /// containerd's CNI config.
+    #[arg(long, value_name = "RUNTIME", default_value = "process")]
+    pub runtime: podgrace_node::runtime::RuntimeChoice,
+}

@@ -26,7 +26,9 @@ use podgrace_node::kubelet::{
     PodOptions, RunReport,
 };
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
-use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
+use podgrace_node::runtime::{
+    CallContext, ContainerdRuntime, ProcessRuntime, RuntimeChoice, RuntimeService,
+};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -82,6 +84,8 @@ pub struct Args {
     /// Output format of the final report.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
+    #[command(flatten)]
+    runtime: super::RuntimeArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -127,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .cloned()
             .collect::<BTreeMap<_, _>>(),
         force_host: false,
-        images: false,
+        images: args.runtime.runtime != RuntimeChoice::Process,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
@@ -151,7 +155,44 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(supervise(plan, opts, &args, flags))?;
+    if args.runtime_latency.is_some() && args.runtime.runtime != RuntimeChoice::Process {
+        return Err(BadInput(
+            "--runtime-latency adds a real runtime's latencies to the process runtime; with --runtime containerd the real ones apply".into(),
+        )
+        .into());
+    }
+    let report = runtime.block_on(async {
+        match &args.runtime.runtime {
+            RuntimeChoice::Process => {
+                let (rt, output) = ProcessRuntime::new(args.pod_network.clone());
+                let rt = match args.runtime_latency {
+                    Some(profile) => {
+                        let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
+                        let l = profile.latencies();
+                        eprintln!(
+                            "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
+                            l.runtime
+                        );
+                        rt.with_latencies(*l, seed)
+                    }
+                    None => rt,
+                };
+                let rt = Arc::new(rt);
+                let namespaced = namespaces_permitted();
+                if !namespaced {
+                    eprintln!("warning: no permission for PID namespaces: containers run as plain host processes, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+                }
+                let events = rt.clone();
+                supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
+            }
+            RuntimeChoice::Containerd { socket } => {
+                let (rt, output) = connect_containerd(socket).await?;
+                let rt = Arc::new(rt);
+                let events = rt.clone();
+                supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags).await
+            }
+        }
+    })?;
     match args.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
@@ -209,31 +250,64 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
         .map_err(|e| BadInput(format!("{}: {e}", doc.name)).into())
 }
 
+/// Connects to containerd and stops, with their grace, the pods an earlier podgrace left
+/// running there (its containers outlive it), saying so.
+pub async fn connect_containerd(
+    socket: &std::path::Path,
+) -> anyhow::Result<(
+    ContainerdRuntime,
+    tokio::sync::mpsc::UnboundedReceiver<OutputLine>,
+)> {
+    let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
+    let (rt, output) = ContainerdRuntime::connect(socket, &logs)
+        .await
+        .with_context(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)")?;
+    let rt = rt.with_pull_progress();
+    let v = rt.version();
+    eprintln!(
+        "runtime: {} {} (CRI {}) at {}{}",
+        v.runtime_name,
+        v.runtime_version,
+        v.runtime_api_version,
+        socket.display(),
+        if rt.evented() {
+            ""
+        } else {
+            "; no GetContainerEvents, so exits are seen by a relist every 1 s as the kubelet's generic PLEG"
+        }
+    );
+    let ctx = CallContext::background();
+    for sb in rt
+        .own_sandboxes(&ctx)
+        .await
+        .context("listing the pod sandboxes of an earlier podgrace")?
+    {
+        let running = sb.containers.iter().filter(|c| c.running).count();
+        eprintln!(
+            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
+            sb.namespace,
+            sb.pod,
+            &sb.id[..sb.id.len().min(13)]
+        );
+        rt.stop_found(&ctx, &sb)
+            .await
+            .with_context(|| format!("stopping the earlier pod {}/{}", sb.namespace, sb.pod))?;
+    }
+    Ok((rt, output))
+}
+
 /// Runs the pod until it has terminated; prints container output and events as they happen.
-async fn supervise(
+#[allow(clippy::too_many_arguments)]
+async fn supervise<R: RuntimeService + 'static>(
+    runtime: Arc<R>,
+    mut output: tokio::sync::mpsc::UnboundedReceiver<OutputLine>,
+    stop_events: impl Fn(&str) -> Vec<podgrace_node::runtime::StopEvent>,
+    namespaced: bool,
     plan: PodPlan,
     opts: PodOptions,
     args: &Args,
     flags: KubectlDeleteFlags,
 ) -> anyhow::Result<RunReport> {
-    let (runtime, mut output) = ProcessRuntime::new(args.pod_network.clone());
-    let runtime = match args.runtime_latency {
-        Some(profile) => {
-            let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
-            let l = profile.latencies();
-            eprintln!(
-                "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
-                l.runtime
-            );
-            runtime.with_latencies(*l, seed)
-        }
-        None => runtime,
-    };
-    let runtime = Arc::new(runtime);
-    let namespaced = namespaces_permitted();
-    if !namespaced {
-        eprintln!("warning: no permission for PID namespaces: containers run as plain host processes, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
-    }
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
     let json = args.output == Format::Json;
@@ -340,7 +414,7 @@ async fn supervise(
         }
     }
     let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
-    let run = build_report(&report, |id| runtime.stop_events(id), namespaced);
+    let run = build_report(&report, stop_events, namespaced);
     if let Some(sb) = &report.sandbox {
         let _ = runtime
             .remove_pod_sandbox(&CallContext::background(), sb)
