@@ -253,3 +253,116 @@ async fn containerd_r09_a_hook_cut_at_the_grace_then_sigkill_two_seconds_later()
     assert_eq!(status, ExitStatus::Signal(9));
     assert!(near(exit, Duration::from_secs(4)), "death at {exit:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_a_native_sidecar_gets_its_stop_signal_after_the_main_container_exits() {
+    let Some(sock) = socket("containerd_a_native_sidecar") else {
+        return;
+    };
+    // The app exits 1 s after SIGTERM; the sidecar proxy exits on SIGTERM.
+    let done = run_and_delete(&sock, &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: sidecar}}\nspec:\n  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: {SIGLOG}\n    restartPolicy: Always\n  containers:\n  - name: app\n    image: {SIGLOG}\n    args: [\"15\", \"1000\"]\n")).await;
+    let find = |n: &str| {
+        done.report
+            .containers
+            .iter()
+            .position(|c| c.name == n)
+            .unwrap()
+    };
+    let app_ev = done.events(find("app"));
+    let (app_exit, _) = exit_after(&app_ev, done.deleted).expect("app exits");
+    let proxy = &done.report.containers[find("proxy")].terminations[0];
+    let proxy_sig = done
+        .line_at("proxy", "siglog got SIGTERM")
+        .expect("proxy got SIGTERM");
+    assert!(
+        near(app_exit, Duration::from_secs(1)),
+        "app exit at {app_exit:?}"
+    );
+    assert!(
+        proxy_sig >= app_exit,
+        "proxy signalled at {proxy_sig:?} before the app's exit at {app_exit:?}"
+    );
+    // containerd returns StopContainer some time after the death (38 ms to 2.9 s on 1.6, as
+    // recorded in rules::latency::CONTAINERD_1_6); the kubelet signals the sidecar only then.
+    // That lag is the runtime's, not podgrace's: the process runtime signals it at once.
+    let lag = &podgrace_core::rules::latency::CONTAINERD_1_6
+        .stop_returns_after_exit
+        .range;
+    let most = Duration::from_millis(u64::try_from(lag.max_ms).unwrap()) + TOLERANCE;
+    assert!(
+        proxy_sig <= app_exit + most,
+        "proxy signalled at {proxy_sig:?}, app died at {app_exit:?}: more than containerd's recorded {most:?} later"
+    );
+    assert_eq!(proxy.kill.stop_timeout_seconds, 9);
+    eprintln!(
+        "containerd sidecar: app died at {app_exit:?}, proxy got SIGTERM at {proxy_sig:?} ({:?} later)",
+        proxy_sig - app_exit
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_a_liveness_kill_uses_the_probe_grace_and_restarts_the_container() {
+    let Some(sock) = socket("containerd_a_liveness_kill") else {
+        return;
+    };
+    let (rt, _lines) = runtime(&sock).await;
+    let m = manifest::load(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: live}}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sleep, \"1000\"]\n    livenessProbe:\n      exec: {{command: [\"false\"]}}\n      periodSeconds: 1\n      failureThreshold: 1\n      terminationGracePeriodSeconds: 2\n"), "live.yaml").unwrap();
+    let events = EventRecorder::new();
+    let mut live = events.subscribe();
+    let pod = run_pod(
+        rt.clone(),
+        m.pods().next().unwrap().clone(),
+        PodOptions::default(),
+        events,
+    );
+    let restarted = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut started = 0;
+        while let Some(e) = live.recv().await {
+            if e.reason == "Started" {
+                started += 1;
+                if started == 2 {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(
+        restarted,
+        "the container was restarted after its liveness kill"
+    );
+    pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 1,
+        ..Default::default()
+    }));
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("ended")
+        .expect("report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .unwrap();
+    }
+    let app = &report.containers[0];
+    assert!(app.restarts >= 1);
+    let kill = app
+        .terminations
+        .iter()
+        .find(|t| t.reason == podgrace_node::kubelet::TerminationReason::LivenessProbe)
+        .expect("a liveness termination");
+    assert_eq!(kill.kill.grace_period_seconds, 2);
+    assert_eq!(kill.kill.stop_timeout_seconds, 2);
+    let ev = rt.stop_events(&kill.container_id);
+    let (death, status) = exit_after(&ev, kill.kill.started).expect("died");
+    assert_eq!(status, ExitStatus::Signal(9));
+    assert!(
+        near(death, Duration::from_secs(2)),
+        "SIGKILL death at {death:?}"
+    );
+    assert!(report.events.iter().any(|e| e.reason == "Killing"
+        && e.message == "Container app failed liveness probe, will be restarted"));
+    assert!(report.events.iter().any(|e| e.reason == "Unhealthy"));
+}

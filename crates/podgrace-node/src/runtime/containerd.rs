@@ -1248,7 +1248,17 @@ impl RuntimeService for ContainerdRuntime {
         if !running {
             return Ok(());
         }
+        let returned = Instant::now();
         let after = self.container_status(ctx, id).await.ok();
+        tracing::debug!(
+            container = id,
+            call_ms = returned.duration_since(called).as_millis() as u64,
+            returned_after_death_ms = after
+                .as_ref()
+                .and_then(|s| s.finished_at)
+                .map(|d| returned.saturating_duration_since(d).as_millis() as u64),
+            "StopContainer returned"
+        );
         let signal = status_before
             .and_then(|s| s.stop_signal)
             .or(signal)
