@@ -52,6 +52,34 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 pub const MANAGED_BY_LABEL: &str = "podgrace.io/managed-by";
 /// The value of [`MANAGED_BY_LABEL`].
 pub const MANAGED_BY: &str = "podgrace";
+/// The label naming the podgrace process that created a sandbox (`PID.STARTTIME`, the start
+/// time in clock ticks from `/proc/PID/stat`, so that a reused pid is not taken for it): a
+/// podgrace that starts stops only the sandboxes whose creator is gone, never those of another
+/// podgrace that still runs.
+pub const OWNER_LABEL: &str = "podgrace.io/owner";
+
+/// This process as [`OWNER_LABEL`] names it.
+pub fn owner_id() -> String {
+    process_id(std::process::id()).unwrap_or_else(|| std::process::id().to_string())
+}
+
+/// `PID.STARTTIME` of a live process, `None` when there is none.
+fn process_id(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: the fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    // starttime is field 22 of stat, the 20th after the command.
+    let start = rest.split_whitespace().nth(19)?;
+    Some(format!("{pid}.{start}"))
+}
+
+/// Whether the podgrace named by an [`OWNER_LABEL`] value still runs.
+fn owner_alive(owner: &str) -> bool {
+    let Some(pid) = owner.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    process_id(pid).is_some_and(|id| id == owner)
+}
 
 /// `runtimeRequestTimeout`'s default (2 min): the kubelet adds it to the StopContainer and
 /// ExecSync timeouts for the call's own deadline (`cri-client` `remote_runtime.go`).
@@ -80,6 +108,8 @@ pub struct FoundSandbox {
     pub uid: String,
     /// `SANDBOX_READY`.
     pub ready: bool,
+    /// The podgrace that created it still runs (then it is that podgrace's to stop).
+    pub owner_alive: bool,
     pub containers: Vec<FoundContainer>,
 }
 
@@ -628,6 +658,7 @@ impl ContainerdRuntime {
                 });
             }
             found.push(FoundSandbox {
+                owner_alive: owner_alive(&label(OWNER_LABEL)),
                 pod: label("io.kubernetes.pod.name"),
                 namespace: label("io.kubernetes.pod.namespace"),
                 uid: label("io.kubernetes.pod.uid"),
@@ -856,6 +887,7 @@ impl RuntimeService for ContainerdRuntime {
     ) -> Result<String, RuntimeError> {
         let mut labels = to_map(&config.labels);
         labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+        labels.insert(OWNER_LABEL.into(), owner_id());
         let log_directory = config.log_directory.clone().map(|d| {
             if d.is_absolute() {
                 d
@@ -1602,6 +1634,19 @@ mod tests {
         assert_eq!(parse_stop_signal("SIGWINCH"), Some(28));
         assert_eq!(parse_stop_signal("10"), Some(10));
         assert_eq!(parse_stop_signal("SIGNOPE"), None);
+    }
+
+    #[test]
+    fn owners_are_told_apart_from_reused_pids() {
+        let me = owner_id();
+        assert!(owner_alive(&me));
+        let pid = me.split('.').next().unwrap();
+        assert!(
+            !owner_alive(&format!("{pid}.1")),
+            "same pid, other start time"
+        );
+        assert!(!owner_alive("4194399.1"), "no such pid");
+        assert!(!owner_alive(""));
     }
 
     #[test]

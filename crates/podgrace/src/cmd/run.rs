@@ -282,6 +282,10 @@ pub async fn connect_containerd(
         .await
         .context("listing the pod sandboxes of an earlier podgrace")?
     {
+        if sb.owner_alive {
+            // Another podgrace that still runs: its pods are its own.
+            continue;
+        }
         let running = sb.containers.iter().filter(|c| c.running).count();
         eprintln!(
             "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
