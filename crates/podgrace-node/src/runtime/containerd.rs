@@ -710,6 +710,39 @@ impl ContainerdRuntime {
         self.remove_pod_sandbox(ctx, &sb.id).await
     }
 
+    /// Stops and removes every sandbox this process created (at once: timeout 0), as an
+    /// interrupted podgrace must before it exits, since containerd's containers outlive it.
+    /// Returns how many there were; failures are skipped (the next podgrace stops what is
+    /// left).
+    pub async fn remove_own_sandboxes(&self, ctx: &CallContext) -> usize {
+        let me = owner_id();
+        let Ok(found) = self.own_sandboxes(ctx).await else {
+            return 0;
+        };
+        let mut n = 0;
+        for sb in found {
+            let mine = within(
+                ctx,
+                "PodSandboxStatus",
+                self.rt().pod_sandbox_status(request(
+                    ctx,
+                    cri::PodSandboxStatusRequest {
+                        pod_sandbox_id: sb.id.clone(),
+                        verbose: false,
+                    },
+                )),
+            )
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .is_some_and(|s| s.labels.get(OWNER_LABEL) == Some(&me));
+            if mine && self.remove_pod_sandbox(ctx, &sb.id).await.is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Ensures a sandbox podgrace did not create in this process (adopted) has its event
     /// channel.
     fn sandbox_events(&self, id: &str) -> broadcast::Sender<ContainerEvent> {

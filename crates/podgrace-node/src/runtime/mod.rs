@@ -19,6 +19,7 @@ use crate::process::{ExitStatus, Isolation, ProcessError};
 use crate::sandbox::SandboxError;
 
 pub mod containerd;
+pub mod oci;
 mod process;
 
 pub use containerd::ContainerdRuntime;

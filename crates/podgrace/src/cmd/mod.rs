@@ -25,6 +25,8 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
 }
 
+use anyhow::Context as _;
+
 /// The `--runtime` flag group of `run`, `drill` and `serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RuntimeArgs {
@@ -34,4 +36,54 @@ pub struct RuntimeArgs {
     /// containerd's CNI config.
     #[arg(long, value_name = "RUNTIME", default_value = "process")]
     pub runtime: podgrace_node::runtime::RuntimeChoice,
+}
+
+/// Connects to containerd and stops, with their grace, the pods an earlier podgrace left
+/// running there (its containers outlive it), saying so.
+pub async fn connect_containerd(
+    socket: &std::path::Path,
+) -> anyhow::Result<(
+    podgrace_node::runtime::ContainerdRuntime,
+    tokio::sync::mpsc::UnboundedReceiver<podgrace_node::process::OutputLine>,
+)> {
+    let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
+    let (rt, output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
+        .await
+        .with_context(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)")?;
+    let rt = rt.with_pull_progress();
+    let v = rt.version();
+    eprintln!(
+        "runtime: {} {} (CRI {}) at {}{}",
+        v.runtime_name,
+        v.runtime_version,
+        v.runtime_api_version,
+        socket.display(),
+        if rt.evented() {
+            ""
+        } else {
+            "; no GetContainerEvents, so exits are seen by a relist every 1 s as the kubelet's generic PLEG"
+        }
+    );
+    let ctx = podgrace_node::runtime::CallContext::background();
+    for sb in rt
+        .own_sandboxes(&ctx)
+        .await
+        .context("listing the pod sandboxes of an earlier podgrace")?
+    {
+        if sb.owner_alive {
+            // Another podgrace that still runs: its pods are its own.
+            continue;
+        }
+        let running = sb.containers.iter().filter(|c| c.running).count();
+        eprintln!(
+            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
+            sb.namespace,
+            sb.pod,
+            &sb.id[..sb.id.len().min(13)]
+        );
+        rt.stop_found(&ctx, &sb)
+            .await
+            .with_context(|| format!("stopping the earlier pod {}/{}", sb.namespace, sb.pod))?;
+    }
+    Ok((rt, output))
 }

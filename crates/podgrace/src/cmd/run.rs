@@ -26,9 +26,7 @@ use podgrace_node::kubelet::{
     PodOptions, RunReport,
 };
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
-use podgrace_node::runtime::{
-    CallContext, ContainerdRuntime, ProcessRuntime, RuntimeChoice, RuntimeService,
-};
+use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeChoice, RuntimeService};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -186,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
             }
             RuntimeChoice::Containerd { socket } => {
-                let (rt, output) = connect_containerd(socket).await?;
+                let (rt, output) = super::connect_containerd(socket).await?;
                 let rt = Arc::new(rt);
                 let events = rt.clone();
                 supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags).await
@@ -248,56 +246,6 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
     };
     m.resolve_env_from(chosen)
         .map_err(|e| BadInput(format!("{}: {e}", doc.name)).into())
-}
-
-/// Connects to containerd and stops, with their grace, the pods an earlier podgrace left
-/// running there (its containers outlive it), saying so.
-pub async fn connect_containerd(
-    socket: &std::path::Path,
-) -> anyhow::Result<(
-    ContainerdRuntime,
-    tokio::sync::mpsc::UnboundedReceiver<OutputLine>,
-)> {
-    let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
-    let (rt, output) = ContainerdRuntime::connect(socket, &logs)
-        .await
-        .with_context(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)")?;
-    let rt = rt.with_pull_progress();
-    let v = rt.version();
-    eprintln!(
-        "runtime: {} {} (CRI {}) at {}{}",
-        v.runtime_name,
-        v.runtime_version,
-        v.runtime_api_version,
-        socket.display(),
-        if rt.evented() {
-            ""
-        } else {
-            "; no GetContainerEvents, so exits are seen by a relist every 1 s as the kubelet's generic PLEG"
-        }
-    );
-    let ctx = CallContext::background();
-    for sb in rt
-        .own_sandboxes(&ctx)
-        .await
-        .context("listing the pod sandboxes of an earlier podgrace")?
-    {
-        if sb.owner_alive {
-            // Another podgrace that still runs: its pods are its own.
-            continue;
-        }
-        let running = sb.containers.iter().filter(|c| c.running).count();
-        eprintln!(
-            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
-            sb.namespace,
-            sb.pod,
-            &sb.id[..sb.id.len().min(13)]
-        );
-        rt.stop_found(&ctx, &sb)
-            .await
-            .with_context(|| format!("stopping the earlier pod {}/{}", sb.namespace, sb.pod))?;
-    }
-    Ok((rt, output))
 }
 
 /// Runs the pod until it has terminated; prints container output and events as they happen.
