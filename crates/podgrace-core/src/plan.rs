@@ -265,6 +265,10 @@ pub struct ContainerPlan {
     pub pre_stop: Option<Handler>,
     /// `lifecycle.stopSignal` (KEP-4960), as written (`SIGTERM`, `SIGQUIT`, ...).
     pub stop_signal: Option<String>,
+    /// The image's STOPSIGNAL as a container runtime holds it (`--image-source containerd`):
+    /// `Some(None)` when the image's config sets none; `None` when it was not read, and the
+    /// table of known official images applies ([`crate::rules::runtime::image_stop_signal`]).
+    pub image_config_stop_signal: Option<Option<String>>,
     pub liveness_probe: Option<Probe>,
     pub readiness_probe: Option<Probe>,
     pub startup_probe: Option<Probe>,

@@ -123,3 +123,61 @@ fn a_restarted_podgrace_stops_the_pods_it_left_on_containerd() {
     assert!(started.elapsed() >= Duration::from_secs(3), "{err}");
     assert_eq!(tasks(&sock).lines().skip(1).count(), 0, "{}", tasks(&sock));
 }
+
+#[test]
+fn explain_and_lint_read_the_stopsignal_from_containerd() {
+    let Some(sock) = socket("explain_and_lint_read_the_stopsignal_from_containerd") else {
+        return;
+    };
+    let file = tmp_file(
+        "ctrd-explain",
+        "q.yaml",
+        &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: q}}\nspec:\n  containers:\n  - name: app\n    image: {SIGLOG_QUIT}\n  - name: plain\n    image: {BUSYBOX}\n  - name: gone\n    image: nginx:1.27\n"),
+    );
+    let source = format!("containerd:{}", sock.display());
+    let signal = |out: &std::process::Output, c: &str| {
+        json(out)[0]["containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .find(|x| x["name"] == c)
+            .map(|x| x["stopSignal"].clone())
+            .unwrap_or_default()
+    };
+    let known = podgrace(&["explain", file.to_str().unwrap(), "-o", "json"]);
+    assert!(known.status.success(), "{}", stderr(&known));
+    assert_eq!(signal(&known, "app"), "SIGTERM", "unknown to the table");
+    let read = podgrace(&[
+        "explain",
+        file.to_str().unwrap(),
+        "-o",
+        "json",
+        "--image-source",
+        &source,
+    ]);
+    assert!(read.status.success(), "{}", stderr(&read));
+    assert_eq!(signal(&read, "app"), "SIGQUIT", "{}", stdout(&read));
+    assert_eq!(signal(&read, "plain"), "SIGTERM");
+    // Not in containerd: the table of known images still applies, with a note.
+    assert_eq!(signal(&read, "gone"), "SIGQUIT");
+    assert!(stderr(&read).contains("note: image nginx:1.27 is not present in containerd"));
+    let lint = podgrace(&[
+        "lint",
+        file.to_str().unwrap(),
+        "-o",
+        "json",
+        "--image-source",
+        &source,
+        "--fail-on",
+        "error",
+    ]);
+    assert!(lint.status.success(), "{}", stderr(&lint));
+    let down = podgrace(&[
+        "explain",
+        file.to_str().unwrap(),
+        "--image-source",
+        "containerd:/nonexistent/containerd.sock",
+    ]);
+    assert_eq!(down.status.code(), Some(2));
+    assert!(stderr(&down).contains("cannot reach the container runtime"));
+}

@@ -674,6 +674,7 @@ impl Loader<'_> {
             post_start: lifecycle.post_start.and_then(handler),
             pre_stop: lifecycle.pre_stop.and_then(handler),
             stop_signal: lifecycle.stop_signal,
+            image_config_stop_signal: None,
             liveness_probe: c.liveness_probe.and_then(probe),
             readiness_probe: c.readiness_probe.and_then(probe),
             startup_probe: c.startup_probe.and_then(probe),

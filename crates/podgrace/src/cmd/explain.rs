@@ -49,6 +49,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
+    #[command(flatten)]
+    image_source: super::ImageSourceArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -112,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if pods.is_empty() {
         return Err(BadInput(input::no_pod_found(&args.files, &docs)).into());
     }
+    super::read_image_stop_signals(&args.image_source.image_source, pods.iter_mut())?;
     let timelines = explain_all(&pods, &triggers, &opts)?;
     match args.output {
         Format::Json => {

@@ -87,3 +87,90 @@ pub async fn connect_containerd(
     }
     Ok((rt, output))
 }
+
+/// Where `explain` and `lint` take an image's STOPSIGNAL from: `known` (the table of official
+/// images podgrace knows, the default) or `containerd[:SOCKET]` (the image's config as the
+/// containerd at SOCKET holds it, when the image is present there).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ImageSource {
+    #[default]
+    Known,
+    Containerd(std::path::PathBuf),
+}
+
+impl std::str::FromStr for ImageSource {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "known" {
+            return Ok(ImageSource::Known);
+        }
+        match s.parse::<podgrace_node::runtime::RuntimeChoice>() {
+            Ok(podgrace_node::runtime::RuntimeChoice::Containerd { socket }) => {
+                Ok(ImageSource::Containerd(socket))
+            }
+            _ => Err(format!(
+                "expected known, containerd or containerd:SOCKET, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// The `--image-source` flag of `explain` and `lint`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImageSourceArgs {
+    /// Where an image's STOPSIGNAL comes from: `known` (the official images podgrace knows) or
+    /// `containerd[:SOCKET]` (the image's config in containerd, namespace k8s.io, when the
+    /// image is present there; default socket /run/containerd/containerd.sock).
+    #[arg(long, value_name = "SOURCE", default_value = "known")]
+    pub image_source: ImageSource,
+}
+
+/// With `--image-source containerd`, reads the STOPSIGNAL of every container's image from
+/// containerd into the plans ([`podgrace_core::plan::ContainerPlan::image_config_stop_signal`]);
+/// an image containerd does not hold keeps the table of known images, with a note on stderr.
+///
+/// # Errors
+/// containerd cannot be reached (a failure of the machine, not of the input).
+pub fn read_image_stop_signals<'a>(
+    source: &ImageSource,
+    pods: impl Iterator<Item = &'a mut podgrace_core::plan::PodPlan>,
+) -> anyhow::Result<()> {
+    let ImageSource::Containerd(socket) = source else {
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        let logs = std::env::temp_dir().join(format!("podgrace-images-{}", std::process::id()));
+        let (cri, _output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
+            .await
+            .context("--image-source containerd: is containerd running, and is its socket readable?")?;
+        let ctx = podgrace_node::runtime::CallContext::background();
+        let mut absent = std::collections::BTreeSet::new();
+        for pod in pods {
+            for c in pod.init_containers.iter_mut().chain(pod.containers.iter_mut()) {
+                let Some(image) = c.image.clone() else {
+                    continue;
+                };
+                match cri.image_stop_signal(&ctx, &image).await {
+                    Ok(sig) => {
+                        c.image_config_stop_signal = Some(sig.and_then(|n| {
+                            podgrace_core::rules::runtime::Signal::from_number(n)
+                                .map(|s| s.to_string())
+                        }));
+                    }
+                    Err(_) => {
+                        absent.insert(image);
+                    }
+                }
+            }
+        }
+        for image in absent {
+            eprintln!("note: image {image} is not present in containerd at {}: its stop signal comes from the table of known images", socket.display());
+        }
+        Ok(())
+    })
+}
