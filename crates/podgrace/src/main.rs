@@ -37,6 +37,9 @@ enum Command {
     /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs);
     /// with --upstream, a sidecar proxy in front of it.
     DemoApp(cmd::demo_app::Args),
+    /// A single-node Kubernetes API server for kubectl and client libraries (TLS, a token,
+    /// 127.0.0.1); writes a kubeconfig. Ctrl-C deletes every pod as a node drain would.
+    Serve(cmd::serve::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Drill(args) => cmd::drill::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
         Command::DemoApp(args) => cmd::demo_app::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

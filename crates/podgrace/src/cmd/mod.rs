@@ -6,6 +6,7 @@ pub mod drill;
 pub mod explain;
 pub mod lint;
 pub mod run;
+pub mod serve;
 
 /// `--pod-network A.B.C.0/24`: the range pods take their addresses from (`.1` is the host side,
 /// pods get `.2` to `.254`). Only /24 ranges are supported, and only ones whose addresses

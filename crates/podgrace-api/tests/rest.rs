@@ -1,0 +1,933 @@
+//! The REST layer in-process (the router as a tower service, as an embedded serve is used):
+//! verbs, Status bodies, selectors, paging, watch semantics (initial events, resourceVersion,
+//! bookmarks, 410 after compaction, timeouts), pod delete semantics, bad input.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use podgrace_api::{http::router, Api, ApiConfig};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+fn api(history: usize) -> (Api, axum::Router) {
+    let api = Api::new(ApiConfig {
+        history,
+        bookmark_interval: Duration::from_millis(200),
+        ..ApiConfig::default()
+    });
+    let r = router(api.clone());
+    (api, r)
+}
+
+async fn call(
+    r: &axum::Router,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: impl Into<Body>,
+) -> (u16, Value, Vec<String>) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(body.into())
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (code, v, warnings)
+}
+
+async fn post(r: &axum::Router, path: &str, body: Value) -> (u16, Value) {
+    let (c, v, _) = call(r, "POST", path, "application/json", body.to_string()).await;
+    (c, v)
+}
+
+fn pod(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+        "spec": {"terminationGracePeriodSeconds": 10, "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "100"]}]}})
+}
+
+/// A watch stream: lines read one at a time, with a deadline.
+struct Stream(
+    http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, axum::Error>,
+    String,
+);
+
+impl Stream {
+    async fn open(r: &axum::Router, path: &str) -> Stream {
+        let req = http::Request::builder()
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let resp = r.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        Stream(resp.into_body().into_data_stream_box(), String::new())
+    }
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.1.find('\n') {
+                let line: String = self.1.drain(..=i).collect();
+                return Some(serde_json::from_str(&line).unwrap());
+            }
+            match tokio::time::timeout(Duration::from_secs(5), self.0.frame()).await {
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.1.push_str(std::str::from_utf8(&d).unwrap());
+                    }
+                }
+                Ok(_) => return None,
+                Err(_) => panic!("no watch event within 5 s"),
+            }
+        }
+    }
+}
+
+trait BoxIt {
+    fn into_data_stream_box(
+        self,
+    ) -> http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, axum::Error>;
+}
+impl BoxIt for Body {
+    fn into_data_stream_box(
+        self,
+    ) -> http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, axum::Error> {
+        self.boxed_unsync()
+    }
+}
+
+fn rv(v: &Value) -> u64 {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_get_list_conflict_and_not_found_are_worded_as_kube_apiserver() {
+    let (_, r) = api(100);
+    let (c, p) = post(
+        &r,
+        "/api/v1/namespaces/default/pods",
+        pod("web", json!({"app": "web"})),
+    )
+    .await;
+    assert_eq!(c, 201, "{p}");
+    assert_eq!(p["status"]["phase"], "Pending");
+    let (c, e) = post(&r, "/api/v1/namespaces/default/pods", pod("web", json!({}))).await;
+    assert_eq!(c, 409);
+    assert_eq!(e["message"], "pods \"web\" already exists");
+    assert_eq!(e["reason"], "AlreadyExists");
+    let (c, e, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/nope", "", "").await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (404, "pods \"nope\" not found")
+    );
+    // A stale resourceVersion on update is a Conflict.
+    let mut stale = p.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    stale["metadata"]["labels"] = json!({"app": "x"});
+    let (c, e, _) = call(
+        &r,
+        "PUT",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        stale.to_string(),
+    )
+    .await;
+    assert_eq!(c, 409);
+    assert_eq!(e["message"], "Operation cannot be fulfilled on pods \"web\": the object has been modified; please apply your changes to the latest version and try again");
+    // No namespace, no content.
+    let (c, e) = post(&r, "/api/v1/namespaces/nowhere/pods", pod("a", json!({}))).await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (404, "namespaces \"nowhere\" not found")
+    );
+    // Unknown resource and kind mismatch.
+    let (c, e, _) = call(&r, "GET", "/api/v1/widgets", "", "").await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (404, "the server could not find the requested resource")
+    );
+    let (c, e) = post(
+        &r,
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}),
+    )
+    .await;
+    assert_eq!(c, 400);
+    assert_eq!(
+        e["message"],
+        "the kind in the data (Service) does not match the expected kind (Pod)"
+    );
+}
+
+#[tokio::test]
+async fn bad_bodies_are_400_422_413_and_the_server_keeps_serving() {
+    let (_, r) = api(100);
+    let (c, e, _) = call(
+        &r,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        "{\"metadata\": ",
+    )
+    .await;
+    assert_eq!(c, 400);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("couldn't get version/kind; json parse error: "),
+        "{e}"
+    );
+    let big = format!(
+        "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}",
+        "x".repeat(3 * 1024 * 1024)
+    );
+    let (c, e, _) = call(
+        &r,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        big,
+    )
+    .await;
+    assert_eq!(c, 413);
+    assert_eq!(e["message"], "Request entity too large: limit is 3145728");
+    let mut bad = pod("g-two-handlers", json!({}));
+    bad["spec"]["containers"][0]["lifecycle"] =
+        json!({"preStop": {"sleep": {"seconds": 1}, "exec": {"command": ["true"]}}});
+    let (c, e) = post(&r, "/api/v1/namespaces/default/pods", bad).await;
+    assert_eq!(c, 422, "{e}");
+    assert_eq!(e["reason"], "Invalid");
+    assert_eq!(e["details"]["kind"], "Pod");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pod \"g-two-handlers\" is invalid: spec.containers[0].lifecycle.preStop"),
+        "{e}"
+    );
+    let mut name = pod("Web_1", json!({}));
+    name["metadata"]["name"] = json!("Web_1");
+    let (c, e) = post(&r, "/api/v1/namespaces/default/pods", name).await;
+    assert_eq!(c, 422);
+    assert_eq!(e["details"]["causes"][0]["field"], "metadata.name");
+    // Unknown fields: Strict is 400, Warn a Warning header, Ignore silent.
+    let mut unknown = pod("u", json!({}));
+    unknown["spec"]["terminationGracePeriod"] = json!(3);
+    let (c, e, _) = call(
+        &r,
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Strict",
+        "application/json",
+        unknown.to_string(),
+    )
+    .await;
+    assert_eq!(c, 400);
+    assert_eq!(e["message"], "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.terminationGracePeriod\"");
+    let (c, _, w) = call(
+        &r,
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Warn",
+        "application/json",
+        unknown.to_string(),
+    )
+    .await;
+    assert_eq!(c, 201);
+    assert_eq!(
+        w,
+        ["299 - \"unknown field \\\"spec.terminationGracePeriod\\\"\""]
+    );
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/u", "", "").await;
+    assert_eq!(c, 200);
+}
+
+#[tokio::test]
+async fn selectors_and_pages_with_continue_tokens() {
+    let (_, r) = api(100);
+    for i in 0..5 {
+        let app = if i % 2 == 0 { "web" } else { "db" };
+        post(
+            &r,
+            "/api/v1/namespaces/default/pods",
+            pod(&format!("p{i}"), json!({"app": app})),
+        )
+        .await;
+    }
+    let (_, l, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb",
+        "",
+        "",
+    )
+    .await;
+    let names: Vec<&str> = l["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["p0", "p2", "p4"]);
+    let (_, l, _) = call(
+        &r,
+        "GET",
+        "/api/v1/pods?fieldSelector=metadata.name%3Dp3",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let (c, e, _) = call(
+        &r,
+        "GET",
+        "/api/v1/pods?fieldSelector=spec.bogus%3D1",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (400, "field label not supported: spec.bogus")
+    );
+    let (_, first, _) = call(&r, "GET", "/api/v1/namespaces/default/pods?limit=2", "", "").await;
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    // Writes after the first page do not show in the rest of a consistent list.
+    post(&r, "/api/v1/namespaces/default/pods", pod("p9", json!({}))).await;
+    let mut seen: Vec<String> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut cont = Some(token);
+    while let Some(t) = cont {
+        let (c, page, _) = call(
+            &r,
+            "GET",
+            &format!("/api/v1/namespaces/default/pods?limit=2&continue={t}"),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(c, 200, "{page}");
+        assert_eq!(
+            page["metadata"]["resourceVersion"],
+            first["metadata"]["resourceVersion"]
+        );
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string()),
+        );
+        cont = page["metadata"]["continue"].as_str().map(str::to_string);
+    }
+    assert_eq!(seen, ["p0", "p1", "p2", "p3", "p4"]);
+}
+
+#[tokio::test]
+async fn patches_merge_label_and_strategic() {
+    let (_, r) = api(100);
+    let mut p = pod("web", json!({"app": "web"}));
+    p["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "side", "image": "envoy:1", "command": ["sleep", "1"]}));
+    post(&r, "/api/v1/namespaces/default/pods", p).await;
+    let smp = json!({"metadata": {"labels": {"tier": "front"}}, "spec": {"containers": [{"name": "side", "image": "envoy:2"}]}});
+    let (c, out, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/strategic-merge-patch+json",
+        smp.to_string(),
+    )
+    .await;
+    assert_eq!(c, 200, "{out}");
+    assert_eq!(
+        out["metadata"]["labels"],
+        json!({"app": "web", "tier": "front"})
+    );
+    assert_eq!(out["spec"]["containers"][0]["image"], "busybox:1.36");
+    assert_eq!(out["spec"]["containers"][1]["image"], "envoy:2");
+    let (c, out, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"app": null}}}).to_string(),
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(out["metadata"]["labels"], json!({"tier": "front"}));
+    let (c, out, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json-patch+json",
+        json!([{"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}}]).to_string(),
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(out["metadata"]["annotations"], json!({"a": "b"}));
+    // A pod's spec may change only where upstream allows it.
+    let (c, e, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/merge-patch+json",
+        json!({"spec": {"terminationGracePeriodSeconds": 99}}).to_string(),
+    )
+    .await;
+    assert_eq!(c, 422);
+    assert!(e["message"].as_str().unwrap().starts_with(
+        "Pod \"web\" is invalid: spec: Forbidden: pod updates may not change fields other than"
+    ));
+    let (c, _, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/apply-patch+yaml",
+        "{}",
+    )
+    .await;
+    assert_eq!(c, 415);
+}
+
+#[tokio::test]
+async fn pod_delete_follows_before_delete_and_the_kubelets_final_delete() {
+    let (_, r) = api(100);
+    post(&r, "/api/v1/namespaces/default/pods", pod("web", json!({}))).await;
+    let mut w = Stream::open(
+        &r,
+        "/api/v1/namespaces/default/pods?watch=true&resourceVersion=0",
+    )
+    .await;
+    assert_eq!(w.next().await.unwrap()["type"], "ADDED");
+    let del = |g: i64| {
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": g}).to_string()
+    };
+    let (c, d, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        del(5),
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(d["metadata"]["deletionGracePeriodSeconds"], 5);
+    let ev = w.next().await.unwrap();
+    assert_eq!(
+        (
+            ev["type"].as_str(),
+            ev["object"]["metadata"]["deletionGracePeriodSeconds"].as_i64()
+        ),
+        (Some("MODIFIED"), Some(5))
+    );
+    // A longer second delete changes nothing; a shorter one shortens.
+    let (_, d2, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        del(30),
+    )
+    .await;
+    assert_eq!(d2["metadata"]["deletionGracePeriodSeconds"], 5);
+    let (_, d3, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        del(3),
+    )
+    .await;
+    assert_eq!(d3["metadata"]["deletionGracePeriodSeconds"], 3);
+    assert_eq!(
+        w.next().await.unwrap()["object"]["metadata"]["deletionGracePeriodSeconds"],
+        3
+    );
+    // The kubelet's final delete with grace 0: one MODIFIED (DGPS 0) then DELETED.
+    let (c, s, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        del(0),
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(
+        (s["kind"].as_str(), s["status"].as_str()),
+        (Some("Status"), Some("Success"))
+    );
+    let m = w.next().await.unwrap();
+    assert_eq!(
+        (
+            m["type"].as_str(),
+            m["object"]["metadata"]["deletionGracePeriodSeconds"].as_i64()
+        ),
+        (Some("MODIFIED"), Some(0))
+    );
+    assert_eq!(w.next().await.unwrap()["type"], "DELETED");
+    // A pod whose TGPS is 0 is deleted at once by a plain delete; so is a finished one.
+    let mut zero = pod("zero", json!({}));
+    zero["spec"]["terminationGracePeriodSeconds"] = json!(0);
+    post(&r, "/api/v1/namespaces/default/pods", zero).await;
+    let (_, s, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/zero",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(s["status"], "Success");
+    // Finalizers keep the object.
+    let mut fin = pod("fin", json!({}));
+    fin["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&r, "/api/v1/namespaces/default/pods", fin).await;
+    let (_, k, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/fin",
+        "application/json",
+        del(0),
+    )
+    .await;
+    assert_eq!(k["metadata"]["deletionGracePeriodSeconds"], 0);
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/fin", "", "").await;
+    assert_eq!(c, 200);
+    let (c, gone, _) = call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/fin",
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": null}}).to_string(),
+    )
+    .await;
+    assert_eq!(c, 200, "{gone}");
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/fin", "", "").await;
+    assert_eq!(c, 404);
+}
+
+#[tokio::test]
+async fn watches_start_from_state_or_version_and_expire_with_410() {
+    let (api, r) = api(3);
+    let (_, a) = post(
+        &r,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "a"}}),
+    )
+    .await;
+    let mut w = Stream::open(
+        &r,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            rv(&a)
+        ),
+    )
+    .await;
+    post(
+        &r,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "b"}}),
+    )
+    .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("b"))
+    );
+    // Past the history (3 events kept): 410 as an ERROR event, then the end of the stream.
+    for i in 0..5 {
+        post(
+            &r,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": format!("c{i}")}}),
+        )
+        .await;
+    }
+    let mut old = Stream::open(
+        &r,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            rv(&a)
+        ),
+    )
+    .await;
+    let e = old.next().await.unwrap();
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["code"], 410);
+    assert_eq!(e["object"]["reason"], "Expired");
+    assert!(
+        e["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("too old resource version: {} (", rv(&a))),
+        "{e}"
+    );
+    assert!(old.next().await.is_none());
+    // An exact list at the old version is 410 too; the client relists and watches on.
+    let (c, _, _) = call(
+        &r,
+        "GET",
+        &format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={}&resourceVersionMatch=Exact",
+            rv(&a)
+        ),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(c, 410);
+    let (_, list, _) = call(&r, "GET", "/api/v1/namespaces/default/configmaps", "", "").await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        api.with_store(|s| s.current_rv()),
+        rv(&json!({"metadata": list["metadata"]}))
+    );
+}
+
+#[tokio::test]
+async fn bookmarks_initial_events_end_and_timeouts() {
+    let (_, r) = api(100);
+    post(
+        &r,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "a"}}),
+    )
+    .await;
+    let mut w = Stream::open(&r, "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=&allowWatchBookmarks=true").await;
+    assert_eq!(w.next().await.unwrap()["type"], "ADDED");
+    let b = w.next().await.unwrap();
+    assert_eq!(b["type"], "BOOKMARK");
+    assert_eq!(
+        b["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    // The periodic bookmark (200 ms in these tests) carries the newest resourceVersion.
+    let (_, other) = post(
+        &r,
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "s"}}),
+    )
+    .await;
+    let b = w.next().await.unwrap();
+    assert_eq!(b["type"], "BOOKMARK");
+    assert!(rv(&b["object"]) >= rv(&other), "{b}");
+    // timeoutSeconds ends the stream.
+    let mut t = Stream::open(
+        &r,
+        "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1&resourceVersion=1",
+    )
+    .await;
+    let started = std::time::Instant::now();
+    while t.next().await.is_some() {}
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn selector_watches_see_objects_leave_as_deleted_and_tables_for_kubectl_get_w() {
+    let (_, r) = api(100);
+    post(
+        &r,
+        "/api/v1/namespaces/default/pods",
+        pod("web", json!({"app": "web"})),
+    )
+    .await;
+    let mut w = Stream::open(
+        &r,
+        "/api/v1/namespaces/default/pods?watch=1&labelSelector=app%3Dweb",
+    )
+    .await;
+    assert_eq!(w.next().await.unwrap()["type"], "ADDED");
+    call(
+        &r,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web",
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"app": "other"}}}).to_string(),
+    )
+    .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(e["object"]["metadata"]["labels"]["app"], "web");
+    let req = http::Request::builder()
+        .uri("/api/v1/namespaces/default/pods?watch=1")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Body::empty())
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    let mut t = Stream(resp.into_body().boxed_unsync(), String::new());
+    let first = t.next().await.unwrap();
+    assert_eq!(first["object"]["kind"], "Table");
+    let cols: Vec<&str> = first["object"]["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols[..5], ["Name", "Ready", "Status", "Restarts", "Age"]);
+    assert_eq!(first["object"]["rows"][0]["cells"][2], "Pending");
+    call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        json!({"gracePeriodSeconds": 5}).to_string(),
+    )
+    .await;
+    let second = t.next().await.unwrap();
+    assert!(second["object"]["columnDefinitions"].is_null());
+    assert_eq!(second["object"]["rows"][0]["cells"][2], "Terminating");
+}
+
+#[tokio::test]
+async fn events_are_served_in_both_api_versions() {
+    let (_, r) = api(100);
+    let ev = json!({"metadata": {"name": "web.1"}, "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default"},
+        "reason": "Killing", "message": "Stopping container app", "type": "Normal", "source": {"component": "kubelet", "host": "node"}, "count": 1});
+    let (c, _) = post(&r, "/api/v1/namespaces/default/events", ev).await;
+    assert_eq!(c, 201);
+    let (_, v1, _) = call(
+        &r,
+        "GET",
+        "/apis/events.k8s.io/v1/namespaces/default/events/web.1",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(v1["note"], "Stopping container app");
+    assert_eq!(v1["regarding"]["name"], "web");
+    assert_eq!(v1["deprecatedSource"]["component"], "kubelet");
+    let (_, l, _) = call(
+        &r,
+        "GET",
+        "/api/v1/events?fieldSelector=involvedObject.name%3Dweb,reason%3DKilling",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let (c, _) = post(&r, "/apis/events.k8s.io/v1/namespaces/default/events", json!({"metadata": {"name": "e2"}, "eventTime": "2026-12-01T10:00:00.000000Z",
+        "reportingController": "default-scheduler", "reportingInstance": "default-scheduler-node", "action": "Binding", "reason": "Scheduled",
+        "regarding": {"kind": "Pod", "name": "web", "namespace": "default"}, "note": "Successfully assigned default/web to node", "type": "Normal"})).await;
+    assert_eq!(c, 201);
+    let (_, core, _) = call(&r, "GET", "/api/v1/namespaces/default/events/e2", "", "").await;
+    assert_eq!(core["involvedObject"]["name"], "web");
+    assert_eq!(core["message"], "Successfully assigned default/web to node");
+}
+
+/// kube-rs over the router as a tower service, with no listener: the drill's embedded serve
+/// and a real cluster take the same client code.
+#[tokio::test]
+async fn kube_rs_talks_to_the_embedded_server_in_process() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::{Api as KApi, DeleteParams, ListParams, PostParams};
+    let (_, r) = api(100);
+    let svc = tower::ServiceBuilder::new()
+        .map_request(|req: http::Request<kube::client::Body>| req.map(Body::new))
+        .service(r);
+    let client = kube::Client::new(svc, "default");
+    let pods: KApi<Pod> = KApi::default_namespaced(client.clone());
+    let p: Pod = serde_json::from_value(pod("web", json!({"app": "web"}))).unwrap();
+    let created = pods.create(&PostParams::default(), &p).await.unwrap();
+    assert_eq!(
+        created.spec.as_ref().unwrap().node_name.as_deref(),
+        Some("podgrace")
+    );
+    let list = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    let deleted = pods
+        .delete("web", &DeleteParams::default().grace_period(5))
+        .await
+        .unwrap();
+    let still = deleted.left().expect("a graceful delete returns the pod");
+    assert_eq!(still.metadata.deletion_grace_period_seconds, Some(5));
+    let cms: KApi<ConfigMap> = KApi::default_namespaced(client);
+    let err = cms.get("missing").await.unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 404);
+            assert_eq!(s.message, "configmaps \"missing\" not found");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn logs_are_read_from_the_kubelets_cri_files() {
+    let dir = std::env::temp_dir().join(format!("podgrace-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let api = Api::new(ApiConfig {
+        log_dir: Some(dir.clone()),
+        ..ApiConfig::default()
+    });
+    let r = router(api.clone());
+    let (_, p) = post(&r, "/api/v1/namespaces/default/pods", pod("web", json!({}))).await;
+    let (c, e, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/web/log", "", "").await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (
+            400,
+            "container \"app\" in pod \"web\" is waiting to start: ContainerCreating"
+        )
+    );
+    // The kubelet's status: the container runs its second instance (one restart).
+    let mut st = p.clone();
+    st["status"]["containerStatuses"] = json!([{"name": "app", "ready": true, "restartCount": 1, "image": "busybox:1.36", "imageID": "", "started": true,
+        "state": {"running": {"startedAt": "2026-12-01T10:00:05Z"}}, "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]);
+    let (c, _, _) = call(
+        &r,
+        "PUT",
+        "/api/v1/namespaces/default/pods/web/status",
+        "application/json",
+        st.to_string(),
+    )
+    .await;
+    assert_eq!(c, 200);
+    let uid = p["metadata"]["uid"].as_str().unwrap();
+    let cdir = dir.join(format!("default_web_{uid}")).join("app");
+    std::fs::create_dir_all(&cdir).unwrap();
+    std::fs::write(
+        cdir.join("0.log"),
+        "2026-12-01T10:00:00.000000001Z stdout F first run\n",
+    )
+    .unwrap();
+    std::fs::write(cdir.join("1.log"), "2026-12-01T10:00:05.1Z stdout F one\n2026-12-01T10:00:05.2Z stderr P tw\n2026-12-01T10:00:05.3Z stderr F o\n2026-12-01T10:00:05.4Z stdout F three\n").unwrap();
+    let (_, body, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/web/log", "", "").await;
+    assert_eq!(body, json!("one\ntwo\nthree\n"));
+    let (_, body, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?tailLines=1&timestamps=true",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(body, json!("2026-12-01T10:00:05.4Z three\n"));
+    let (_, body, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?previous=true",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(body, json!("first run\n"));
+    let (c, e, _) = call(
+        &r,
+        "GET",
+        "/api/v1/namespaces/default/pods/web/log?container=nope",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(
+        (c, e["message"].as_str().unwrap()),
+        (400, "container nope is not valid for pod web")
+    );
+    // follow: lines written later arrive; the stream ends when the pod is gone.
+    let mut f = Stream::open(
+        &r,
+        "/api/v1/namespaces/default/pods/web/log?follow=true&tailLines=0",
+    )
+    .await;
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(cdir.join("1.log"))
+        .unwrap();
+    writeln!(file, "2026-12-01T10:00:06Z stdout F {{\"later\":1}}").unwrap();
+    assert_eq!(f.next().await.unwrap(), json!({"later": 1}));
+    call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        "application/json",
+        json!({"gracePeriodSeconds": 0}).to_string(),
+    )
+    .await;
+    assert!(f.next().await.is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_terminates_deletes_its_content_and_goes() {
+    let (_, r) = api(100);
+    post(
+        &r,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "team"}}),
+    )
+    .await;
+    post(
+        &r,
+        "/api/v1/namespaces/team/configmaps",
+        json!({"metadata": {"name": "c"}}),
+    )
+    .await;
+    post(&r, "/api/v1/namespaces/team/pods", pod("web", json!({}))).await;
+    let (c, ns, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/team",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (c, e) = post(
+        &r,
+        "/api/v1/namespaces/team/configmaps",
+        json!({"metadata": {"name": "d"}}),
+    )
+    .await;
+    assert_eq!(c, 403);
+    assert_eq!(e["message"], "configmaps \"d\" is forbidden: unable to create new content in namespace team because it is being terminated");
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/team/configmaps/c", "", "").await;
+    assert_eq!(c, 404);
+    // The pod terminates gracefully (a kubelet would finish it); the namespace waits for it.
+    let (c, p, _) = call(&r, "GET", "/api/v1/namespaces/team/pods/web", "", "").await;
+    assert_eq!(c, 200);
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 10);
+    call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/team/pods/web",
+        "application/json",
+        json!({"gracePeriodSeconds": 0}).to_string(),
+    )
+    .await;
+    let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/team", "", "").await;
+    assert_eq!(c, 404);
+}

@@ -1,0 +1,137 @@
+//! `podgrace serve`: a single-node Kubernetes API server on this machine, closed by default
+//! (127.0.0.1 only unless `--bind`, TLS with its own CA, a bearer token), with a kubeconfig
+//! for kubectl and client libraries. Ctrl-C (or SIGTERM) deletes every pod as a node drain
+//! would and exits when they are gone; a second one exits at once.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use podgrace_api::options::DeleteOptions;
+use podgrace_api::{Api, ApiConfig};
+use podgrace_core::KubeVersion;
+
+use crate::{BadInput, Outcome};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The address to listen on. The API starts processes on this machine: anything but
+    /// 127.0.0.1 lets others reach it (they still need the token).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    bind: SocketAddr,
+    /// Where to write the kubeconfig (mode 0600: it holds the token).
+    #[arg(long, default_value = "./podgrace.kubeconfig")]
+    kubeconfig_out: PathBuf,
+    /// The node's name (the one node every pod is bound to).
+    #[arg(long, default_value = "podgrace")]
+    node_name: String,
+    /// The Kubernetes release whose API server behaviour to reproduce.
+    #[arg(long, default_value_t = KubeVersion::LATEST)]
+    kubernetes_version: KubeVersion,
+    /// Watch events kept per resource; a watch from an older resourceVersion gets 410 Gone.
+    #[arg(long, default_value_t = podgrace_api::store::DEFAULT_HISTORY)]
+    watch_history: usize,
+    /// How often a watch that allows bookmarks gets one (kube-apiserver: 1m).
+    #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
+    bookmark_interval: Duration,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    if args.watch_history == 0 {
+        return Err(BadInput("--watch-history must be at least 1".into()).into());
+    }
+    if args.bookmark_interval.is_zero() {
+        return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
+    }
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    rt.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> anyhow::Result<Outcome> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed before anything is printed, so that a Ctrl-C right after start is a drain.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let api = Api::new(ApiConfig {
+        node_name: args.node_name.clone(),
+        history: args.watch_history,
+        kube_version: args.kubernetes_version,
+        bookmark_interval: args.bookmark_interval,
+        ..ApiConfig::default()
+    });
+    let creds = podgrace_api::tls::generate(&[args.bind.ip()])
+        .context("creating the server's certificate")?;
+    let tls = podgrace_api::tls::server_config(&creds).context("configuring TLS")?;
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("listening on {}", args.bind))?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listening address")?;
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let server = if addr.is_ipv6() {
+        format!("https://[{host}]:{}", addr.port())
+    } else {
+        format!("https://{host}:{}", addr.port())
+    };
+    let text = podgrace_api::kubeconfig::render(&server, &creds.ca_pem, &creds.token);
+    podgrace_api::kubeconfig::write(&args.kubeconfig_out, &text)
+        .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
+    let abs = std::fs::canonicalize(&args.kubeconfig_out).unwrap_or(args.kubeconfig_out.clone());
+    println!(
+        "podgrace serve: Kubernetes {} API on {server} (TLS, bearer token)",
+        args.kubernetes_version
+    );
+    println!("kubeconfig: {} (mode 0600)", abs.display());
+    println!("export KUBECONFIG={}", abs.display());
+    let router = podgrace_api::http::authenticated_router(api.clone(), creds.token.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let listen = tokio::spawn(podgrace_api::listener::serve(
+        listener,
+        tls,
+        router,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    tokio::select! {
+        _ = sigint.recv() => {}
+        _ = sigterm.recv() => {}
+    }
+    eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
+    drain(&api);
+    tokio::select! {
+        _ = wait_gone(&api) => eprintln!("podgrace serve: every pod is gone"),
+        _ = sigint.recv() => eprintln!("podgrace serve: exiting at once"),
+        _ = sigterm.recv() => eprintln!("podgrace serve: exiting at once"),
+    }
+    let _ = stop_tx.send(());
+    let _ = listen.await;
+    Ok(Outcome::Success)
+}
+
+/// Deletes every pod with default options (each its own grace period), as a node drain does.
+fn drain(api: &Api) {
+    let pods = podgrace_api::resource::find("", "v1", "pods").expect("pods are served");
+    for (ns, name) in api.pod_names() {
+        let opts = DeleteOptions {
+            present: true,
+            ..Default::default()
+        };
+        if let Err(e) = api.delete(pods, &ns, &name, &opts) {
+            eprintln!("podgrace serve: deleting pod {ns}/{name}: {e}");
+        }
+    }
+}
+
+async fn wait_gone(api: &Api) {
+    let mut changes = api.subscribe("pods");
+    while !api.pod_names().is_empty() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
+    }
+}
