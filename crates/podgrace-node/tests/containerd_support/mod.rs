@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 
 /// The busybox image: `/bin/busybox` and its applets' links; ENTRYPOINT `sh -c`, CMD a sleep.
 pub const BUSYBOX: &str = "podgrace.test/busybox:1";
+/// The busybox image with `STOPSIGNAL SIGQUIT` in its config, as nginx's official image has.
+pub const BUSYBOX_QUIT: &str = "podgrace.test/busybox-quit:1";
 /// The signal logger (ENTRYPOINT `/bin/siglog`, which exits on SIGTERM), with busybox beside
 /// it for exec hooks and probes.
 pub const SIGLOG: &str = "podgrace.test/siglog:1";
@@ -67,13 +69,14 @@ fn images(sock: &Path) {
         let _ = std::fs::remove_dir_all(&dir);
         let bin = dir.join("rootfs/bin");
         std::fs::create_dir_all(&bin).expect("image dir");
+        std::fs::create_dir_all(dir.join("rootfs/tmp")).expect("image /tmp");
         let busybox = ["/bin/busybox", "/usr/bin/busybox"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .expect("busybox-static (apt-get install busybox-static)");
         std::fs::copy(busybox, bin.join("busybox")).expect("copy busybox");
         for applet in [
-            "sh", "sleep", "echo", "cat", "true", "false", "ls", "kill", "date",
+            "sh", "sleep", "echo", "cat", "true", "false", "ls", "kill", "date", "test", "touch",
         ] {
             std::os::unix::fs::symlink("busybox", bin.join(applet)).expect("applet link");
         }
@@ -99,6 +102,10 @@ fn images(sock: &Path) {
         import(
             BUSYBOX,
             r#"{"Entrypoint":["/bin/sh","-c"],"Cmd":["sleep 3600"],"Env":["PATH=/bin"]}"#,
+        );
+        import(
+            BUSYBOX_QUIT,
+            r#"{"Entrypoint":["/bin/sh","-c"],"Cmd":["sleep 3600"],"Env":["PATH=/bin"],"StopSignal":"SIGQUIT"}"#,
         );
         import(
             SIGLOG,
