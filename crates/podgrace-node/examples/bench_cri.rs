@@ -21,6 +21,9 @@
 //!   seen the container exit and stopped the sandbox ([`PodHandle::wait`] returns); then
 //!   RemovePodSandbox (not timed).
 //!
+//! Between the two, 300 ms pass untimed (the signal logger installs its SIGTERM handler as it
+//! starts; a PID 1 without one ignores SIGTERM).
+//!
 //! Figures, milliseconds, nearest-rank percentiles over the pods of each way:
 //! * **start**: the request until the container is seen running;
 //! * **stop**: the delete (or StopContainer) until the exit is seen and the sandbox stopped.
@@ -53,6 +56,10 @@ type BoxError = Box<dyn Error + Send + Sync>;
 const BENCH_LABEL: &str = "podgrace.io/bench";
 /// Bounds on one pod's phases, so a broken run ends with an error instead of hanging.
 const LIMIT: Duration = Duration::from_secs(60);
+/// Time left between the start and the stop, not timed: the signal logger installs its SIGTERM
+/// handler right after it starts, and a PID 1 without one ignores SIGTERM (an early stop would
+/// wait out the 30 s grace, either way).
+const SETTLE: Duration = Duration::from_millis(300);
 /// How often the direct client asks ContainerStatus while it waits for a state.
 const POLL: Duration = Duration::from_millis(2);
 
@@ -254,6 +261,7 @@ async fn direct(
         .await?;
         wait_state(&mut rt, &id, cri::ContainerState::ContainerRunning).await?;
         let start = t0.elapsed();
+        tokio::time::sleep(SETTLE).await;
         let t1 = Instant::now();
         rt.stop_container(cri::StopContainerRequest {
             container_id: id.clone(),
@@ -301,6 +309,7 @@ async fn podgrace(rt: &Arc<ContainerdRuntime>, args: &Args, i: usize) -> Result<
         .await
         .map_err(|_| "pod not Running within the limit")??;
     let start = t0.elapsed();
+    tokio::time::sleep(SETTLE).await;
     let t1 = Instant::now();
     pod.send(PodCommand::Delete(KubectlDeleteFlags::default()));
     let report = tokio::time::timeout(LIMIT, pod.wait())

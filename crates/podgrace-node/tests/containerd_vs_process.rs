@@ -251,8 +251,8 @@ fn agree(case: &str, what: &str, process: Duration, containerd: Duration) {
 }
 
 /// An exec hook on containerd is an ExecSync: runc starts the command inside the container
-/// through the shim, which costs more than a fork on the host (not in the 1.32 record; 60 to
-/// 220 ms more here, on a loaded machine). The kubelet's own step after the hook, the stop
+/// through the shim, which costs more than a fork on the host (not in the 1.32 record; 30 to
+/// 300 ms more here, on a loaded machine). The kubelet's own step after the hook, the stop
 /// signal, must agree within the tolerance from the hook's end; the hook's length may differ
 /// by the exec's set-up, at most this much.
 const EXEC_SET_UP: Duration = Duration::from_millis(500);
