@@ -12,8 +12,10 @@
 //! - [`timeline`]: the rules composed into one pod's termination timeline for one trigger.
 //! - [`lint`]: termination pitfalls in manifests, with stable rule ids.
 //! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
+//! - [`init`]: `podgrace init`'s signal forwarding, mapping, drain delay and exit code.
 
 pub mod conformance;
+pub mod init;
 pub mod lint;
 pub mod manifest;
 pub mod plan;

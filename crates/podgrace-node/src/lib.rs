@@ -11,6 +11,7 @@
 //! * [`probes`]: startup, liveness and readiness probes (exec, httpGet, tcpSocket, grpc): one
 //!   attempt, and the periodic worker.
 //! * [`httpget`]: the kubelet's HTTP GET client shared by hooks and probes.
+//! * [`init`]: `podgrace init`, a PID 1 for containers (signal forwarding, reaping).
 //! * [`kubelet`]: the pod task that starts, supervises and terminates a pod with the rules of
 //!   `podgrace-core`, calling the runtime only through the CRI-shaped trait.
 //!
@@ -23,6 +24,7 @@
 pub mod events;
 pub mod hooks;
 pub mod httpget;
+pub mod init;
 pub mod kubelet;
 pub mod probes;
 pub mod process;

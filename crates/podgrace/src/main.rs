@@ -37,6 +37,12 @@ enum Command {
     /// A small HTTP server whose SIGTERM behaviour is chosen by flags (what the drill runs);
     /// with --upstream, a sidecar proxy in front of it.
     DemoApp(cmd::demo_app::Args),
+    /// An exec preStop hook: returns once new connections have stopped arriving at the pod
+    /// (and, with --endpoints, its EndpointSlice entries are no longer ready). No shell needed.
+    PrestopWait(cmd::prestop_wait::Args),
+    /// A PID 1 for container images: forwards (and maps) signals to CMD, reaps zombies, exits
+    /// with CMD's status, and can hold SIGTERM for a drain delay.
+    Init(cmd::init::Args),
     /// A single-node Kubernetes API server for kubectl and client libraries (TLS, a token,
     /// 127.0.0.1); writes a kubeconfig. Ctrl-C deletes every pod as a node drain would.
     Serve(cmd::serve::Args),
@@ -49,6 +55,8 @@ pub enum Outcome {
     Success,
     /// Exit 1: the check ran and failed.
     CheckFailed,
+    /// This exit code (`init`: the child's; `prestop-wait`: 3 when the machine failed it).
+    Exit(u8),
 }
 
 /// Bad usage or bad input: exit code 2.
@@ -56,7 +64,42 @@ pub enum Outcome {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// `podgrace init` and `podgrace prestop-wait` alone, parsed without the rest of the CLI.
+#[derive(Parser)]
+#[command(name = "podgrace", version)]
+struct Lean {
+    #[command(subcommand)]
+    command: LeanCommand,
+}
+
+#[derive(Subcommand)]
+enum LeanCommand {
+    Init(cmd::init::Args),
+    PrestopWait(cmd::prestop_wait::Args),
+}
+
 fn main() -> ExitCode {
+    // The verbs that run inside users' containers (PID 1, a preStop hook) take a lean path:
+    // only their own flags are parsed and no log subscriber is set up, so that they cost what
+    // tini and a shell's sleep cost (see the README's benchmarks), not what the whole CLI does.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let verb = argv.get(1).and_then(|a| a.to_str());
+    if matches!(verb, Some("init" | "prestop-wait")) {
+        // Their plain flags are read without clap; anything else (help, errors) goes to clap.
+        let rest = &argv[2..];
+        let result = match verb {
+            Some("init") => cmd::init::Args::parse_lean(rest).map(cmd::init::run),
+            _ => cmd::prestop_wait::Args::parse_lean(rest).map(cmd::prestop_wait::run),
+        };
+        if let Some(result) = result {
+            return exit(result);
+        }
+        let result = match Lean::parse_from(&argv).command {
+            LeanCommand::Init(args) => cmd::init::run(args),
+            LeanCommand::PrestopWait(args) => cmd::prestop_wait::run(args),
+        };
+        return exit(result);
+    }
     let cli = Cli::parse();
     // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions.
     tracing_subscriber::fmt()
@@ -74,11 +117,19 @@ fn main() -> ExitCode {
         Command::Drill(args) => cmd::drill::run(args),
         Command::Conformance(args) => cmd::conformance::run(args),
         Command::DemoApp(args) => cmd::demo_app::run(args),
+        Command::PrestopWait(args) => cmd::prestop_wait::run(args),
+        Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
     };
+    exit(result)
+}
+
+/// The exit code of a verb's result; errors are printed to stderr.
+fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
+        Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(e) => {
             for line in format!("{e:#}").lines() {
                 eprintln!("error: {line}");

@@ -4,7 +4,9 @@ pub mod conformance;
 pub mod demo_app;
 pub mod drill;
 pub mod explain;
+pub mod init;
 pub mod lint;
+pub mod prestop_wait;
 pub mod run;
 pub mod serve;
 

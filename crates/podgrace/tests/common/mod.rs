@@ -163,3 +163,148 @@ pub fn drill_logged(
     );
     (code, json(&out), stderr(&out))
 }
+
+/// A `podgrace run` in the background, with its output collected, for tests that act on the
+/// pod while it runs (connect to it, signal it) and then delete it with SIGTERM to podgrace,
+/// as `kubectl delete` would.
+pub struct RunningPod {
+    pub child: std::process::Child,
+    pub dir: PathBuf,
+    stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl RunningPod {
+    /// Starts `podgrace run FILE -o json EXTRA...` on `yaml`, in which `{dir}` stands for a fresh
+    /// directory of this test (for files the containers write) and `{podgrace}` for the binary.
+    pub fn start(tag: &str, yaml: &str, extra: &[&str]) -> RunningPod {
+        use std::io::Read as _;
+        let dir = tempdir(tag);
+        let yaml = yaml
+            .replace("{dir}", &dir.display().to_string())
+            .replace("{podgrace}", env!("CARGO_BIN_EXE_podgrace"));
+        let file = dir.join("pod.yaml");
+        std::fs::write(&file, yaml).expect("write pod");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+            .arg("run")
+            .arg(&file)
+            .args(["-o", "json"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run podgrace");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let stdout = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        });
+        let stderr = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = err.read_to_end(&mut v);
+            v
+        });
+        RunningPod {
+            child,
+            dir,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Waits (up to 10 s) for a file a container writes into `{dir}`, and returns its text.
+    pub fn wait_file(&self, name: &str) -> String {
+        let path = self.dir.join(name);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                if text.ends_with('\n') {
+                    return text;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (up to 10 s) for a file a container creates in `{dir}`.
+    pub fn wait_file_exists(&self, name: &str) {
+        let path = self.dir.join(name);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !path.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The pod's IPv4 address, which its container wrote to `{dir}/ip` with
+    /// `ip -o -4 addr show dev eth0`.
+    pub fn ip(&self) -> std::net::Ipv4Addr {
+        let text = self.wait_file("ip");
+        text.split_whitespace()
+            .skip_while(|w| *w != "inet")
+            .nth(1)
+            .and_then(|cidr| cidr.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {text:?}"))
+    }
+
+    /// Sends SIGTERM to podgrace: `kubectl delete pod`. Returns the instant it was sent.
+    pub fn delete(&self) -> std::time::Instant {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let at = std::time::Instant::now();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal podgrace");
+        at
+    }
+
+    /// Waits for podgrace to exit; returns its exit status, the JSON report and stderr.
+    pub fn finish(mut self) -> (std::process::ExitStatus, serde_json::Value, String) {
+        let status = self.child.wait().expect("wait podgrace");
+        let out = self.stdout.take().expect("once").join().expect("stdout");
+        let err =
+            String::from_utf8_lossy(&self.stderr.take().expect("once").join().expect("stderr"))
+                .into_owned();
+        let report = serde_json::from_slice(&out).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {}\nstderr:\n{err}",
+                String::from_utf8_lossy(&out)
+            )
+        });
+        (status, report, err)
+    }
+}
+
+impl Drop for RunningPod {
+    fn drop(&mut self) {
+        // A test that failed half-way must not leave its pod running.
+        if self.stdout.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Connects to `addr` until it answers (up to 10 s).
+pub fn wait_listening(addr: std::net::SocketAddr) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200))
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

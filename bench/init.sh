@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# podgrace init against Debian's tini, tini-static and dumb-init as PID 1 of the same child, in
+# the same run (crates/podgrace-node/examples/bench_init.rs says what is measured and how):
+# resident memory (VmRSS, RssAnon, RssFile, PSS) and signal forwarding latency p50/p99/max.
+#
+#   bash bench/init.sh            # ROUNDS=3 SIGNALS=2000; the static binary (cargo build-static)
+#
+# Needs root (a PID namespace per init) and the Debian packages tini and dumb-init.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${PODGRACE:-target/x86_64-unknown-linux-gnu/release/podgrace}
+[ -x "$bin" ] || cargo build-static
+cargo build --release -q -p podgrace-node --example bench_init
+target/release/examples/bench_init --rounds "${ROUNDS:-3}" --signals "${SIGNALS:-2000}" --podgrace "$bin"
