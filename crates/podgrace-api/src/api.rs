@@ -61,7 +61,7 @@ impl Default for ApiConfig {
             kube_version: KubeVersion::default(),
             bookmark_interval: Duration::from_secs(60),
             min_request_timeout: Duration::from_secs(1800),
-            max_body_bytes: 3 * 1024 * 1024,
+            max_body_bytes: podgrace_core::manifest::MAX_OBJECT_BYTES,
             log_dir: None,
             service_cidr: (Ipv4Addr::new(127, 96, 0, 0), 12),
         }

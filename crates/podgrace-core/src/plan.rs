@@ -122,6 +122,26 @@ impl Handler {
         }
     }
 
+    /// The least time the handler runs: [`Self::known_duration`] when that is known, else for an
+    /// exec `sh -c` (or `bash -c` ...) script that begins with sleeps run in sequence (`sleep 10
+    /// && nginx -s quit`, `sleep 5; kill -TERM 1`) the length of those sleeps, since what
+    /// follows them can only add to it. A sleep sent to the background (`sleep 10 &`) or piped
+    /// does not count. `None` when nothing is known.
+    pub fn min_duration(&self) -> Option<Seconds> {
+        if let Some(d) = self.known_duration() {
+            return Some(d);
+        }
+        match self {
+            Handler::Exec { command } => match command.as_slice() {
+                [shell, flag, script] if is_shell(shell) && flag == "-c" => {
+                    leading_sleeps_ms(script).map(|ms| Seconds::from_ms(ms.into()))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// [`Self::known_duration`] in milliseconds, saturating at `i64::MAX` (a sleep action of
     /// more than about 292 million years).
     pub fn known_duration_ms(&self) -> Option<i64> {
@@ -130,16 +150,58 @@ impl Handler {
     }
 }
 
+fn is_sleep(s: &str) -> bool {
+    s == "sleep" || s.ends_with("/sleep")
+}
+
+fn is_shell(s: &str) -> bool {
+    let base = s.rsplit('/').next().unwrap_or(s);
+    matches!(base, "sh" | "bash" | "ash" | "dash" | "zsh")
+}
+
+/// The sleeps a shell script begins with, run one after the other, in milliseconds: each
+/// `sleep N` (or `exec sleep N`) followed by `;`, `&&`, `||`, a newline or the end counts (after
+/// `||` nothing more runs once the sleep succeeded); one followed by `&` or `|` does not block.
+/// `None` when the script does not begin with a sleep.
+fn leading_sleeps_ms(script: &str) -> Option<i64> {
+    let mut rest = script;
+    let mut total: Option<i64> = None;
+    loop {
+        let cut = rest.find([';', '&', '|', '\n']).unwrap_or(rest.len());
+        let (cmd, tail) = rest.split_at(cut);
+        let ms = match cmd.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [s, n] if is_sleep(s) => parse_sleep_arg(n),
+            ["exec", s, n] if is_sleep(s) => parse_sleep_arg(n),
+            _ => None,
+        };
+        let Some(ms) = ms else {
+            return total;
+        };
+        let (sep, next) = if let Some(t) = tail.strip_prefix("&&") {
+            ("&&", t)
+        } else if let Some(t) = tail.strip_prefix("||") {
+            ("||", t)
+        } else if let Some(t) = tail.strip_prefix(';').or(tail.strip_prefix('\n')) {
+            (";", t)
+        } else if tail.is_empty() {
+            ("", tail)
+        } else {
+            // `&` (background) or `|` (a pipe): this sleep does not hold the script.
+            return total;
+        };
+        total = Some(total.unwrap_or(0).saturating_add(ms));
+        if sep.is_empty() || sep == "||" {
+            return total;
+        }
+        rest = next;
+    }
+}
+
 /// Recognises `sleep N`, `/bin/sleep N` and `sh -c "sleep N"` style commands.
 fn exec_sleep_ms(command: &[String]) -> Option<i64> {
-    let is_sleep = |s: &str| s == "sleep" || s.ends_with("/sleep");
-    let is_shell = |s: &str| {
-        let base = s.rsplit('/').next().unwrap_or(s);
-        matches!(base, "sh" | "bash" | "ash" | "dash" | "zsh")
-    };
     match command {
         [prog, arg] if is_sleep(prog) => parse_sleep_arg(arg),
-        [shell, flag, script] if is_shell(shell) && flag == "-c" => {
+        [shell, flag, script] if is_shell(shell.as_str()) && flag == "-c" => {
             let words: Vec<&str> = script.split_whitespace().collect();
             match words.as_slice() {
                 [s, n] if is_sleep(s) => parse_sleep_arg(n),
@@ -448,5 +510,28 @@ mod tests {
         assert_eq!(exec(&["nginx", "-s", "quit"]).known_duration_ms(), None);
         assert_eq!(exec(&["sleep", "inf"]).known_duration_ms(), None);
         assert_eq!(exec(&["sleep", "-1"]).known_duration_ms(), None);
+    }
+
+    #[test]
+    fn least_durations_of_scripts_that_begin_with_sleeps() {
+        let min = |script: &str| exec(&["sh", "-c", script]).min_duration().map(|d| d.ms());
+        assert_eq!(min("sleep 10 && nginx -s quit"), Some(10_000));
+        assert_eq!(min("sleep 5; kill -TERM 1"), Some(5_000));
+        assert_eq!(min("sleep 2 && sleep 3 && /drain"), Some(5_000));
+        assert_eq!(min("sleep 1\nexec sleep 2\necho done"), Some(3_000));
+        assert_eq!(min("sleep 4 || echo failed; sleep 100"), Some(4_000));
+        assert_eq!(min("exec sleep 7"), Some(7_000));
+        // Not holding the script, or not first.
+        assert_eq!(min("sleep 10 & nginx -s quit"), None);
+        assert_eq!(min("sleep 10 | cat"), None);
+        assert_eq!(min("nginx -s quit && sleep 10"), None);
+        assert_eq!(min("sleep $DELAY && x"), None);
+        // Exact lengths stay exact, and are their own least.
+        assert_eq!(exec(&["sh", "-c", "sleep 10 && x"]).known_duration(), None);
+        assert_eq!(min("sleep 15"), Some(15_000));
+        assert_eq!(
+            Handler::Sleep { seconds: 3 }.min_duration().map(|d| d.ms()),
+            Some(3_000)
+        );
     }
 }

@@ -203,7 +203,7 @@ impl fmt::Display for LaterDelete {
 
 /// A time that depends on how long hooks and apps take: its earliest and latest value, seconds
 /// from t = 0 (exact; see [`Seconds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
     pub min: Seconds,
     pub max: Seconds,
@@ -275,7 +275,16 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeline {
+    /// `namespace/name` (or the name alone).
     pub pod: String,
+    /// The object the pod comes from: `Pod`, `Deployment`, ...
+    pub kind: &'static str,
+    /// `metadata.namespace` as written (`None` when unset).
+    pub namespace: Option<String>,
+    /// The file the object is in (`<stdin>` for standard input), and where the object starts.
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
     pub trigger: String,
     pub kubernetes_version: String,
     /// The grace period the kubelet works with, seconds (pod-level effective grace; for a probe
@@ -480,6 +489,11 @@ pub fn explain(
         });
         return Ok(Timeline {
             pod: pod_name(pod),
+            kind: pod.kind.as_str(),
+            namespace: pod.namespace.clone(),
+            file: pod.span.file.clone(),
+            line: pod.span.line,
+            column: pod.span.column,
             trigger: trigger.to_string(),
             kubernetes_version: version.to_string(),
             grace_period_seconds: effective,
@@ -497,7 +511,9 @@ pub fn explain(
         },
         KillReason::Other,
     );
-    if start.removed_from_api {
+    // A plain delete of a pod whose TGPS is 0 is a force delete too; `zero-grace-force-deletes`
+    // says so (as lint does), so this is the force-delete trigger's own.
+    if start.removed_from_api && *trigger != Trigger::Delete {
         findings.push(Finding {
             rule: "force-delete-keeps-running",
             severity: Severity::Warning,
@@ -527,6 +543,11 @@ pub fn explain(
     container_findings(pod, &containers, effective, version, &mut findings);
     Ok(Timeline {
         pod: pod_name(pod),
+        kind: pod.kind.as_str(),
+        namespace: pod.namespace.clone(),
+        file: pod.span.file.clone(),
+        line: pod.span.line,
+        column: pod.span.column,
         trigger: trigger.to_string(),
         kubernetes_version: version.to_string(),
         grace_period_seconds: effective,
@@ -980,9 +1001,15 @@ fn stop_signal(c: &ContainerPlan) -> String {
 fn hook_ends(c: &ContainerPlan, kill: &KillContainer) -> Option<(i64, i128, i128)> {
     let budget = kill.pre_stop_budget(c.pre_stop.is_some())?;
     let budget_ms = i128::from(budget) * 1000;
-    let (lo, hi) = match c.pre_stop.as_ref().and_then(|h| h.known_duration()) {
-        Some(d) => (d.ms().min(budget_ms), d.ms().min(budget_ms)),
-        None => (0, budget_ms),
+    let hook = c.pre_stop.as_ref();
+    let (lo, hi) = match (
+        hook.and_then(Handler::known_duration),
+        hook.and_then(Handler::min_duration),
+    ) {
+        (Some(d), _) => (d.ms().min(budget_ms), d.ms().min(budget_ms)),
+        // Known to last at least `m` (a script that sleeps first): no earlier than that.
+        (None, Some(m)) => (m.ms().min(budget_ms), budget_ms),
+        (None, None) => (0, budget_ms),
     };
     Some((budget, lo, hi))
 }
@@ -1058,12 +1085,13 @@ fn pod_kill(
     let sidecars: Vec<&ContainerPlan> = pod.sidecars().collect();
     let mut sidecar_entries = Vec::new();
     let mut next_sidecar: Option<(i128, i128)> = None;
+    // The main containers' last exits, once (not once per sidecar).
+    let main_lo = exits.iter().map(|e| e.1).max();
+    let main_hi = exits.iter().map(|e| e.2).max();
     for c in sidecars.iter().rev() {
         let hook = hook_ends(c, &kill);
         let signal = stop_signal(c);
         let (lo, hi) = if ordering {
-            let main_lo = exits.iter().map(|e| e.1).max();
-            let main_hi = exits.iter().map(|e| e.2).max();
             let prereq_lo = main_lo.into_iter().chain(next_sidecar.map(|n| n.0)).max();
             let prereq_hi = main_hi.into_iter().chain(next_sidecar.map(|n| n.1)).max();
             (
@@ -1202,6 +1230,11 @@ fn probe_kill(
     container_findings(pod, &containers, base, opts.version, &mut findings);
     Timeline {
         pod: pod_name(pod),
+        kind: pod.kind.as_str(),
+        namespace: pod.namespace.clone(),
+        file: pod.span.file.clone(),
+        line: pod.span.line,
+        column: pod.span.column,
         trigger: trigger.to_string(),
         kubernetes_version: opts.version.to_string(),
         grace_period_seconds: base,
@@ -1220,16 +1253,38 @@ fn container_findings(
     version: KubeVersion,
     findings: &mut Vec<Finding>,
 ) {
+    // By name, once: a lookup per container would make this quadratic in containers.
+    let plans: std::collections::HashMap<&str, &ContainerPlan> = pod
+        .running_containers()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
     for t in containers {
-        let Some(c) = pod.container(&t.name) else {
+        let Some(&c) = plans.get(t.name.as_str()) else {
             continue;
         };
-        let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
-        let kill_max = t.kill_seconds.max;
-        findings.extend(prestop_exceeds_grace(pod, c, t));
+        findings.extend(container_findings_of(pod, c, t, grace, version));
+    }
+}
 
-        if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
-            findings.push(Finding {
+/// The findings of one container's termination `t` (a timeline entry of `c`) under a grace of
+/// `grace` seconds: `prestop-exceeds-grace`, `tcpsocket-hook-not-run`, `prestop-skipped`,
+/// `immediate-sigkill`, `stop-signal-sigkill`, `stop-signal-feature-gate`,
+/// `stop-signal-from-image` and `kill-beyond-grace`, in that order. Shared by explain (every
+/// trigger) and lint (the `delete` timeline).
+pub fn container_findings_of(
+    pod: &PodPlan,
+    c: &ContainerPlan,
+    t: &ContainerTimeline,
+    grace: i64,
+    version: KubeVersion,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let timeout_zero = t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0;
+    let kill_max = t.kill_seconds.max;
+    findings.extend(prestop_exceeds_grace(pod, c, t));
+
+    if let (Some(Handler::TcpSocket { .. }), Some(_)) = (&c.pre_stop, &t.pre_stop) {
+        findings.push(Finding {
                 rule: "tcpsocket-hook-not-run",
                 severity: Severity::Warning,
                 message: format!(
@@ -1237,19 +1292,19 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
-        if c.pre_stop.is_some() && t.pre_stop.is_none() {
-            findings.push(Finding {
-                rule: "prestop-skipped",
-                severity: Severity::Warning,
-                message: format!(
-                    "container {}: the preStop hook is skipped because the grace budget is 0",
-                    t.name
-                ),
-            });
-        }
-        if timeout_zero {
-            findings.push(Finding {
+    }
+    if c.pre_stop.is_some() && t.pre_stop.is_none() {
+        findings.push(Finding {
+            rule: "prestop-skipped",
+            severity: Severity::Warning,
+            message: format!(
+                "container {}: the preStop hook is skipped because the grace budget is 0",
+                t.name
+            ),
+        });
+    }
+    if timeout_zero {
+        findings.push(Finding {
                 rule: "immediate-sigkill",
                 severity: Severity::Warning,
                 message: format!(
@@ -1257,8 +1312,8 @@ fn container_findings(
                     t.name
                 ),
             });
-        } else if t.stop_signal == "SIGKILL" {
-            findings.push(Finding {
+    } else if t.stop_signal == "SIGKILL" {
+        findings.push(Finding {
                 rule: "stop-signal-sigkill",
                 severity: Severity::Warning,
                 message: format!(
@@ -1267,9 +1322,9 @@ fn container_findings(
                     t.stop_signal_seconds.min
                 ),
             });
-        }
-        if c.stop_signal.is_some() {
-            findings.push(Finding {
+    }
+    if c.stop_signal.is_some() {
+        findings.push(Finding {
                 rule: "stop-signal-feature-gate",
                 severity: Severity::Info,
                 message: format!(
@@ -1277,9 +1332,9 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
-        if c.stop_signal.is_none() && t.stop_signal != "SIGTERM" && !timeout_zero {
-            findings.push(Finding {
+    }
+    if c.stop_signal.is_none() && t.stop_signal != "SIGTERM" && !timeout_zero {
+        findings.push(Finding {
                 rule: "stop-signal-from-image",
                 severity: Severity::Info,
                 message: if c.image_config_stop_signal.is_some() {
@@ -1298,14 +1353,14 @@ fn container_findings(
                     )
                 },
             });
-        }
-        if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
-            let why = if version.at_least(1, 28) {
-                "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
-            } else {
-                format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")
-            };
-            findings.push(Finding {
+    }
+    if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
+        let why = if version.at_least(1, 28) {
+            "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
+        } else {
+            format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")
+        };
+        findings.push(Finding {
                 rule: "kill-beyond-grace",
                 severity: Severity::Warning,
                 message: format!(
@@ -1313,9 +1368,14 @@ fn container_findings(
                     t.name
                 ),
             });
-        }
     }
+    findings
 }
+
+/// The largest terminationGracePeriodSeconds the API accepts, seconds: an int64 that
+/// validation bounds below only (`ValidateNonnegativeField`; negative values become 1). Advice
+/// never names a grace above it.
+pub const MAX_GRACE_PERIOD_SECONDS: i64 = i64::MAX;
 
 /// Probe-level KEP-2238 threshold: above this pod TGPS, a probe without its own
 /// `terminationGracePeriodSeconds` is worth a finding.
@@ -1330,17 +1390,21 @@ pub fn prestop_exceeds_grace(
 ) -> Option<Finding> {
     let budget = t.pre_stop_budget_seconds?;
     let hook = c.pre_stop.as_ref()?;
-    let d = hook.known_duration()?;
+    // A hook known to last at least as long (`sh -c "sleep 60 && ..."`) is cut the same way.
+    let exact = hook.known_duration();
+    let d = exact.or_else(|| hook.min_duration())?;
     if d < Seconds::from_secs(budget) {
         return None;
     }
+    let at_least = if exact.is_some() { "" } else { "at least " };
     // The pod's own budget is a manifest error; a budget cut short by the trigger (force
     // delete, eviction, shutdown) is worth a warning.
     let tgps = pod.termination_grace_period_seconds;
     let own_budget = budget >= tgps;
     let what = match hook {
         crate::plan::Handler::Sleep { .. } => "sleep",
-        _ => "exec sleep",
+        _ if exact.is_some() => "exec sleep",
+        _ => "exec (it sleeps first)",
     };
     let kill = t.kill_seconds.max;
     if t.stop_timeout_seconds.0 <= 0 && t.stop_timeout_seconds.1 <= 0 {
@@ -1349,17 +1413,25 @@ pub fn prestop_exceeds_grace(
             rule: "prestop-exceeds-grace",
             severity: if own_budget { Severity::Error } else { Severity::Warning },
             message: format!(
-                "container {}: preStop {what} {} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
+                "container {}: preStop {what} {at_least}{} s ≥ its budget of {budget} s: the kubelet stops waiting at t={budget} and the runtime sends SIGKILL at once (t={kill})",
                 t.name,
                 d,
             ),
         });
     }
-    let message = if own_budget {
+    let message = if own_budget && d >= Seconds::from_secs(MAX_GRACE_PERIOD_SECONDS) {
+        // No grace the API accepts is above the hook: the only fix is a shorter hook.
+        format!(
+            "container {}: preStop {what} {at_least}{} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; shorten the preStop: no terminationGracePeriodSeconds the API accepts (at most {MAX_GRACE_PERIOD_SECONDS}) is above it",
+            t.name,
+            d,
+            t.stop_signal,
+        )
+    } else if own_budget {
         // The hook alone takes the whole budget (d ≥ TGPS), so the advice names a value above
         // both the hook and the current TGPS: the hook's length plus the app's drain time.
         format!(
-            "container {}: preStop {what} {} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {} s plus your app's drain time",
+            "container {}: preStop {what} {at_least}{} s ≥ terminationGracePeriodSeconds {tgps} s: {} comes at t={budget} and SIGKILL at t={kill}, leaving the app no time to drain; raise terminationGracePeriodSeconds above {}, to the preStop's {at_least}{} s plus your app's drain time",
             t.name,
             d,
             t.stop_signal,
@@ -1368,7 +1440,7 @@ pub fn prestop_exceeds_grace(
         )
     } else {
         format!(
-            "container {}: preStop {what} {} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
+            "container {}: preStop {what} {at_least}{} s ≥ its budget of {budget} s under this trigger: the kubelet stops waiting at t={budget}, sends {} then, and SIGKILL at t={kill}",
             t.name,
             d,
             t.stop_signal,

@@ -405,3 +405,27 @@ mod no_panic {
         assert!(manifest::parse_only(&text).is_err());
     }
 }
+
+/// An object above the API server's 3 MiB request limit is bad input, refused at its start
+/// with its kind and name (issue 9 item 2), and nothing after it in the same document is read.
+#[test]
+fn an_object_above_3_mib_is_refused_with_its_name() {
+    let big = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\n  annotations:\n    a: {}\nspec:\n  containers: [{{name: app}}]\n",
+        "x".repeat(manifest::MAX_OBJECT_BYTES)
+    );
+    let e = errors(&format!(
+        "{big}---\napiVersion: v1\nkind: Service\nmetadata: {{name: after}}\n"
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("t.yaml:1:1: Pod big is larger than the API server accepts: more than 3145728 bytes (3 MiB)"),
+        "{}",
+        e[0]
+    );
+    assert!(
+        e[0].contains("413 Request entity too large: limit is 3145728"),
+        "{}",
+        e[0]
+    );
+}

@@ -7,7 +7,7 @@
 //! * `drain`: stop accepting (the listener is closed), finish the requests in flight, close
 //!   keep-alive connections gracefully (HTTP/1.1: `Connection: close` on the next response, or
 //!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY at once) and return once no
-//!   connection is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
+//!   connection and no request's work is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
 //!   as gRPC's `GracefulStop()` without a timeout does).
 //! * `ignore`: keep serving (what a PID 1 without a handler does; R01).
 //!
@@ -18,7 +18,12 @@
 //!   [`DEFAULT_TICK_INTERVAL`]), and ends after S seconds; without `seconds` it is an idle
 //!   stream (headers, then nothing until the client goes away or the app exits), like an idle
 //!   gRPC stream. It counts as a request in flight for its whole life;
-//! * any other path: `200 ok` after [`DemoConfig::latency`].
+//! * any other path: `200 ok` after [`DemoConfig::latency`]. That work runs to its end even
+//!   when the client has gone away meanwhile, as a handler of Go's net/http, a servlet or a
+//!   Node.js handler does (closing the connection cancels nothing the handler does not check
+//!   for), and a draining app waits for it before it exits: a sidecar stopped in front of the
+//!   app cuts its clients, not the app's work (field case R22: "the app's outbound calls after
+//!   t=5 fail", so the app is still at work then).
 //!
 //! Sidecar role ([`DemoConfig::upstream`]): a forwarding proxy like istio-proxy in front of an
 //! app in the same pod. Every request but the readiness path is forwarded to the upstream over
@@ -189,8 +194,11 @@ struct App {
     config: DemoConfig,
     draining: AtomicBool,
     sigterm: AtomicBool,
-    /// Requests in flight: from the request's arrival until its response body is done (or cut).
+    /// Requests in flight: from the request's arrival until its response body is done (or cut),
+    /// and, for a request whose client went away, until its work has ended.
     in_flight: AtomicUsize,
+    /// Woken when `in_flight` drops to 0.
+    idle: tokio::sync::Notify,
     /// The sidecar's client to the upstream (keep-alive, HTTP/1.1).
     client: Option<Client<HttpConnector, Incoming>>,
     started: Instant,
@@ -236,14 +244,16 @@ impl Drop for InFlight {
             .last_active_ms
             .store(self.app.elapsed_ms(), Ordering::SeqCst);
         self.conn.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.app.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.app.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.app.idle.notify_waiters();
+        }
     }
 }
 
 /// A response body that keeps its request counted in flight until it is done or dropped.
 struct Counted {
     inner: RespBody,
-    _in_flight: InFlight,
+    _in_flight: Option<InFlight>,
 }
 
 impl Body for Counted {
@@ -524,31 +534,50 @@ async fn forward(
     }
 }
 
-async fn handle(req: Request<Incoming>, app: &App) -> Response<RespBody> {
+/// Answers `req`; `in_flight` counts it and comes back with the response (to be held by its
+/// body). The app's own work (the latency) runs in a task of its own that holds `in_flight`, so
+/// that it ends when it is done, not when the connection closes (which drops this future).
+async fn handle(
+    req: Request<Incoming>,
+    app: &App,
+    in_flight: InFlight,
+) -> (Response<RespBody>, Option<InFlight>) {
     let config = &app.config;
     let path = req.uri().path();
     if path == config.ready_path {
         let not_ready = app.draining.load(Ordering::SeqCst)
             || (config.fail_ready_after_sigterm && app.sigterm.load(Ordering::SeqCst));
-        return if not_ready {
+        let resp = if not_ready {
             text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
         } else {
             text(StatusCode::OK, "ready\n")
         };
+        return (resp, Some(in_flight));
     }
     if let (Some(client), Some(upstream)) = (&app.client, config.upstream) {
+        // A proxy's forwarding ends with its client's connection (Envoy resets the upstream
+        // request when the downstream goes away).
         if !config.latency.is_zero() {
             tokio::time::sleep(config.latency).await;
         }
-        return forward(client, upstream, req).await;
+        return (forward(client, upstream, req).await, Some(in_flight));
     }
     if path == STREAM_PATH {
-        return stream(req.uri().query());
+        return (stream(req.uri().query()), Some(in_flight));
     }
-    if !config.latency.is_zero() {
-        tokio::time::sleep(config.latency).await;
+    if config.latency.is_zero() {
+        return (text(StatusCode::OK, "ok\n"), Some(in_flight));
     }
-    text(StatusCode::OK, "ok\n")
+    let latency = config.latency;
+    let work = tokio::spawn(async move {
+        tokio::time::sleep(latency).await;
+        in_flight
+    });
+    match work.await {
+        Ok(in_flight) => (text(StatusCode::OK, "ok\n"), Some(in_flight)),
+        // Only a runtime that shuts down cancels the work: the app is exiting.
+        Err(_) => (text(StatusCode::SERVICE_UNAVAILABLE, "exiting\n"), None),
+    }
 }
 
 /// Serves HTTP/1.1 and h2c (prior knowledge) on `listener`; each message on `sigterm` is one
@@ -569,6 +598,7 @@ pub async fn serve(
         draining: AtomicBool::new(false),
         sigterm: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
+        idle: tokio::sync::Notify::new(),
         client,
         started: Instant::now(),
     });
@@ -603,7 +633,8 @@ pub async fn serve(
                         }
                         let http11 = req.version() == Version::HTTP_11;
                         let in_flight = InFlight::new(Arc::clone(&app), cs);
-                        let (mut parts, inner) = handle(req, &app).await.into_parts();
+                        let (resp, in_flight) = handle(req, &app, in_flight).await;
+                        let (mut parts, inner) = resp.into_parts();
                         if app.draining.load(Ordering::SeqCst) && http11 {
                             parts.headers.insert(CONNECTION, HeaderValue::from_static("close"));
                         }
@@ -687,14 +718,20 @@ pub async fn serve(
         }
     };
     tokio::pin!(deadline);
+    // Drained once no connection is left and no request's work is still running (a request
+    // whose client went away included).
     loop {
+        let idle = app.idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        let working = app.in_flight.load(Ordering::SeqCst);
+        if conns.is_empty() && working == 0 {
+            app.log("drained, exiting");
+            return DemoExit::Drained;
+        }
         tokio::select! {
-            joined = conns.join_next() => {
-                if joined.is_none() {
-                    app.log("drained, exiting");
-                    return DemoExit::Drained;
-                }
-            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            () = &mut idle, if working > 0 => {}
             _ = &mut deadline => {
                 let n = app.in_flight.load(Ordering::SeqCst);
                 let secs = drain.map_or(0.0, |d| d.as_secs_f64());

@@ -156,11 +156,22 @@ impl Routes {
     }
 }
 
-/// The proxy's current view, shared by its connections: routes plus a round-robin cursor.
+/// The proxy's current view, shared by its connections: routes plus a round-robin cursor, and
+/// when each pod joined and left the routes.
 #[derive(Debug, Default)]
 pub struct View {
     routes: RwLock<Arc<Routes>>,
     cursor: AtomicUsize,
+    changes: std::sync::Mutex<Vec<RouteChange>>,
+}
+
+/// A pod joining or leaving a [`View`]'s routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteChange {
+    pub pod: String,
+    /// `true`: it joined; `false`: it left.
+    pub joined: bool,
+    pub at: Instant,
 }
 
 impl View {
@@ -186,50 +197,153 @@ impl View {
         }
     }
 
-    fn set(&self, set: &[Endpoint]) {
-        let routes = Arc::new(Routes::from_set(set));
-        match self.routes.write() {
-            Ok(mut r) => *r = routes,
-            Err(poisoned) => *poisoned.into_inner() = routes,
+    /// Every pod that joined or left the routes, in order.
+    pub fn changes(&self) -> Vec<RouteChange> {
+        match self.changes.lock() {
+            Ok(v) => v.clone(),
+            Err(p) => p.into_inner().clone(),
         }
     }
+
+    /// When `pod` last left the routes, if it did.
+    pub fn left_at(&self, pod: &str) -> Option<Instant> {
+        self.changes()
+            .iter()
+            .rev()
+            .find(|c| c.pod == pod && !c.joined)
+            .map(|c| c.at)
+    }
+
+    fn set(&self, set: &[Endpoint]) -> Arc<Routes> {
+        let routes = Arc::new(Routes::from_set(set));
+        let old = {
+            let mut w = match self.routes.write() {
+                Ok(w) => w,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            std::mem::replace(&mut *w, Arc::clone(&routes))
+        };
+        let now = Instant::now();
+        let has = |r: &Routes, pod: &str| r.targets.iter().any(|e| e.pod == pod);
+        let mut changes = match self.changes.lock() {
+            Ok(v) => v,
+            Err(p) => p.into_inner(),
+        };
+        for e in &old.targets {
+            if !has(&routes, &e.pod) {
+                changes.push(RouteChange {
+                    pod: e.pod.clone(),
+                    joined: false,
+                    at: now,
+                });
+            }
+        }
+        for e in &routes.targets {
+            if !has(&old, &e.pod) {
+                changes.push(RouteChange {
+                    pod: e.pod.clone(),
+                    joined: true,
+                    at: now,
+                });
+            }
+        }
+        routes
+    }
+}
+
+/// How endpoint changes reach the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LagModel {
+    /// Every change arrives this long after it was published.
+    Fixed(Duration),
+    /// kube-proxy's bounded-frequency sync ([`crate::sync::SyncRunner`]): at once while a sync
+    /// slot is free, else `min_sync_period` after the last sync.
+    KubeProxy {
+        min_sync_period: Duration,
+        burst: u32,
+    },
+}
+
+impl LagModel {
+    /// The lag the advice reckons with: the fixed lag, or for kube-proxy's sync the longest it
+    /// can put a change off (`min_sync_period`).
+    pub fn nominal(self) -> Duration {
+        match self {
+            LagModel::Fixed(l) => l,
+            LagModel::KubeProxy {
+                min_sync_period, ..
+            } => min_sync_period,
+        }
+    }
+}
+
+/// What a sync programs besides the view: the kernel's rules of kube-proxy mode
+/// ([`crate::proxy::netfilter::Netfilter`]). Called from a blocking thread, like kube-proxy's
+/// `iptables-restore`; the sync ends when it returns.
+pub trait RouteSink: Send + Sync {
+    fn program(&self, routes: &Routes);
 }
 
 /// Feeds EndpointSet updates to a proxy's [`View`], each `lag` after it is published.
 ///
 /// Must be created inside a tokio runtime (it spawns the delivery task, which ends when every
 /// clone of the handle is dropped).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EndpointsHandle {
     view: Arc<View>,
-    lag: Duration,
+    model: LagModel,
     tx: mpsc::UnboundedSender<(Instant, EndpointSet)>,
+    sink: Option<Arc<dyn RouteSink>>,
+}
+
+impl std::fmt::Debug for EndpointsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointsHandle")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EndpointsHandle {
-    /// A handle and its view, with endpoint lag `lag`, starting with no endpoints.
+    /// A handle and its view, with a fixed endpoint lag `lag`, starting with no endpoints.
     pub fn new(lag: Duration) -> Self {
-        let view = Arc::new(View::default());
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, EndpointSet)>();
-        let v = Arc::clone(&view);
-        tokio::spawn(async move {
-            // Updates arrive in publication order and share one lag, so delivering them in order
-            // after sleeping until each one's due time keeps the order and the lag exact.
-            while let Some((due, set)) = rx.recv().await {
-                tokio::time::sleep_until(due).await;
-                v.set(&set);
-                tracing::debug!(
-                    routes = ?v.routes().targets.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(),
-                    "endpoint change reached the proxy"
-                );
-            }
-        });
-        EndpointsHandle { view, lag, tx }
+        Self::with_model(LagModel::Fixed(lag), None)
     }
 
-    /// The endpoint lag L.
+    /// A handle whose changes reach the view as `model` says, each sync also programming `sink`.
+    pub fn with_model(model: LagModel, sink: Option<Arc<dyn RouteSink>>) -> Self {
+        let view = Arc::new(View::default());
+        let (tx, rx) = mpsc::unbounded_channel::<(Instant, EndpointSet)>();
+        let v = Arc::clone(&view);
+        let s = sink.clone();
+        match model {
+            LagModel::Fixed(_) => tokio::spawn(deliver_fixed(rx, v, s)),
+            LagModel::KubeProxy {
+                min_sync_period,
+                burst,
+            } => tokio::spawn(deliver_synced(
+                rx,
+                v,
+                s,
+                crate::sync::SyncRunner::new(min_sync_period, crate::sync::MAX_INTERVAL, burst),
+            )),
+        };
+        EndpointsHandle {
+            view,
+            model,
+            tx,
+            sink,
+        }
+    }
+
+    /// The endpoint lag the advice reckons with ([`LagModel::nominal`]).
     pub fn lag(&self) -> Duration {
-        self.lag
+        self.model.nominal()
+    }
+
+    /// How changes reach the proxy.
+    pub fn model(&self) -> LagModel {
+        self.model
     }
 
     /// The view the proxy reads.
@@ -237,17 +351,78 @@ impl EndpointsHandle {
         Arc::clone(&self.view)
     }
 
-    /// Publishes a new EndpointSet; the proxy sees it `lag` from now.
+    /// Publishes a new EndpointSet; the proxy sees it `lag` from now (fixed lag) or with the
+    /// sync that takes it (kube-proxy).
     pub fn publish(&self, set: EndpointSet) {
-        let due = Instant::now() + self.lag;
+        let due = Instant::now() + self.model.nominal();
         // The delivery task lives as long as a sender does, so the send cannot fail here.
         let _ = self.tx.send((due, set));
     }
 
     /// Sets the proxy's view at once (no lag): for the initial endpoints. Updates published
-    /// earlier and still pending are delivered later and overwrite it.
+    /// earlier and still pending are delivered later and overwrite it. Programs the sink on the
+    /// calling thread (blocking for its few milliseconds).
     pub fn publish_now(&self, set: EndpointSet) {
-        self.view.set(&set);
+        let routes = self.view.set(&set);
+        if let Some(sink) = &self.sink {
+            sink.program(&routes);
+        }
+    }
+}
+
+/// Sets the view and programs the sink (on a blocking thread); returns when both are done.
+async fn apply(view: &Arc<View>, sink: &Option<Arc<dyn RouteSink>>, set: &[Endpoint]) {
+    let routes = view.set(set);
+    if let Some(sink) = sink {
+        let sink = Arc::clone(sink);
+        let _ = tokio::task::spawn_blocking(move || sink.program(&routes)).await;
+    }
+    tracing::debug!(
+        routes = ?view.routes().targets.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(),
+        "endpoint change reached the proxy"
+    );
+}
+
+/// A fixed lag: updates arrive in publication order and share one lag, so delivering them in
+/// order after sleeping until each one's due time keeps the order and the lag exact.
+async fn deliver_fixed(
+    mut rx: mpsc::UnboundedReceiver<(Instant, EndpointSet)>,
+    view: Arc<View>,
+    sink: Option<Arc<dyn RouteSink>>,
+) {
+    while let Some((due, set)) = rx.recv().await {
+        tokio::time::sleep_until(due).await;
+        apply(&view, &sink, &set).await;
+    }
+}
+
+/// kube-proxy's sync: each change (`Run()`) and the runner's timer ask the runner for a sync
+/// (`tryRun`); a sync applies the latest set (a periodic sync without a change has nothing to
+/// apply, and takes its token as upstream's does).
+async fn deliver_synced(
+    mut rx: mpsc::UnboundedReceiver<(Instant, EndpointSet)>,
+    view: Arc<View>,
+    sink: Option<Arc<dyn RouteSink>>,
+    mut runner: crate::sync::SyncRunner,
+) {
+    let origin = Instant::now();
+    let since = |t: Instant| t.saturating_duration_since(origin);
+    let mut latest: Option<EndpointSet> = None;
+    loop {
+        let timer = origin + runner.timer_at();
+        tokio::select! {
+            got = rx.recv() => match got {
+                Some((_, set)) => latest = Some(set),
+                None => return,
+            },
+            () = tokio::time::sleep_until(timer) => {}
+        }
+        if runner.request(since(Instant::now())) {
+            if let Some(set) = latest.take() {
+                apply(&view, &sink, &set).await;
+            }
+            runner.completed(since(Instant::now()));
+        }
     }
 }
 
@@ -331,5 +506,49 @@ mod tests {
             "removed at t + L"
         );
         assert!(Instant::now() - t0 >= Duration::from_secs(1));
+    }
+
+    /// kube-proxy's sync (minSyncPeriod 1 s, burst 2) on tokio's paused clock: a new pod added at
+    /// 0 and another at 800 ms land at once (the burst); the old pod's removal at 850 ms waits
+    /// for 1 s after the last sync (1800 ms), the "about a second late" of the recorded rollout.
+    #[tokio::test(start_paused = true)]
+    async fn kube_proxy_sync_puts_a_third_change_off_until_a_second_after_the_last() {
+        let h = EndpointsHandle::with_model(
+            LagModel::KubeProxy {
+                min_sync_period: Duration::from_secs(1),
+                burst: 2,
+            },
+            None,
+        );
+        let (a, b, c) = (
+            Endpoint::ready("a", addr(1)),
+            Endpoint::ready("b", addr(2)),
+            Endpoint::ready("c", addr(3)),
+        );
+        h.publish_now(vec![a.clone()]);
+        let t0 = Instant::now();
+        let pods = |h: &EndpointsHandle| -> Vec<String> {
+            h.view()
+                .routes()
+                .targets
+                .iter()
+                .map(|e| e.pod.clone())
+                .collect()
+        };
+        h.publish(vec![a.clone(), b.clone()]);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(pods(&h), ["a", "b"], "at once");
+        tokio::time::sleep_until(t0 + Duration::from_millis(800)).await;
+        h.publish(vec![a.clone(), b.clone(), c.clone()]);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(pods(&h), ["a", "b", "c"], "at once: the second token");
+        tokio::time::sleep_until(t0 + Duration::from_millis(850)).await;
+        h.publish(vec![b.clone(), c.clone()]);
+        tokio::time::sleep_until(t0 + Duration::from_millis(1_799)).await;
+        assert_eq!(pods(&h), ["a", "b", "c"], "put off");
+        tokio::time::sleep_until(t0 + Duration::from_millis(1_801)).await;
+        assert_eq!(pods(&h), ["b", "c"]);
+        let left = h.view().left_at("a").expect("a left") - t0;
+        assert_eq!(left, Duration::from_millis(1_800), "{left:?}");
     }
 }

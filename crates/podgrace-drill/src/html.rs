@@ -63,7 +63,54 @@ pub fn buckets(records: &[RequestRecord]) -> Vec<(u64, u64)> {
     out
 }
 
-/// The timeline chart as an SVG element.
+/// The chart's width in pixels: it fills a 1,400 px page (less the page's margins).
+pub const CHART_WIDTH: f64 = 1_300.0;
+/// Event label font size, px, and the width a character takes at most (sans-serif, 11 px).
+const LABEL_FONT: f64 = 11.0;
+const LABEL_CHAR_W: f64 = 6.6;
+const LANE_H: f64 = 15.0;
+
+/// The colour of an event's line and label, by what the label says (every one dark enough on
+/// white: the labels sit above the plot, never on a bar).
+fn event_colour(label: &str) -> &'static str {
+    if label.ends_with("SIGKILL") {
+        "#000000"
+    } else if label.ends_with("stop signal") {
+        "#b35900"
+    } else if label.ends_with("endpoint removed") {
+        "#1f3b8c"
+    } else if label.ends_with("gave up") {
+        "#6a1b9a"
+    } else {
+        "#444444"
+    }
+}
+
+/// The label lanes: events in time order, each label in the first lane (0 nearest the plot)
+/// where it does not touch the label before it; `(event index, lane)`.
+fn lanes(xs: &[(usize, f64, f64)]) -> (Vec<(usize, usize)>, usize) {
+    let mut sorted: Vec<&(usize, f64, f64)> = xs.iter().collect();
+    sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut ends: Vec<f64> = Vec::new();
+    let mut out = Vec::new();
+    for (i, x, w) in sorted {
+        let lane = match ends.iter().position(|e| *e + 6.0 <= *x) {
+            Some(l) => l,
+            None => {
+                ends.push(f64::MIN);
+                ends.len() - 1
+            }
+        };
+        ends[lane] = x + w;
+        out.push((*i, lane));
+    }
+    (out, ends.len())
+}
+
+/// The timeline chart as an SVG element, [`CHART_WIDTH`] wide: bars per 100 ms, the seconds
+/// along the x axis, and each event as a coloured vertical line with its label in a lane above
+/// the plot (labels never overlap each other or the bars; a label that would run past the
+/// right edge ends at its line instead).
 pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String {
     let b = buckets(records);
     let last_event = events
@@ -72,23 +119,42 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
         .max()
         .unwrap_or(0);
     let n = b.len().max(last_event).max(1);
-    // Bars 6 px wide, narrower for long runs so the chart stays about 1,200 px wide.
-    let bar_w = (1200.0 / n as f64).clamp(1.0, 6.0);
-    let (left, top, plot_h) = (50.0_f64, 30.0_f64, 240.0_f64);
-    let width = left + n as f64 * bar_w + 20.0;
-    let height = top + plot_h + 40.0;
+    let (left, right) = (50.0_f64, 20.0_f64);
+    let plot_w = CHART_WIDTH - left - right;
+    let bar_w = plot_w / n as f64;
+    let x_of = |at: Duration| left + at.as_secs_f64() / BUCKET.as_secs_f64() * bar_w;
+    // Each label's x (its start) and width; labels near the right edge are drawn leftwards.
+    let placed: Vec<(usize, f64, f64)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let w = e.label.chars().count() as f64 * LABEL_CHAR_W;
+            let x = x_of(e.at) + 3.0;
+            let x = if x + w > CHART_WIDTH - 2.0 {
+                x - w - 6.0
+            } else {
+                x
+            };
+            (i, x.max(0.0), w)
+        })
+        .collect();
+    let (lane_of, n_lanes) = lanes(&placed);
+    let top = 10.0 + n_lanes as f64 * LANE_H;
+    let plot_h = 240.0_f64;
+    let base = top + plot_h;
+    let height = base + 30.0;
+    let width = CHART_WIDTH;
     let max = b.iter().map(|(ok, f)| ok + f).max().unwrap_or(0).max(1) as f64;
     let scale = plot_h / max;
-    let base = top + plot_h;
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="{LABEL_FONT}">"#
     );
     let _ = write!(
         s,
-        r##"<line x1="{left}" y1="{base}" x2="{x2:.1}" y2="{base}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#333"/>"##,
-        x2 = width - 20.0
+        r##"<rect x="0" y="0" width="{width:.0}" height="{height:.0}" fill="#ffffff"/><line x1="{left}" y1="{base}" x2="{x2:.1}" y2="{base}" stroke="#333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#333"/>"##,
+        x2 = width - right
     );
     let _ = write!(
         s,
@@ -101,12 +167,12 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
         let t_ms = i as u128 * BUCKET.as_millis();
         let h_ok = *ok as f64 * scale;
         let h_fail = *fail as f64 * scale;
+        let w = (bar_w * 0.85).max(0.5);
         if *ok > 0 {
             let _ = write!(
                 s,
                 r##"<rect class="ok" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_ok:.1}" fill="#2ca02c" data-t="{t_ms}" data-count="{ok}"><title>{t:.1} s: {ok} ok</title></rect>"##,
                 y = base - h_ok,
-                w = (bar_w - 1.0).max(0.5),
                 t = t_ms as f64 / 1000.0
             );
         }
@@ -115,16 +181,14 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
                 s,
                 r##"<rect class="fail" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h_fail:.1}" fill="#d62728" data-t="{t_ms}" data-count="{fail}"><title>{t:.1} s: {fail} failed</title></rect>"##,
                 y = base - h_ok - h_fail,
-                w = (bar_w - 1.0).max(0.5),
                 t = t_ms as f64 / 1000.0
             );
         }
     }
-    // Seconds along the x axis.
+    // Seconds along the x axis, at most about 20 labels.
     let secs = (n as u128 * BUCKET.as_millis()).div_ceil(1000);
-    let step = (secs / 10).max(1);
+    let step = secs.div_ceil(20).max(1);
     let mut sec = 0;
-    // Labels stay within the plot (the last bucket ends at n × 100 ms).
     while sec <= secs && sec * 10 <= n as u128 {
         let x = left + (sec * 10) as f64 * bar_w;
         let _ = write!(
@@ -134,14 +198,17 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
         );
         sec += step;
     }
-    for (k, e) in events.iter().enumerate() {
-        let x = left + e.at.as_secs_f64() / BUCKET.as_secs_f64() * bar_w;
+    for (i, lane) in lane_of {
+        let e = &events[i];
+        let (_, tx, _) = placed[i];
+        let x = x_of(e.at);
+        let colour = event_colour(&e.label);
+        let ty = top - 4.0 - lane as f64 * LANE_H;
         let _ = write!(
             s,
-            r##"<line class="event" x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{base}" stroke="#1f3b8c" stroke-dasharray="4 2" data-t="{t}"/><text class="event-label" x="{tx:.1}" y="{ty:.1}" fill="#1f3b8c">{label}</text>"##,
+            r##"<line class="event" x1="{x:.1}" y1="{y1:.1}" x2="{x:.1}" y2="{base}" stroke="{colour}" stroke-width="1.5" stroke-dasharray="4 2" data-t="{t}"/><text class="event-label" x="{tx:.1}" y="{ty:.1}" fill="{colour}">{label}</text>"##,
+            y1 = ty + 3.0,
             t = e.at.as_millis(),
-            tx = x + 3.0,
-            ty = top - 4.0 + (k % 3) as f64 * 12.0,
             label = escape(&e.label)
         );
     }
@@ -183,7 +250,7 @@ pub fn html_report(
         h,
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{t}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}th{{text-align:left}}.pass{{color:#2ca02c}}.fail{{color:#d62728}}</style>
+<style>body{{font-family:sans-serif;margin:2em;background:#fff;color:#111}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}th{{text-align:left}}.pass{{color:#2ca02c}}.fail{{color:#d62728}}</style>
 </head><body>
 <h1>{t}</h1>
 <p>Scenario <b>{scenario}</b>, {rps} requests/s, endpoint lag {lag} s. Verdict: <b class="{verdict}">{verdict}</b> ({failed} of {requests} requests{streams} failed).</p>

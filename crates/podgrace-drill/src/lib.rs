@@ -11,6 +11,8 @@
 //! * [`advice`]: what to change, with numbers: the endpoint race, containers that gave up with
 //!   work in flight, pods that reached SIGKILL while idle.
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
+//! * [`sync`]: kube-proxy's bounded-frequency sync as a pure state machine (when an endpoint
+//!   change reaches the rules).
 //! * [`scenario`]: a whole drill: replicas run by the local kubelet, the proxy, the load, a
 //!   rollout, delete or eviction, and the attributed report.
 
@@ -23,3 +25,4 @@ pub mod proxy;
 pub mod report;
 pub mod scenario;
 pub mod streams;
+pub mod sync;

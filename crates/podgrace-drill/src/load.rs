@@ -29,10 +29,25 @@
 //! both attempts. If the retry fails too, that outcome is recorded. HTTP/1.1 requests are never
 //! retried.
 //!
-//! Failure kinds ([`RequestOutcome`]): `refused` (the connect was refused, or failed otherwise),
-//! `reset` (the connection broke or closed before a full response), `timeout` (no full response
-//! within the request timeout, counted from the actual send), `http5xx` (a 5xx status). Other
-//! statuses count as successes (the exchange worked); the status is kept in the record.
+//! # Client kinds ([`ClientKind`])
+//! What a client does with its connections decides what it sees when a pod goes (case
+//! `real-kube-proxy-1.32.md`): `new-connection` opens one connection per request (with
+//! `Connection: close`), as `curl` in a loop or a client without a pool does; `keep-alive` reuses
+//! its connection and writes the next request into it without looking whether the server closed
+//! it meanwhile (many HTTP/1.1 clients: Python's `http.client`, Java's `HttpURLConnection`, a
+//! blocking socket client), so a close that came while it was idle costs that request;
+//! `keep-alive-careful` (the default) notices a connection the server closed while it was idle and
+//! opens a new one for the next request, as urllib3 (`is_connection_dropped`), Go's `net/http`
+//! (its read loop sees the EOF) and hyper's pool do.
+//!
+//! Failure kinds ([`RequestOutcome`]), named as the client sees them: `refused` (the connect was
+//! refused, or failed otherwise), `connectTimeout` (the request timeout ran out while the TCP
+//! connect was still waiting for the SYN's answer), `eof` (the connection was closed before a
+//! full response; on a reused connection, "EOF on reuse"), `reset` (the connection was reset:
+//! ECONNRESET or EPIPE), `timeout` (connected, but no full response within the request timeout,
+//! counted from the actual send), `http5xx` (a 5xx status; only a proxy that answers HTTP, an
+//! ingress, or the app itself sends one). Other statuses count as successes (the exchange worked);
+//! the status is kept in the record.
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -66,6 +81,31 @@ pub enum Protocol {
     H2c,
 }
 
+/// What a client does with its connections (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientKind {
+    /// One connection per request, closed after it (`Connection: close`).
+    NewConnection,
+    /// Reuses its connection and writes the next request into it without checking whether the
+    /// server closed it while it was idle.
+    KeepAlive,
+    /// Reuses its connection, but drops one the server closed while it was idle and opens a new
+    /// one for the next request (urllib3, Go's net/http, hyper's pool). The default.
+    #[default]
+    KeepAliveCareful,
+}
+
+impl ClientKind {
+    /// `new-connection`, `keep-alive` or `keep-alive-careful`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::NewConnection => "new-connection",
+            ClientKind::KeepAlive => "keep-alive",
+            ClientKind::KeepAliveCareful => "keep-alive-careful",
+        }
+    }
+}
+
 /// The load's settings.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
@@ -80,6 +120,8 @@ pub struct LoadConfig {
     pub connections: usize,
     /// HTTP/1.1 (default) or h2c.
     pub protocol: Protocol,
+    /// What the client does with its connections (default [`ClientKind::KeepAliveCareful`]).
+    pub client: ClientKind,
     /// `--path` (default `/`).
     pub path: String,
     /// `--method` (default GET).
@@ -99,6 +141,7 @@ impl LoadConfig {
             duration,
             connections: 32,
             protocol: Protocol::Http1,
+            client: ClientKind::KeepAliveCareful,
             path: "/".to_string(),
             method: Method::GET,
             timeout: Duration::from_secs(5),
@@ -113,11 +156,17 @@ impl LoadConfig {
 pub enum RequestOutcome {
     /// A full response with a status below 500.
     Ok,
-    /// The connection could not be made (refused or otherwise failed).
+    /// The connection could not be made: refused (RST to the SYN) or otherwise failed.
     Refused,
-    /// The connection broke or closed before a full response.
+    /// The request timeout ran out while the TCP connect still waited for an answer to its SYN
+    /// (the pod's address is gone; the client's whole timeout is spent).
+    ConnectTimeout,
+    /// The connection was closed (FIN, read EOF) before a full response: on a reused keep-alive
+    /// connection, "EOF on reuse".
+    Eof,
+    /// The connection was reset (ECONNRESET, or EPIPE writing into a reset connection).
     Reset,
-    /// No full response within the request timeout.
+    /// Connected, but no full response within the request timeout.
     Timeout,
     /// A 5xx response.
     Http5xx,
@@ -148,6 +197,14 @@ pub struct RequestRecord {
     /// pinning proxy it names the pod even when the proxy never saw the request (one written
     /// just as the pod's close reached the client).
     pub client_port: Option<u16>,
+    /// When the connection it went out on started connecting, since the epoch (`None` if none
+    /// was tried).
+    pub connected: Option<Duration>,
+    /// It went out on a connection that had carried an earlier request (keep-alive reuse).
+    pub reused: bool,
+    /// Its first attempt was refused by a GOAWAY (h2c, not processed) and it was sent again on a
+    /// new connection; `sent` is still the first attempt's, `connected` the new connection's.
+    pub retried: bool,
 }
 
 impl RequestRecord {
@@ -200,7 +257,70 @@ enum Sender {
 /// for HTTP/2, when a GOAWAY arrives.
 enum Driver {
     H1(ConnTask),
+    /// HTTP/1.1 of the `keep-alive` client: driven only while a request is in flight, and reading
+    /// only after the request was written ([`WriteFirst`]).
+    H1Inline(Pin<Box<H1Inline>>),
     H2(Pin<Box<H2Dispatch>>),
+}
+
+type H1Inline = http1::Connection<TokioIo<WriteFirst>, Empty<Bytes>>;
+
+/// The socket of the `keep-alive` client: like a blocking client, it reads only once the request
+/// has been written, so a close the server sent while the connection was idle is found only
+/// after the next request went into it (EOF, or a reset once the server's kernel answers the
+/// data with RST). Reads are closed again after each response ([`WriteFirst::close_reads`]).
+pub(crate) struct WriteFirst {
+    inner: TcpStream,
+    reads: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl WriteFirst {
+    fn gate(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.reads)
+    }
+}
+
+impl tokio::io::AsyncRead for WriteFirst {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.reads.load(Ordering::Acquire) {
+            // Not looking at the socket between requests; the write that opens the gate wakes
+            // the task again.
+            return Poll::Pending;
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for WriteFirst {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) && !this.reads.swap(true, Ordering::AcqRel) {
+            cx.waker().wake_by_ref();
+        }
+        if matches!(r, Poll::Ready(Err(_))) {
+            // Writing failed (EPIPE after the server's RST): what follows is read from the socket.
+            this.reads.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 /// An HTTP/1.1 connection running in a task of its own (hyper's usual shape): on a
@@ -222,6 +342,7 @@ impl Future for Driver {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         match self.get_mut() {
             Driver::H1(t) => Pin::new(&mut t.0).poll(cx).map(|_| ()),
+            Driver::H1Inline(d) => d.as_mut().poll(cx).map(|_| ()),
             Driver::H2(d) => d.as_mut().poll(cx).map(|_| ()),
         }
     }
@@ -235,6 +356,15 @@ pub(crate) struct Conn {
     /// `None` once the driver has ended: the connection closed (or got a GOAWAY) and takes no new
     /// request. An ended driver is dropped at once, which fails any request it still held.
     driver: Option<Driver>,
+    /// The read gate of a `keep-alive` client's connection ([`WriteFirst`]).
+    reads: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// A duplicate of an HTTP/1.1 connection's socket, to look at while it is idle
+    /// ([`Conn::has_ended`]) without waiting for the connection's own task to run.
+    socket: Option<std::os::fd::OwnedFd>,
+    /// When it started connecting (monotonic).
+    pub(crate) opened: Instant,
+    /// Requests sent on it so far.
+    pub(crate) used: u64,
 }
 
 /// Why a connection could not be had.
@@ -257,16 +387,44 @@ impl ConnectError {
 }
 
 impl Conn {
-    /// Connects to `target` and makes the HTTP handshake (HTTP/2: prior knowledge).
-    pub(crate) async fn connect(
-        target: SocketAddr,
+    /// Finishes a connect begun by [`start_connect`] and makes the HTTP handshake (HTTP/2: prior
+    /// knowledge); `writing` makes an HTTP/1.1 connection of the `keep-alive` client
+    /// ([`WriteFirst`]).
+    pub(crate) async fn handshake(
+        pending: PendingConnect,
         protocol: Protocol,
+        writing: bool,
     ) -> Result<Conn, ConnectError> {
-        let stream = TcpStream::connect(target)
+        let opened = pending.opened;
+        let stream = pending
+            .finish()
             .await
             .map_err(|e| ConnectError::Connect(classify_io(&e)))?;
         let _ = stream.set_nodelay(true);
         let local_port = stream.local_addr().ok().map(|a| a.port());
+        if writing && protocol == Protocol::Http1 {
+            let io = WriteFirst {
+                inner: stream,
+                reads: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            };
+            let gate = io.gate();
+            let (tx, driver) = http1::handshake(TokioIo::new(io))
+                .await
+                .map_err(|_| ConnectError::Handshake)?;
+            return Ok(Conn {
+                tx: Sender::H1(tx),
+                local_port,
+                driver: Some(Driver::H1Inline(Box::pin(driver))),
+                reads: Some(gate),
+                socket: None,
+                opened,
+                used: 0,
+            });
+        }
+        let socket = match protocol {
+            Protocol::Http1 => std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok(),
+            Protocol::H2c => None,
+        };
         let io = TokioIo::new(stream);
         let (tx, driver) = match protocol {
             Protocol::Http1 => {
@@ -289,7 +447,24 @@ impl Conn {
             tx,
             local_port,
             driver: Some(driver),
+            reads: None,
+            socket,
+            opened,
+            used: 0,
         })
+    }
+
+    /// The connection's local port (`None` if the socket could not say).
+    pub(crate) fn local_port(&self) -> Option<u16> {
+        self.local_port
+    }
+
+    /// After a full response: a `keep-alive` client stops looking at the socket until it writes
+    /// the next request.
+    pub(crate) fn close_reads(&self) {
+        if let Some(g) = &self.reads {
+            g.store(false, Ordering::Release);
+        }
     }
 
     /// `true` while the connection can take a new request (not closed, no GOAWAY seen).
@@ -308,6 +483,32 @@ impl Conn {
             }
         }
         open && self.driver.is_some()
+    }
+
+    /// Whether the connection has ended by now, without waiting. An idle HTTP/1.1 connection
+    /// whose socket is readable (the server's FIN, a reset, or bytes nobody asked for) has: its
+    /// socket is polled at once, as urllib3's `is_connection_dropped` does, since the
+    /// connection's own task may not have run since the close came. Otherwise (h2c) its driver
+    /// is polled once (a close or a GOAWAY already read). An ended connection has no driver.
+    pub(crate) fn has_ended(&mut self) -> bool {
+        if let Some(fd) = &self.socket {
+            use rustix::event::{PollFd, PollFlags, Timespec};
+            let mut fds = [PollFd::new(fd, PollFlags::IN | PollFlags::RDHUP)];
+            let now = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0) {
+                self.driver = None;
+            }
+        }
+        if let Some(d) = self.driver.as_mut() {
+            let waker = std::task::Waker::noop();
+            if Pin::new(d).poll(&mut Context::from_waker(waker)).is_ready() {
+                self.driver = None;
+            }
+        }
+        self.driver.is_none()
     }
 
     /// Waits until the connection ends (closes or, for HTTP/2, gets a GOAWAY); at once if it
@@ -336,12 +537,63 @@ impl Conn {
     }
 }
 
+/// A TCP connect in progress: its SYN is out and its local port known.
+pub(crate) struct PendingConnect {
+    stream: TcpStream,
+    opened: Instant,
+}
+
+impl PendingConnect {
+    /// Waits until the connect is done (writable), and returns its outcome.
+    async fn finish(self) -> std::io::Result<TcpStream> {
+        self.stream.writable().await?;
+        if let Some(e) = self.stream.take_error()? {
+            return Err(e);
+        }
+        // Not connected after all (writable on an error the socket has already forgotten).
+        self.stream.peer_addr()?;
+        Ok(self.stream)
+    }
+}
+
+/// Starts a non-blocking TCP connect to `target`, as a client's `connect()` does (the kernel
+/// picks the local port, with its own ephemeral-port choice): the local port, and the connect
+/// to finish. Knowing the port before the connect ends is what ties a connect that never
+/// completes to its conntrack entry.
+pub(crate) fn start_connect(target: SocketAddr) -> std::io::Result<(u16, PendingConnect)> {
+    use rustix::net::{
+        connect, getsockname, ipproto, socket_with, AddressFamily, SocketFlags, SocketType,
+    };
+    let family = if target.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let opened = Instant::now();
+    let fd = socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        Some(ipproto::TCP),
+    )?;
+    match connect(&fd, &target) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let port = SocketAddr::try_from(getsockname(&fd)?)
+        .map_err(|_| std::io::Error::other("not an inet socket"))?
+        .port();
+    let std_stream = std::net::TcpStream::from(fd);
+    let stream = TcpStream::from_std(std_stream)?;
+    Ok((port, PendingConnect { stream, opened }))
+}
+
 /// Runs `fut` while polling `driver`; an ended driver is dropped (set to `None`).
 async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
     tokio::pin!(fut);
     loop {
         // An HTTP/1.1 connection runs in its own task: `fut` fails by itself if it ends.
-        let Some(d) = driver.as_mut().filter(|d| matches!(d, Driver::H2(_))) else {
+        let Some(d) = driver.as_mut().filter(|d| !matches!(d, Driver::H1(_))) else {
             return fut.await;
         };
         tokio::select! {
@@ -435,6 +687,14 @@ struct Worker {
     conn: Option<Conn>,
     /// The local port of the connection the current request last went out on.
     port: Option<u16>,
+    /// The current request is waiting in a TCP connect.
+    connecting: bool,
+    /// When the connection of the current request started connecting.
+    opened: Option<Instant>,
+    /// The current request went out on a reused connection.
+    reused: bool,
+    /// The current request was refused by a GOAWAY and sent again.
+    retried: bool,
     records: Vec<RequestRecord>,
     /// The request target: the path (HTTP/1.1, with a Host header) or the absolute URI (HTTP/2,
     /// whose `:authority` and `:scheme` come from it).
@@ -464,10 +724,31 @@ impl Failure {
 fn classify_io(e: &std::io::Error) -> RequestOutcome {
     use std::io::ErrorKind::*;
     match e.kind() {
-        TimedOut => RequestOutcome::Timeout,
-        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => RequestOutcome::Reset,
+        TimedOut => RequestOutcome::ConnectTimeout,
+        ConnectionReset | ConnectionAborted | BrokenPipe => RequestOutcome::Reset,
+        UnexpectedEof => RequestOutcome::Eof,
         _ => RequestOutcome::Refused,
     }
+}
+
+/// What the client saw when an exchange failed: `eof` when the connection was closed before a
+/// full response (hyper: an incomplete message, or a request that could not go out because the
+/// connection had closed), `reset` for ECONNRESET or EPIPE, else `reset`.
+fn classify_exchange(e: &hyper::Error) -> RequestOutcome {
+    if e.is_incomplete_message() || e.is_canceled() {
+        return RequestOutcome::Eof;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::UnexpectedEof => RequestOutcome::Eof,
+                _ => RequestOutcome::Reset,
+            };
+        }
+        source = s.source();
+    }
+    RequestOutcome::Reset
 }
 
 /// `true` if `path` is a valid origin-form request target (`/path?query`).
@@ -496,25 +777,57 @@ pub(crate) fn request_uri(
 }
 
 impl Worker {
+    fn new(cfg: Arc<LoadConfig>, schedule: Arc<Schedule>, uri: Uri, capacity: usize) -> Self {
+        let host = cfg.target.to_string();
+        Worker {
+            cfg,
+            schedule,
+            conn: None,
+            port: None,
+            connecting: false,
+            opened: None,
+            reused: false,
+            retried: false,
+            records: Vec::with_capacity(capacity),
+            uri,
+            host,
+        }
+    }
+
     /// Claims requests until none is left, sending each when it is due. While it waits, it keeps
     /// driving its idle connection, so that one the server closes is noticed and replaced without
     /// a failed request, as a client pool does.
     async fn run(mut self) -> Vec<RequestRecord> {
         while let Some(index) = self.schedule.claim() {
             let due = self.schedule.due(index);
-            while Instant::now() < due {
-                match self.conn.as_mut() {
-                    Some(c) => tokio::select! {
-                        biased;
-                        () = tokio::time::sleep_until(due) => break,
-                        () = c.ended() => self.conn = None,
-                    },
-                    None => tokio::time::sleep_until(due).await,
-                }
-            }
-            self.one(index, due).await;
+            self.next(index, due).await;
         }
         self.records
+    }
+
+    /// Waits until request `index` is `due` (watching the idle connection meanwhile, for the
+    /// careful client), then sends it.
+    async fn next(&mut self, index: u64, due: Instant) {
+        // A `keep-alive` client does not look at its idle connection; the others have none
+        // (`new-connection`) or watch it (`keep-alive-careful`).
+        let watch_idle = self.cfg.client == ClientKind::KeepAliveCareful;
+        while Instant::now() < due {
+            match self.conn.as_mut().filter(|_| watch_idle) {
+                Some(c) => tokio::select! {
+                    biased;
+                    () = tokio::time::sleep_until(due) => break,
+                    () = c.ended() => self.conn = None,
+                },
+                None => tokio::time::sleep_until(due).await,
+            }
+        }
+        // A worker behind its schedule did not wait above: look at the idle connection once
+        // before reusing it, as urllib3 does at checkout (`is_connection_dropped`), so a close
+        // that already came is seen however late the worker runs.
+        if watch_idle && self.conn.as_mut().is_some_and(Conn::has_ended) {
+            self.conn = None;
+        }
+        self.one(index, due).await;
     }
 
     /// One request: an exchange on the pooled connection, and, for h2c, once more on a new
@@ -523,6 +836,7 @@ impl Worker {
         match self.attempt(index).await {
             Err(Failure::NotProcessed) => {
                 self.conn = None;
+                self.retried = true;
                 self.attempt(index).await.map_err(Failure::outcome)
             }
             r => r.map_err(Failure::outcome),
@@ -531,24 +845,39 @@ impl Worker {
 
     /// One exchange on the pooled connection (connecting first if needed).
     async fn attempt(&mut self, index: u64) -> Result<u16, Failure> {
-        if self.conn.as_mut().is_some_and(|c| !c.usable()) {
+        let client = self.cfg.client;
+        if client == ClientKind::NewConnection || self.conn.as_mut().is_some_and(|c| !c.usable()) {
             self.conn = None;
         }
         let c = match self.conn.as_mut() {
             Some(c) => c,
             None => {
-                let c = Conn::connect(self.cfg.target, self.cfg.protocol)
-                    .await
-                    .map_err(|e| Failure::Outcome(e.outcome()))?;
-                self.conn.insert(c)
+                self.connecting = true;
+                self.opened = Some(Instant::now());
+                self.reused = false;
+                let (port, pending) = start_connect(self.cfg.target)
+                    .map_err(|e| Failure::Outcome(classify_io(&e)))?;
+                self.port = Some(port);
+                let c =
+                    Conn::handshake(pending, self.cfg.protocol, client == ClientKind::KeepAlive)
+                        .await
+                        .map_err(|e| Failure::Outcome(e.outcome()));
+                self.connecting = false;
+                self.conn.insert(c?)
             }
         };
         self.port = c.local_port;
+        self.opened = Some(c.opened);
+        self.reused = c.used > 0;
+        c.used += 1;
         let mut req = Request::builder()
             .method(self.cfg.method.clone())
             .uri(self.uri.clone());
         if self.cfg.protocol == Protocol::Http1 {
             req = req.header(HOST, self.host.as_str());
+            if client == ClientKind::NewConnection {
+                req = req.header(hyper::header::CONNECTION, "close");
+            }
         }
         let req = req
             .header(REQUEST_ID_HEADER, index)
@@ -560,18 +889,19 @@ impl Worker {
                 if h2c && refused_by_goaway(&e) {
                     Failure::NotProcessed
                 } else {
-                    Failure::Outcome(RequestOutcome::Reset)
+                    Failure::Outcome(classify_exchange(&e))
                 }
             })?;
             let status = resp.status().as_u16();
             resp.into_body()
                 .collect()
                 .await
-                .map_err(|_| Failure::Outcome(RequestOutcome::Reset))?;
+                .map_err(|e| Failure::Outcome(classify_exchange(&e)))?;
             Ok(status)
         })
         .await;
-        if c.driver.is_none() {
+        c.close_reads();
+        if c.driver.is_none() || client == ClientKind::NewConnection {
             self.conn = None;
         }
         result
@@ -580,8 +910,13 @@ impl Worker {
     async fn one(&mut self, index: u64, intended: Instant) {
         let sent = Instant::now();
         self.port = None;
+        self.connecting = false;
+        self.opened = None;
+        self.reused = false;
+        self.retried = false;
         let result = tokio::time::timeout(self.cfg.timeout, self.exchange(index)).await;
         let (outcome, status) = match result {
+            Err(_) if self.connecting => (RequestOutcome::ConnectTimeout, None),
             Err(_) => (RequestOutcome::Timeout, None),
             Ok(Err(kind)) => (kind, None),
             Ok(Ok(s)) if s >= 500 => (RequestOutcome::Http5xx, Some(s)),
@@ -601,7 +936,32 @@ impl Worker {
             outcome,
             status,
             client_port: self.port,
+            connected: self.opened.map(since),
+            reused: self.reused,
+            retried: self.retried,
         });
+    }
+}
+
+/// The most requests a `new-connection` client has in flight: 10,000.
+pub const MAX_IN_FLIGHT: usize = 10_000;
+
+/// How many workers send the load: one per pooled connection for the keep-alive clients; for
+/// `new-connection`, enough that requests stalled for the whole timeout (a connect nobody
+/// answers) do not hold the next ones back: `connections + ⌈rps × timeout⌉` (at most
+/// [`MAX_IN_FLIGHT`]), so the load stays open-loop as one connection per request is.
+pub fn workers_for(cfg: &LoadConfig) -> usize {
+    match cfg.client {
+        ClientKind::NewConnection => {
+            let stalled = (cfg.rps * cfg.timeout.as_secs_f64()).ceil();
+            let stalled = if stalled.is_finite() {
+                stalled.min(MAX_IN_FLIGHT as f64) as usize
+            } else {
+                MAX_IN_FLIGHT
+            };
+            (cfg.connections + stalled).min(MAX_IN_FLIGHT)
+        }
+        _ => cfg.connections,
     }
 }
 
@@ -634,17 +994,15 @@ pub async fn run(config: LoadConfig) -> Result<LoadResult, LoadError> {
     let cfg = Arc::new(config);
     let schedule = Arc::new(Schedule::new(Instant::now(), cfg.rps, total));
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..cfg.connections {
-        let w = Worker {
-            cfg: Arc::clone(&cfg),
-            schedule: Arc::clone(&schedule),
-            conn: None,
-            port: None,
-            // Each worker's share of the records, so that pushing them never copies.
-            records: Vec::with_capacity((total / cfg.connections as u64 + 1).min(1 << 20) as usize),
-            uri: uri.clone(),
-            host: cfg.target.to_string(),
-        };
+    let n = workers_for(&cfg);
+    for _ in 0..n {
+        // Each worker's share of the records, so that pushing them never copies.
+        let w = Worker::new(
+            Arc::clone(&cfg),
+            Arc::clone(&schedule),
+            uri.clone(),
+            (total / n as u64 + 1).min(1 << 20) as usize,
+        );
         workers.spawn(w.run());
     }
     let mut records = Vec::with_capacity(total as usize);
@@ -692,6 +1050,69 @@ pub fn summarize(records: Vec<RequestRecord>) -> Result<LoadResult, LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The careful client sees a close that came while its connection was idle and nobody drove
+    /// it, even when the next request is already overdue (a worker behind its schedule, as on a
+    /// loaded machine, never waits for it): the request goes on a new connection. Before the
+    /// check at send time it went into the closed connection: EOF on reuse. (One thread: the
+    /// connection's own task runs only when the test yields.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_careful_worker_does_not_reuse_a_connection_the_server_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let target = l.local_addr().expect("addr");
+        let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await;
+                    // Idle now: the server closes the keep-alive connection.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    drop(s);
+                    let _ = closed_tx.send(());
+                });
+            }
+        });
+        let mut cfg = LoadConfig::new(target, Duration::from_secs(1));
+        cfg.connections = 1;
+        cfg.client = ClientKind::KeepAliveCareful;
+        let cfg = Arc::new(cfg);
+        let uri = request_uri(cfg.protocol, cfg.target, &cfg.path).expect("uri");
+        let schedule = Arc::new(Schedule::new(Instant::now(), cfg.rps, 2));
+        let mut w = Worker::new(cfg, schedule, uri, 2);
+        w.next(0, Instant::now()).await;
+        closed
+            .recv()
+            .await
+            .expect("the server closed the connection");
+        // The FIN is in the client's socket (loopback delivers it at once); the thread is held
+        // so that the connection's own task does not run before the next request, as on a
+        // loaded machine.
+        std::thread::sleep(Duration::from_millis(20));
+        // Overdue: sent without waiting.
+        w.next(1, Instant::now() - Duration::from_millis(50)).await;
+        let r = &w.records;
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|x| x.outcome == RequestOutcome::Ok), "{r:?}");
+        assert!(!r[1].reused, "{r:?}");
+        assert_ne!(
+            r[0].client_port, r[1].client_port,
+            "a new connection: {r:?}"
+        );
+    }
 
     /// With tokio's paused clock (no sockets involved), workers that claim from the shared
     /// schedule and wait for each request's due time send every request at its intended time, to

@@ -11,13 +11,24 @@ use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// `failuresByKind`: failed requests per kind.
+/// `failuresByKind`: failed requests per kind, as the client saw them
+/// ([`RequestOutcome`](crate::load::RequestOutcome)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailuresByKind {
+    /// The connect was refused (RST: the pod's port is closed) or failed otherwise.
     pub refused: u64,
+    /// The connect got no answer within the request timeout (the pod's address is gone).
+    pub connect_timeout: u64,
+    /// The connection was closed before a full response (on a reused connection: EOF on reuse).
+    pub eof: u64,
+    /// Of `eof`, those on a reused keep-alive connection.
+    pub eof_on_reuse: u64,
+    /// The connection was reset.
     pub reset: u64,
+    /// Connected, but no full response within the request timeout.
     pub timeout: u64,
+    /// A 5xx answer (from an ingress, or from the app).
     pub http5xx: u64,
 }
 
@@ -26,20 +37,30 @@ impl FailuresByKind {
     pub fn count(records: &[RequestRecord]) -> Self {
         let mut f = FailuresByKind::default();
         for r in records {
-            match r.outcome {
-                RequestOutcome::Ok => {}
-                RequestOutcome::Refused => f.refused += 1,
-                RequestOutcome::Reset => f.reset += 1,
-                RequestOutcome::Timeout => f.timeout += 1,
-                RequestOutcome::Http5xx => f.http5xx += 1,
+            f.add(r.outcome);
+            if r.outcome == RequestOutcome::Eof && r.reused {
+                f.eof_on_reuse += 1;
             }
         }
         f
     }
 
-    /// All failures.
+    /// Counts one request of kind `outcome` (nothing for [`RequestOutcome::Ok`]).
+    pub fn add(&mut self, outcome: RequestOutcome) {
+        match outcome {
+            RequestOutcome::Ok => {}
+            RequestOutcome::Refused => self.refused += 1,
+            RequestOutcome::ConnectTimeout => self.connect_timeout += 1,
+            RequestOutcome::Eof => self.eof += 1,
+            RequestOutcome::Reset => self.reset += 1,
+            RequestOutcome::Timeout => self.timeout += 1,
+            RequestOutcome::Http5xx => self.http5xx += 1,
+        }
+    }
+
+    /// All failures (`eofOnReuse` is part of `eof`).
     pub fn total(&self) -> u64 {
-        self.refused + self.reset + self.timeout + self.http5xx
+        self.refused + self.connect_timeout + self.eof + self.reset + self.timeout + self.http5xx
     }
 }
 
@@ -124,6 +145,12 @@ pub struct Attribution {
     /// (when it saw the upstream fail), else the load's completion time.
     pub at: Duration,
     pub phase: Phase,
+    /// The request's new connection followed a conntrack entry left by an earlier connection
+    /// from the same client port (kube-proxy does not clear TCP entries; an unanswered one lives
+    /// 120 s), to a pod whose address was gone: a late timeout long after the endpoint was
+    /// removed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale_conntrack: bool,
 }
 
 /// The proxy records by the request (or stream) index they carry.
@@ -153,24 +180,76 @@ pub fn attribute(
     load.iter()
         .filter(|r| r.outcome.is_failure())
         .map(|r| {
-            let (pod, at) = match by_request.get(&r.index) {
-                Some(p) => (p.pod.clone(), p.end),
-                None => (pinned_pod(pinned, r), r.done),
+            let (pod, at, stale) = match by_request.get(&r.index) {
+                Some(p) => (p.pod.clone(), p.end, false),
+                None => match pinned_connection(pinned, r) {
+                    Some(c) => (Some(c.pod.clone()), r.done, follows_stale_entry(c, r)),
+                    None => (None, r.done, false),
+                },
             };
-            attributed(r.index, r.outcome, pod, at, pods)
+            let mut a = attributed(r.index, r.outcome, pod, at, pods);
+            a.stale_conntrack = stale;
+            a
         })
         .collect()
 }
 
-/// The pod the connection of request `r` was pinned to: the connection from `r`'s client port
-/// pinned last before `r` ended (a port is reused only by a later connection).
+/// How much earlier than the client's connect a conntrack entry must have been made to be an
+/// older connection's (the entry of a new connection is made by its first SYN, within a
+/// millisecond here): 100 ms.
+pub const STALE_ENTRY_BEFORE: Duration = Duration::from_millis(100);
+
+/// `true` when `r` went out on a new connection that did not make a conntrack entry of its own
+/// but followed `entry`, made by an earlier connection from the same client port.
+fn follows_stale_entry(entry: &PinnedConnection, r: &RequestRecord) -> bool {
+    !r.reused
+        && r.connected
+            .is_some_and(|c| entry.opened + STALE_ENTRY_BEFORE < c)
+}
+
+/// The pod the connection of request `r` was pinned to ([`pinned_entry`]).
 pub fn pinned_pod(pinned: &[PinnedConnection], r: &RequestRecord) -> Option<String> {
-    let port = r.client_port?;
-    pinned
-        .iter()
-        .filter(|c| c.client.port() == port && c.opened <= r.done)
-        .max_by_key(|c| c.opened)
-        .map(|c| c.pod.clone())
+    pinned_connection(pinned, r).map(|c| c.pod.clone())
+}
+
+/// The pinned connection (conntrack entry) of [`pinned_pod`].
+fn pinned_connection<'a>(
+    pinned: &'a [PinnedConnection],
+    r: &RequestRecord,
+) -> Option<&'a PinnedConnection> {
+    pinned_entry(pinned, r.client_port?, r.connected, r.done)
+}
+
+/// How long after a connect starts its pinning may be recorded: 1 s. `conntrack -E` reports a
+/// new entry when it reads the kernel's event, some milliseconds after the SYN (more on a
+/// loaded machine), and a user-space proxy pins a connection once its upstream connect is done;
+/// a refused connect is over long before either.
+pub const ENTRY_WITHIN: Duration = Duration::from_secs(1);
+/// The error allowed between the clocks an entry's time and a connect's are read on: 20 ms.
+const CLOCK_SKEW: Duration = Duration::from_millis(20);
+
+/// The pinning of a connection from client port `port` that started connecting at `connected`
+/// (since the epoch; `None` if not known) and was last used until `done`: the first entry of
+/// that port recorded from `connected` on, within [`ENTRY_WITHIN`] (the entry its own SYN made);
+/// else, when its SYN made none (it followed a stale entry), or without `connected`, the entry
+/// of that port made last before `done` (a port is reused only by a later connection).
+pub fn pinned_entry(
+    pinned: &[PinnedConnection],
+    port: u16,
+    connected: Option<Duration>,
+    done: Duration,
+) -> Option<&PinnedConnection> {
+    let of_port = || pinned.iter().filter(move |c| c.client.port() == port);
+    let own = connected.and_then(|at| {
+        of_port()
+            .filter(|c| c.opened + CLOCK_SKEW >= at && c.opened <= at + ENTRY_WITHIN)
+            .min_by_key(|c| c.opened)
+    });
+    own.or_else(|| {
+        of_port()
+            .filter(|c| c.opened <= done)
+            .max_by_key(|c| c.opened)
+    })
 }
 
 impl FailuresByPhase {
@@ -217,6 +296,9 @@ pub struct DrillReport {
     pub failed: u64,
     pub failures_by_kind: FailuresByKind,
     pub failures_by_phase: FailuresByPhase,
+    /// Failed requests whose new connection followed a stale conntrack entry to a pod that was
+    /// gone ([`Attribution::stale_conntrack`]).
+    pub stale_conntrack: u64,
     /// The failed requests per pod they reached, by phase, in pod order; failures that reached
     /// no pod under `pod: null`, last. Empty when none failed.
     pub failures_by_pod: Vec<PodFailures>,
@@ -276,6 +358,7 @@ impl StreamSummary {
                 (StreamOutcome::Reset, true) => s.idle_cut += 1,
                 (StreamOutcome::Reset, false) => s.failures_by_kind.reset += 1,
                 (StreamOutcome::Refused, _) => s.failures_by_kind.refused += 1,
+                (StreamOutcome::ConnectTimeout, _) => s.failures_by_kind.connect_timeout += 1,
                 (StreamOutcome::Http5xx, _) => s.failures_by_kind.http5xx += 1,
             }
         }
@@ -291,16 +374,22 @@ pub fn stream_failed(r: &StreamRecord) -> bool {
     match r.outcome {
         StreamOutcome::Completed | StreamOutcome::Unfinished => false,
         StreamOutcome::Reset => !r.idle,
-        StreamOutcome::Rejected | StreamOutcome::Refused | StreamOutcome::Http5xx => true,
+        StreamOutcome::Rejected
+        | StreamOutcome::Refused
+        | StreamOutcome::ConnectTimeout
+        | StreamOutcome::Http5xx => true,
     }
 }
 
-/// Attributes every failed data stream to its pod (the stream proxy's record with the same
-/// index) and to that pod's phase when the client saw the stream fail. Rejected streams are left
-/// out: the pods never served them, whatever their phase.
+/// Attributes every failed data stream to its pod and to that pod's phase when the client saw
+/// the stream fail. The pod is the stream proxy's record with the same index (an L7 proxy), else
+/// the one its connection was pinned to, found in `pinned` by its client port ([`stream_pod`]:
+/// the kernel's DNAT, or an L4 splice). Rejected streams are left out: the pods never served
+/// them, whatever their phase.
 pub fn attribute_streams(
     streams: &[StreamRecord],
     proxy: &[ProxyRecord],
+    pinned: &[PinnedConnection],
     pods: &[PodTermination],
 ) -> Vec<Attribution> {
     let by_stream = by_index(proxy);
@@ -308,15 +397,25 @@ pub fn attribute_streams(
         .iter()
         .filter(|r| stream_failed(r) && r.outcome != StreamOutcome::Rejected)
         .map(|r| {
-            let pod = by_stream.get(&r.index).and_then(|p| p.pod.clone());
+            let pod = match by_stream.get(&r.index) {
+                Some(p) => p.pod.clone(),
+                None => stream_pod(pinned, r),
+            };
             let outcome = match r.outcome {
                 StreamOutcome::Refused => RequestOutcome::Refused,
+                StreamOutcome::ConnectTimeout => RequestOutcome::ConnectTimeout,
                 StreamOutcome::Http5xx => RequestOutcome::Http5xx,
                 _ => RequestOutcome::Reset,
             };
             attributed(r.index, outcome, pod, r.done, pods)
         })
         .collect()
+}
+
+/// The pod stream `r`'s connection was pinned to ([`pinned_entry`]); `None` without a port or
+/// an entry.
+pub fn stream_pod(pinned: &[PinnedConnection], r: &StreamRecord) -> Option<String> {
+    pinned_entry(pinned, r.client_port?, r.connected, r.done).map(|c| c.pod.clone())
 }
 
 fn attributed(
@@ -339,6 +438,7 @@ fn attributed(
         pod,
         at,
         phase: termination.map_or(Phase::BeforeStopSignal, |t| t.phase_at(at)),
+        stale_conntrack: false,
     }
 }
 
@@ -349,6 +449,14 @@ fn attributed(
 pub struct DrillSettings {
     /// `kube-proxy` (connections pinned) or `ingress` (each request picks an endpoint).
     pub proxy: &'static str,
+    /// How kube-proxy mode ran: `netfilter` (the kernel's DNAT and conntrack) or `userspace`
+    /// (the fallback: a TCP splice); `null` for an ingress.
+    pub proxy_implementation: Option<&'static str>,
+    /// `new-connection`, `keep-alive` or `keep-alive-careful`.
+    pub client: &'static str,
+    /// `fixed` (`endpointLagSeconds` after each change) or `kube-proxy` (its sync, with
+    /// `endpointLagSeconds` its minSyncPeriod).
+    pub endpoint_lag_model: &'static str,
     /// `http1` or `h2c`.
     pub protocol: &'static str,
     /// How long the load ran, seconds.
@@ -415,6 +523,7 @@ impl DrillReport {
             failed,
             failures_by_kind: kinds,
             failures_by_phase: FailuresByPhase::count(attributions),
+            stale_conntrack: attributions.iter().filter(|a| a.stale_conntrack).count() as u64,
             failures_by_pod: PodFailures::group(attributions),
             latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
             pods,
@@ -448,6 +557,9 @@ mod tests {
             outcome,
             status: None,
             client_port: None,
+            connected: None,
+            reused: false,
+            retried: false,
         }
     }
 
@@ -566,6 +678,118 @@ mod tests {
         // Without its port (no connection was had), it reached no pod.
         r.client_port = None;
         assert_eq!(attribute(&[r], &[], &pinned, &pods)[0].pod, None);
+    }
+
+    /// A connect refused within a millisecond is over before `conntrack -E` reports the entry
+    /// its SYN made (tens of milliseconds later on a loaded machine): it is still that entry's,
+    /// not "no endpoint", and not an older connection's from the same port. A connect that made
+    /// no entry of its own followed the older one (a stale entry).
+    #[test]
+    fn a_refused_connect_goes_to_the_entry_its_syn_made_though_it_was_read_later() {
+        let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
+            connection: 0,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            opened: ms(opened),
+            pod: pod.into(),
+        };
+        let pinned = [pin(42_000, 100, "web-2"), pin(42_000, 5_040, "web-1")];
+        let mut r = req(3, 5_000, RequestOutcome::Refused);
+        r.client_port = Some(42_000);
+        r.connected = Some(ms(5_000));
+        // Refused at 5002 ms; its entry was read at 5040 ms.
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(4_000),
+            stop_signal: Some(ms(4_000)),
+            killed: None,
+        }];
+        let a = attribute(&[r], &[], &pinned, &pods);
+        assert_eq!(
+            (a[0].pod.as_deref(), a[0].stale_conntrack),
+            (Some("web-1"), false)
+        );
+        // Without an entry of its own, it followed the one of 100 ms: stale.
+        let a = attribute(&[r], &[], &pinned[..1], &pods);
+        assert_eq!(
+            (a[0].pod.as_deref(), a[0].stale_conntrack),
+            (Some("web-2"), true)
+        );
+    }
+
+    /// Streams through the kernel's DNAT have no proxy record: each goes to the pod conntrack
+    /// pinned its connection's client port to, and a connect timeout stays one.
+    #[test]
+    fn a_stream_through_l4_goes_to_the_pod_of_its_connection() {
+        let stream = |index: u64, port: u16, done: u64, outcome: StreamOutcome| StreamRecord {
+            index,
+            slot: index as usize,
+            idle: false,
+            opened: ms(10),
+            last_data: None,
+            done: ms(done),
+            chunks: 0,
+            status: None,
+            outcome,
+            client_port: Some(port),
+            connected: Some(ms(10)),
+        };
+        let pin = |port: u16, opened: u64, pod: &str| PinnedConnection {
+            connection: 0,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            opened: ms(opened),
+            pod: pod.into(),
+        };
+        let pinned = [
+            pin(41_000, 10, "web-1"),
+            pin(41_001, 10, "web-2"),
+            // A later connection from the port of stream 0, after the stream ended.
+            pin(41_000, 9_000, "web-2"),
+        ];
+        let pods = [PodTermination {
+            pod: "web-1".into(),
+            started: ms(1_000),
+            stop_signal: Some(ms(1_000)),
+            killed: None,
+        }];
+        let records = [
+            stream(0, 41_000, 2_000, StreamOutcome::Reset),
+            stream(1, 41_001, 2_100, StreamOutcome::Unfinished),
+            stream(2, 41_002, 3_000, StreamOutcome::ConnectTimeout),
+        ];
+        let a = attribute_streams(&records, &[], &pinned, &pods);
+        let got: Vec<(u64, RequestOutcome, Option<&str>, Phase)> = a
+            .iter()
+            .map(|a| (a.request, a.outcome, a.pod.as_deref(), a.phase))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    0,
+                    RequestOutcome::Reset,
+                    Some("web-1"),
+                    Phase::AfterStopSignal
+                ),
+                // No entry for its port: it reached no pod (the last termination's phase).
+                (
+                    2,
+                    RequestOutcome::ConnectTimeout,
+                    None,
+                    Phase::AfterStopSignal
+                ),
+            ]
+        );
+        assert_eq!(stream_pod(&pinned, &records[1]).as_deref(), Some("web-2"));
+        let summary = StreamSummary::build(&records, &a);
+        assert_eq!(
+            (
+                summary.failed,
+                summary.failures_by_kind.reset,
+                summary.failures_by_kind.connect_timeout,
+                summary.unfinished
+            ),
+            (2, 1, 1, 1)
+        );
     }
 
     #[test]

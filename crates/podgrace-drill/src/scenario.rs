@@ -34,10 +34,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::advice::{self, ContainerStop, Inputs, Routable};
-use crate::endpoints::{Endpoint, EndpointsHandle};
+use crate::endpoints::{Endpoint, EndpointsHandle, LagModel, RouteSink};
 use crate::html::ChartEvent;
-use crate::load::{self, LoadConfig, LoadResult, Protocol};
-use crate::proxy::{Balancing, Mode, Proxy, ProxyConfig, ProxyRecord};
+use crate::load::{self, ClientKind, LoadConfig, LoadResult, Protocol};
+use crate::proxy::netfilter::Netfilter;
+use crate::proxy::{Balancing, Mode, PinnedConnection, Proxy, ProxyConfig, ProxyRecord};
 use crate::report::{
     attribute, attribute_streams, by_index, Attribution, DrillReport, DrillSettings,
     PodTermination, StreamSummary,
@@ -84,10 +85,12 @@ pub struct DrillConfig {
     pub idle_streams: usize,
     /// How long the load runs.
     pub duration: Duration,
-    /// The endpoint lag L.
-    pub endpoint_lag: Duration,
-    /// kube-proxy (per connection) or an L7 ingress (per request).
+    /// How endpoint changes reach the proxy: a fixed lag L, or kube-proxy's sync.
+    pub lag: LagModel,
+    /// kube-proxy (per connection, L4) or an L7 ingress (per request).
     pub balancing: Balancing,
+    /// What the load's client does with its connections.
+    pub client: ClientKind,
     pub path: String,
     pub method: Method,
     /// Per-request timeout.
@@ -101,6 +104,10 @@ pub struct DrillConfig {
     pub version: KubeVersion,
     /// kubelet evictionMaxPodGracePeriod for a soft eviction, seconds.
     pub eviction_max_pod_grace_period: i64,
+    /// The flags of [`Scenario::Delete`]'s delete (`kubectl delete pod --grace-period N
+    /// --force --now`); a rollout's deletes come from the ReplicaSet controller, with the pod's
+    /// own grace.
+    pub delete: KubectlDeleteFlags,
     /// The host-only range the pods take their addresses from.
     pub network: NetworkConfig,
 }
@@ -118,6 +125,19 @@ pub struct DrillOutcome {
     pub attributions: Vec<Attribution>,
     /// What to change, with numbers.
     pub advice: Vec<String>,
+}
+
+/// `1.0 s`, or `kube-proxy's sync (minSyncPeriod 1.0 s)`.
+pub fn lag_text(lag: LagModel) -> String {
+    match lag {
+        LagModel::Fixed(l) => format!("{:.1} s", l.as_secs_f64()),
+        LagModel::KubeProxy {
+            min_sync_period, ..
+        } => format!(
+            "kube-proxy's sync, minSyncPeriod {:.1} s",
+            min_sync_period.as_secs_f64()
+        ),
+    }
 }
 
 /// Why a drill could not run.
@@ -233,7 +253,27 @@ async fn drill<R: RuntimeService + 'static>(
     log: mpsc::UnboundedSender<String>,
 ) -> Result<DrillOutcome, DrillError> {
     let epoch = Instant::now();
-    let endpoints = EndpointsHandle::new(config.endpoint_lag);
+    let lag = config.lag.nominal();
+    // kube-proxy mode: the kernel's DNAT and conntrack, else the user-space L4 splice.
+    let mut netfilter = match config.balancing {
+        Balancing::PerConnection => {
+            let host_ip = std::net::Ipv4Addr::from(u32::from(config.network.base) | 1);
+            match Netfilter::available().and_then(|()| Netfilter::start(host_ip, epoch)) {
+                Ok(nf) => Some(Arc::new(nf)),
+                Err(e) => {
+                    let _ = log.send(format!(
+                        "kube-proxy mode without netfilter ({e}): a user-space TCP proxy stands in, which cannot show connect timeouts or stale conntrack entries"
+                    ));
+                    None
+                }
+            }
+        }
+        Balancing::PerRequest => None,
+    };
+    let endpoints = EndpointsHandle::with_model(
+        config.lag,
+        netfilter.clone().map(|n| n as Arc<dyn RouteSink>),
+    );
     let (change_tx, change_rx) = mpsc::unbounded_channel();
     let mut replicas: Vec<Replica> = Vec::new();
     let mut next_index = 1;
@@ -268,6 +308,14 @@ async fn drill<R: RuntimeService + 'static>(
     for r in &replicas {
         wait_ready(r, config.port).await?;
     }
+    let _ = log.send(match (&netfilter, config.balancing) {
+        (Some(nf), _) => format!(
+            "kube-proxy: NodePort {} through the kernel's DNAT and conntrack",
+            nf.local_addr()
+        ),
+        (None, Balancing::PerConnection) => "kube-proxy: user-space TCP proxy".to_string(),
+        (None, Balancing::PerRequest) => "ingress: user-space HTTP proxy".to_string(),
+    });
     // The initial endpoints are in place before the load starts. The statuses queued while the
     // pods started are already in them: replayed later, with the lag, they would briefly put
     // the proxy back to the pods' not-ready past (no endpoint at all for a moment).
@@ -278,34 +326,51 @@ async fn drill<R: RuntimeService + 'static>(
         table.update(&r.name, &r.status.borrow());
     }
     endpoints.publish_now(table.set());
-    // When each pod's ready endpoint reaches the proxy: the first ones at once.
-    let mut routable: Vec<Routable> = replicas
-        .iter()
-        .map(|r| Routable {
-            pod: r.name.clone(),
-            since: Duration::ZERO,
-        })
-        .collect();
     let feeder = tokio::spawn(feed_endpoints(change_rx, table, endpoints.clone()));
 
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let mut pc = ProxyConfig::new(match config.protocol {
-        Protocol::Http1 => Mode::Http1,
-        Protocol::H2c => Mode::H2c,
+    let mut pc = ProxyConfig::new(match (config.balancing, config.protocol) {
+        // kube-proxy carries bytes (L4); only an ingress speaks HTTP.
+        (Balancing::PerConnection, _) => Mode::Tcp,
+        (Balancing::PerRequest, Protocol::Http1) => Mode::Http1,
+        (Balancing::PerRequest, Protocol::H2c) => Mode::H2c,
     });
     pc.balancing = config.balancing;
     pc.epoch = epoch;
-    let proxy = Proxy::start(loopback, pc, endpoints.view()).await?;
-    // Streams get a listener of their own (h2c, pinned per connection as kube-proxy pins), so
-    // that their indices and records do not mix with the requests'.
+    let proxy = match &netfilter {
+        Some(_) => None,
+        None => Some(Proxy::start(loopback, pc, endpoints.view()).await?),
+    };
+    let target = match (&netfilter, &proxy) {
+        (Some(nf), _) => nf.local_addr(),
+        (None, Some(p)) => p.local_addr(),
+        (None, None) => unreachable!("a proxy or netfilter"),
+    };
+    // Streams go the way a client of the Service sends them. In kube-proxy mode that is the L4
+    // path of the requests: the same NodePort through the kernel's DNAT, so that the pod's
+    // GOAWAY and reset, a refused connect and a SYN nobody answers reach the stream's client
+    // itself, and conntrack's entry tells its pod by the client port (without netfilter, an L4
+    // splice of their own, pinned the same way). Through an ingress, an h2c proxy of their own
+    // that pins each connection. Stream indices are their own, apart from the requests'.
     let streams = if config.data_streams + config.idle_streams > 0 {
-        let mut spc = ProxyConfig::new(Mode::H2c);
-        spc.epoch = epoch;
-        let sproxy = Proxy::start(loopback, spc, endpoints.view()).await?;
-        let mut sc = StreamConfig::new(sproxy.local_addr());
+        let (sproxy, starget) = match &netfilter {
+            Some(nf) => (None, nf.local_addr()),
+            None => {
+                let mut spc = ProxyConfig::new(match config.balancing {
+                    Balancing::PerConnection => Mode::Tcp,
+                    Balancing::PerRequest => Mode::H2c,
+                });
+                spc.epoch = epoch;
+                let p = Proxy::start(loopback, spc, endpoints.view()).await?;
+                let at = p.local_addr();
+                (Some(p), at)
+            }
+        };
+        let mut sc = StreamConfig::new(starget);
         sc.data_streams = config.data_streams;
         sc.stream_seconds = config.stream_seconds;
         sc.idle_streams = config.idle_streams;
+        sc.connect_timeout = config.timeout;
         sc.epoch = epoch;
         let streams = Streams::start(sc)?;
         let mut held = Vec::new();
@@ -334,19 +399,21 @@ async fn drill<R: RuntimeService + 'static>(
     };
     let load_started = epoch.elapsed();
     let load_task = if config.rps > 0.0 {
-        let mut lc = LoadConfig::new(proxy.local_addr(), config.duration);
+        let mut lc = LoadConfig::new(target, config.duration);
         lc.rps = config.rps;
         lc.protocol = config.protocol;
+        lc.client = config.client;
         lc.path = config.path.clone();
         lc.method = config.method.clone();
         lc.timeout = config.timeout;
         lc.connections = config.connections;
         lc.epoch = epoch;
         let _ = log.send(format!(
-            "load: {} requests/s for {:.1} s through the proxy (endpoint lag {:.1} s)",
+            "load: {} requests/s for {:.1} s through the proxy ({} client, endpoint lag {})",
             config.rps,
             config.duration.as_secs_f64(),
-            config.endpoint_lag.as_secs_f64()
+            config.client.name(),
+            lag_text(config.lag)
         ));
         tokio::spawn(load::run(lc))
     } else {
@@ -368,10 +435,6 @@ async fn drill<R: RuntimeService + 'static>(
             for i in old {
                 let new = start_pod(&mut replicas);
                 wait_ready(&replicas[new], config.port).await?;
-                routable.push(Routable {
-                    pod: replicas[new].name.clone(),
-                    since: epoch.elapsed() + config.endpoint_lag,
-                });
                 if !min_ready.is_zero() {
                     let _ = log.send(format!(
                         "{}: ready; available after minReadySeconds {} s",
@@ -392,9 +455,7 @@ async fn drill<R: RuntimeService + 'static>(
         }
         Scenario::Delete => {
             let _ = log.send(format!("{}: deleting", replicas[0].name));
-            replicas[0]
-                .handle
-                .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+            replicas[0].handle.send(PodCommand::Delete(config.delete));
             disrupted.push(0);
         }
         Scenario::Evict { hard } => {
@@ -410,9 +471,17 @@ async fn drill<R: RuntimeService + 'static>(
         pod: "load".into(),
         reason: e.to_string(),
     })??;
-    let proxy_records: Vec<ProxyRecord> = proxy.records();
-    let pinned = proxy.pinned();
-    proxy.shutdown().await;
+    // Through the kernel, the pinning is read once the streams have ended too (they share the
+    // NodePort).
+    let (proxy_records, user_space_pinned): (Vec<ProxyRecord>, Option<Vec<PinnedConnection>>) =
+        match proxy {
+            Some(proxy) => {
+                let r = (proxy.records(), Some(proxy.pinned()));
+                proxy.shutdown().await;
+                r
+            }
+            None => (Vec::new(), None),
+        };
     // The disrupted pods end their termination with the streams still held, as clients hold
     // them (an idle stream may keep a pod's graceful stop waiting until SIGKILL).
     let mut waiting: Vec<(usize, Replica)> = replicas.into_iter().enumerate().collect();
@@ -425,15 +494,28 @@ async fn drill<R: RuntimeService + 'static>(
     for (i, r) in gone {
         reports.push((i, r.name.clone(), wait_pod(r).await?));
     }
-    let (stream_records, stream_proxy_records) = match streams {
-        Some((sproxy, streams)) => {
+    let (stream_records, stream_proxy_records, stream_pinned) = match streams {
+        Some((Some(sproxy), streams)) => {
             let records = streams.stop().await;
-            let p = sproxy.records();
+            let (p, pinned) = (sproxy.records(), sproxy.pinned());
             sproxy.shutdown().await;
-            (records, p)
+            (records, p, Some(pinned))
         }
-        None => (Vec::new(), Vec::new()),
+        Some((None, streams)) => (streams.stop().await, Vec::new(), None),
+        None => (Vec::new(), Vec::new(), None),
     };
+    // The kernel's pinning of every connection to the NodePort, requests' and streams'.
+    let kernel_pinned = match &netfilter {
+        Some(nf) => {
+            let nf = Arc::clone(nf);
+            tokio::task::spawn_blocking(move || nf.pinned())
+                .await
+                .unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    let pinned = user_space_pinned.unwrap_or_else(|| kernel_pinned.clone());
+    let stream_pinned = stream_pinned.unwrap_or(kernel_pinned);
     let _ = log.send("removing the remaining pods".into());
     // The rest go quickly: their terminations are not part of the drill.
     for (_, r) in &rest {
@@ -448,6 +530,24 @@ async fn drill<R: RuntimeService + 'static>(
     reports.sort_by_key(|(i, _, _)| *i);
     let reports: Vec<(String, PodReport)> = reports.into_iter().map(|(_, n, r)| (n, r)).collect();
     feeder.abort();
+    let kernel = netfilter.is_some();
+    if let Some(nf) = netfilter.take() {
+        let _ = tokio::task::spawn_blocking(move || nf.close()).await;
+    }
+    // When each pod's endpoint reached the proxy and left it, measured on its view.
+    let view = endpoints.view();
+    let route_changes = view.changes();
+    let since_epoch = |t: Instant| t.saturating_duration_since(epoch);
+    let mut routable: Vec<Routable> = Vec::new();
+    for c in route_changes.iter().filter(|c| c.joined) {
+        if !routable.iter().any(|r| r.pod == c.pod) {
+            routable.push(Routable {
+                pod: c.pod.clone(),
+                since: since_epoch(c.at),
+            });
+        }
+    }
+    let left_at = |pod: &str| view.left_at(pod).map(since_epoch);
 
     let std_epoch: std::time::Instant = epoch.into_std();
     let mut terminations = Vec::new();
@@ -476,7 +576,7 @@ async fn drill<R: RuntimeService + 'static>(
             });
         }
         chart.push(ChartEvent {
-            at: t.started + config.endpoint_lag,
+            at: left_at(name).unwrap_or(t.started + lag),
             label: format!("{name}: endpoint removed"),
         });
         terminations.push(t);
@@ -497,6 +597,10 @@ async fn drill<R: RuntimeService + 'static>(
                 .await;
         }
     }
+    let removed: Vec<(String, Duration)> = terminations
+        .iter()
+        .filter_map(|t| Some((t.pod.clone(), left_at(&t.pod)?)))
+        .collect();
     let attributions = attribute(&load.records, &proxy_records, &pinned, &terminations);
     for a in &attributions {
         tracing::debug!(
@@ -517,14 +621,18 @@ async fn drill<R: RuntimeService + 'static>(
             "termination"
         );
     }
-    let stream_attributions =
-        attribute_streams(&stream_records, &stream_proxy_records, &terminations);
+    let stream_attributions = attribute_streams(
+        &stream_records,
+        &stream_proxy_records,
+        &stream_pinned,
+        &terminations,
+    );
     let stream_summary = (config.data_streams + config.idle_streams > 0)
         .then(|| StreamSummary::build(&stream_records, &stream_attributions));
     let mut report = DrillReport::build(
         config.scenario.name(),
         config.rps,
-        config.endpoint_lag,
+        lag,
         &load,
         &attributions,
         pods,
@@ -536,7 +644,14 @@ async fn drill<R: RuntimeService + 'static>(
             .filter_map(|(i, p)| Some((i, p.pod.clone()?)))
             .collect()
     };
-    let (mut request_pods, stream_pods) = (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    let (mut request_pods, mut stream_pods) =
+        (pods_of(&proxy_records), pods_of(&stream_proxy_records));
+    // A stream through L4 is on the pod conntrack (or the splice) pinned its connection to.
+    for r in &stream_records {
+        if let Some(pod) = crate::report::stream_pod(&stream_pinned, r) {
+            stream_pods.entry(r.index).or_insert(pod);
+        }
+    }
     // A failure the proxy never saw is on the pod its connection was pinned to.
     for a in &attributions {
         if let Some(pod) = &a.pod {
@@ -553,7 +668,10 @@ async fn drill<R: RuntimeService + 'static>(
         stream_pods: &stream_pods,
         terminations: &terminations,
         containers: &container_stops,
-        endpoint_lag: config.endpoint_lag,
+        endpoint_lag: lag,
+        client: config.client,
+        connections: config.connections,
+        removed: &removed,
         load_start: load_started,
         load_end: load_started + config.duration,
         port: config.port,
@@ -577,6 +695,16 @@ async fn drill<R: RuntimeService + 'static>(
         proxy: match config.balancing {
             Balancing::PerConnection => "kube-proxy",
             Balancing::PerRequest => "ingress",
+        },
+        proxy_implementation: match (config.balancing, kernel) {
+            (Balancing::PerRequest, _) => None,
+            (_, true) => Some("netfilter"),
+            (_, false) => Some("userspace"),
+        },
+        client: config.client.name(),
+        endpoint_lag_model: match config.lag {
+            LagModel::Fixed(_) => "fixed",
+            LagModel::KubeProxy { .. } => "kube-proxy",
         },
         protocol: match config.protocol {
             Protocol::Http1 => "http1",
@@ -626,14 +754,46 @@ fn watch_status(
 
 async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
     let mut st = r.status.clone();
-    let ok = tokio::time::timeout(
-        READY_WITHIN,
-        st.wait_for(|s| s.ready && s.phase == PodPhase::Running),
-    )
+    let last_warning = || {
+        r.events
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e.kind == EventType::Warning)
+            .map(|e| match &e.container {
+                Some(c) => format!("{} (container {c}): {}", e.reason, e.message),
+                None => format!("{}: {}", e.reason, e.message),
+            })
+    };
+    // A container that could not be created or started (`Failed`: no such file, a bad working
+    // directory) is known at once: no need to wait out the readiness window for it.
+    let failed_start = async {
+        loop {
+            if let Some(e) = r.events.events().iter().find(|e| {
+                e.kind == EventType::Warning && e.reason == podgrace_node::events::reason::FAILED
+            }) {
+                return match &e.container {
+                    Some(c) => format!("container {c} could not start: {}", e.message),
+                    None => format!("it could not start: {}", e.message),
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let ok = tokio::time::timeout(READY_WITHIN, async {
+        tokio::select! {
+            r = st.wait_for(|s| s.ready && s.phase == PodPhase::Running) => Ok(r.is_ok()),
+            why = failed_start => Err(why),
+        }
+    })
     .await;
     match ok {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(_)) => Err(DrillError::Pod {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Err(why)) => Err(DrillError::Pod {
+            pod: r.name.clone(),
+            reason: format!("{why} (`podgrace run FILE` shows more)"),
+        }),
+        Ok(Ok(false)) => Err(DrillError::Pod {
             pod: r.name.clone(),
             reason: "it stopped before it became ready (`podgrace run FILE` shows why)".into(),
         }),
@@ -641,23 +801,22 @@ async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
             pod: r.name.clone(),
             seconds: READY_WITHIN.as_secs(),
             port,
-            last_warning: r
-                .events
-                .events()
-                .iter()
-                .rev()
-                .find(|e| e.kind == EventType::Warning)
-                .map(|e| match &e.container {
-                    Some(c) => format!("{} (container {c}): {}", e.reason, e.message),
-                    None => format!("{}: {}", e.reason, e.message),
-                }),
+            last_warning: last_warning(),
         }),
     }
 }
 
 /// The endpoints of the Service as the EndpointSlice controller writes them: one per pod with
-/// an IP that is not terminal; `ready` / `serving` / `terminating` from the pod's Ready condition
-/// and its deletion (`podToEndpoint`).
+/// an IP that is not terminal (`ShouldPodBeInEndpoints` with terminating pods included), so a
+/// new pod is listed `ready: false` as soon as its sandbox has an address, before its containers
+/// run; `ready` / `serving` / `terminating` from the pod's Ready condition and its deletion
+/// (`podToEndpoint`). A terminating pod keeps its Ready condition while its readiness probe
+/// passes (the kubelet keeps probing until the containers have stopped), so its endpoint is
+/// `ready: false, serving: true, terminating: true`; it is removed once the pod is terminal
+/// (every container stopped), before the API object is gone. Recorded on a real 1.32 cluster
+/// (`cases/real-cluster-1.32.md` d): the slice gained a new pod 77 ms after it was created
+/// (ready=false), turned an old one r=F s=T t=T 17 ms after its deletionTimestamp, and dropped it
+/// 6 ms after its phase went Succeeded.
 struct EndpointTable {
     port: u16,
     pods: BTreeMap<String, Endpoint>,
@@ -675,7 +834,20 @@ impl EndpointTable {
         let Some(ip) = st.pod_ip else {
             return;
         };
-        if st.phase == PodPhase::Terminated || st.phase == PodPhase::Starting {
+        let phase = match st.phase {
+            PodPhase::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
+            PodPhase::Running | PodPhase::Terminating => {
+                podgrace_core::rules::endpoints::PodPhase::Running
+            }
+            // The kubelet reports Succeeded or Failed once every container has stopped.
+            PodPhase::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
+        };
+        if !podgrace_core::rules::endpoints::should_pod_be_in_endpoints(
+            phase,
+            true,
+            st.terminating_since.is_some(),
+            true,
+        ) {
             self.pods.remove(pod);
             return;
         }

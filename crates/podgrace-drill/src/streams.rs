@@ -15,7 +15,15 @@
 //! connection if it is still usable, else on a new one (after a GOAWAY or a close, as a gRPC
 //! channel reconnects). After a failure (a rejected stream included) the slot waits
 //! [`RETRY_DELAY`] (100 ms) first, so that a dead endpoint, or a server that rejects every
-//! stream, does not make it spin. There are no timeouts: idle streams are meant to stay open.
+//! stream, does not make it spin. The one timeout is the connect's
+//! ([`StreamConfig::connect_timeout`]): a SYN nobody answers (a pod whose address is gone,
+//! reached through a rule or a conntrack entry not yet cleaned up) fails the stream as
+//! `connectTimeout`, as a gRPC channel's connect deadline would; an open stream has none (idle
+//! streams are meant to stay open).
+//!
+//! Each record keeps the local port of its stream's connection ([`StreamRecord::client_port`]),
+//! known from the moment the SYN went out, so that behind the kernel's DNAT (kube-proxy mode) the
+//! stream is joined with the conntrack entry that took it to its pod.
 //!
 //! A stream refused by a GOAWAY is opened again on a new connection, as gRPC and Go's HTTP/2
 //! client do: a server that starts a graceful shutdown sends GOAWAY(last_stream_id), and a stream
@@ -28,13 +36,14 @@
 //! second attempt fails too, that outcome is recorded.
 //!
 //! How a stream ended ([`StreamOutcome`]): `completed` (a 2xx status, and the body ended
-//! cleanly), `refused` (the connection could not be made), `reset` (the stream or its connection
+//! cleanly), `refused` (the connection could not be made), `connectTimeout` (its SYN got no
+//! answer within the connect timeout), `reset` (the stream or its connection
 //! broke before the end of the body, or the HTTP/2 handshake failed), `http5xx` (a 5xx status:
 //! recorded, and the stream is ended by the client), `rejected` (any other status, e.g. 400 or
 //! 404: the server does not serve this stream; recorded, and the stream is ended by the client),
 //! `unfinished` (still open, or still connecting, when [`Streams::stop`] cancelled it).
 
-use crate::load::{self, Conn, ConnectError, Protocol, REQUEST_ID_HEADER};
+use crate::load::{self, Conn, ConnectError, Protocol, RequestOutcome, REQUEST_ID_HEADER};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::{Request, Uri};
@@ -52,7 +61,8 @@ pub const RETRY_DELAY: Duration = Duration::from_millis(100);
 /// The streams' settings.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
-    /// Where streams go (a proxy in [`Mode::H2c`](crate::proxy::Mode::H2c), or a server).
+    /// Where streams go: kube-proxy mode's NodePort, a proxy (an L7 one in
+    /// [`Mode::H2c`](crate::proxy::Mode::H2c), or an L4 splice), or a server.
     pub target: SocketAddr,
     /// Slots whose streams carry data: `GET {path}?seconds=S` (default 0).
     pub data_streams: usize,
@@ -62,12 +72,16 @@ pub struct StreamConfig {
     pub idle_streams: usize,
     /// The request path, origin-form (default `/stream`).
     pub path: String,
+    /// How long a connect may wait for the answer to its SYN (default 2 s, the drill's
+    /// `--timeout`).
+    pub connect_timeout: Duration,
     /// The instant record times count from (the drill's t = 0).
     pub epoch: Instant,
 }
 
 impl StreamConfig {
-    /// Defaults: no data streams (of 60 s each), no idle streams, path `/stream`, epoch now.
+    /// Defaults: no data streams (of 60 s each), no idle streams, path `/stream`, a 2 s connect
+    /// timeout, epoch now.
     pub fn new(target: SocketAddr) -> Self {
         StreamConfig {
             target,
@@ -75,6 +89,7 @@ impl StreamConfig {
             stream_seconds: 60.0,
             idle_streams: 0,
             path: "/stream".to_string(),
+            connect_timeout: Duration::from_secs(2),
             epoch: Instant::now(),
         }
     }
@@ -88,6 +103,8 @@ pub enum StreamOutcome {
     Completed,
     /// The connection could not be made (refused or otherwise failed).
     Refused,
+    /// The connect's SYN got no answer within the connect timeout (the pod's address is gone).
+    ConnectTimeout,
     /// The stream or its connection broke or closed before the end of the body (or the HTTP/2
     /// handshake failed).
     Reset,
@@ -102,12 +119,13 @@ pub enum StreamOutcome {
 }
 
 impl StreamOutcome {
-    /// `true` for `refused`, `reset`, `http5xx` and `rejected`; `completed` and `unfinished` are
-    /// not failures.
+    /// `true` for `refused`, `connectTimeout`, `reset`, `http5xx` and `rejected`; `completed`
+    /// and `unfinished` are not failures.
     pub fn is_failure(self) -> bool {
         matches!(
             self,
             StreamOutcome::Refused
+                | StreamOutcome::ConnectTimeout
                 | StreamOutcome::Reset
                 | StreamOutcome::Http5xx
                 | StreamOutcome::Rejected
@@ -138,6 +156,13 @@ pub struct StreamRecord {
     /// The response status, if the response head arrived.
     pub status: Option<u16>,
     pub outcome: StreamOutcome,
+    /// The local port of the connection it went out on (its connect's, if it got no further);
+    /// `None` if no socket could be had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_port: Option<u16>,
+    /// When that connection started connecting, since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connected: Option<Duration>,
 }
 
 /// Errors of [`Streams::start`].
@@ -186,6 +211,7 @@ impl Streams {
         let total = config.data_streams + config.idle_streams;
         let shared = Arc::new(Shared {
             target: config.target,
+            connect_timeout: config.connect_timeout,
             epoch: config.epoch,
             next_index: AtomicU64::new(total as u64),
         });
@@ -228,6 +254,7 @@ impl Streams {
 /// State shared by the slots.
 struct Shared {
     target: SocketAddr,
+    connect_timeout: Duration,
     epoch: Instant,
     /// The index of the next stream opened after each slot's first.
     next_index: AtomicU64,
@@ -262,6 +289,8 @@ impl Slot {
                 chunks: 0,
                 status: None,
                 outcome: StreamOutcome::Unfinished,
+                client_port: None,
+                connected: None,
             };
             let stopped = {
                 let stream = self.stream(&mut rec);
@@ -298,18 +327,32 @@ impl Slot {
     /// and returns how the stream ended.
     async fn stream(&mut self, rec: &mut StreamRecord) -> StreamOutcome {
         let mut retried = false;
+        let epoch = self.shared.epoch;
         let resp = loop {
             if !self.conn.as_mut().is_some_and(Conn::usable) {
                 self.conn = None;
-                match Conn::connect(self.shared.target, Protocol::H2c).await {
-                    Ok(c) => self.conn = Some(c),
-                    Err(ConnectError::Connect(_)) => return StreamOutcome::Refused,
-                    Err(ConnectError::Handshake) => return StreamOutcome::Reset,
+                let (port, pending) = match load::start_connect(self.shared.target) {
+                    Ok(started) => started,
+                    Err(_) => return StreamOutcome::Refused,
+                };
+                rec.client_port = Some(port);
+                rec.connected = Some(self.since(Instant::now()));
+                let handshake = Conn::handshake(pending, Protocol::H2c, false);
+                match tokio::time::timeout(self.shared.connect_timeout, handshake).await {
+                    Err(_) => return StreamOutcome::ConnectTimeout,
+                    Ok(Ok(c)) => self.conn = Some(c),
+                    Ok(Err(ConnectError::Connect(RequestOutcome::ConnectTimeout))) => {
+                        return StreamOutcome::ConnectTimeout
+                    }
+                    Ok(Err(ConnectError::Connect(_))) => return StreamOutcome::Refused,
+                    Ok(Err(ConnectError::Handshake)) => return StreamOutcome::Reset,
                 }
             }
             let Some(c) = self.conn.as_mut() else {
                 return StreamOutcome::Refused;
             };
+            rec.client_port = c.local_port();
+            rec.connected = Some(c.opened.saturating_duration_since(epoch));
             let Ok(req) = Request::get(self.uri.clone())
                 .header(REQUEST_ID_HEADER, rec.index)
                 .body(Empty::<Bytes>::new())

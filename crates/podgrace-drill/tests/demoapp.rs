@@ -484,6 +484,48 @@ async fn a_draining_sidecar_cuts_a_forwarded_request_at_its_drain_deadline() {
     assert_eq!(task.await.expect("join"), DemoExit::DrainTimedOut);
 }
 
+/// R22's pod in small: the sidecar's drain deadline cuts the forwarded request (its client sees
+/// it fail), but the draining app behind it goes on with that request's work until it is done,
+/// as real servers do (the field case: the app's outbound calls after t = 5 s fail, so it is
+/// still at work), and exits only then. Before, the app exited as its connection from the
+/// sidecar closed, together with the sidecar.
+#[tokio::test]
+async fn a_draining_app_finishes_the_work_of_a_request_whose_client_went_away() {
+    let latency = Duration::from_millis(1500);
+    let (app, app_term, app_task) = start(DemoConfig {
+        on_sigterm: OnSigterm::Drain,
+        latency,
+        drain: Some(Duration::from_secs(10)),
+        ..DemoConfig::default()
+    })
+    .await;
+    let (sidecar, term, sidecar_task) = start(DemoConfig {
+        on_sigterm: OnSigterm::Drain,
+        drain: Some(Duration::from_millis(300)),
+        upstream: Some(app),
+        ..DemoConfig::default()
+    })
+    .await;
+    let t0 = tokio::time::Instant::now();
+    let (req, _probe) = slow_request_through(sidecar).await;
+    term.send(()).expect("sigterm");
+    app_term.send(()).expect("sigterm");
+    assert!(req.await.expect("join").is_err(), "the sidecar cut it");
+    assert_eq!(sidecar_task.await.expect("join"), DemoExit::DrainTimedOut);
+    let cut_at = t0.elapsed();
+    let exit = tokio::time::timeout(Duration::from_secs(5), app_task)
+        .await
+        .expect("the app drained")
+        .expect("join");
+    let app_exit = t0.elapsed();
+    assert_eq!(exit, DemoExit::Drained);
+    // The request reached the app within the first 200 ms; its work took `latency`.
+    assert!(
+        app_exit >= latency && app_exit > cut_at + Duration::from_millis(500),
+        "the app exited at {app_exit:?}, the sidecar cut at {cut_at:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_sidecar_with_a_long_enough_drain_lets_a_forwarded_request_finish() {
     let (sidecar, term, task, _app_term) = app_and_sidecar(

@@ -6,6 +6,7 @@ mod common;
 
 use common::H2cServer;
 use podgrace_drill::demoapp::{self, DemoConfig};
+use podgrace_drill::load::ClientKind;
 use podgrace_drill::load::{self, LoadConfig, LoadError, Protocol, RequestOutcome};
 use podgrace_drill::report::FailuresByKind;
 use std::net::SocketAddr;
@@ -103,7 +104,8 @@ async fn failures_are_classified() {
     let k = FailuresByKind::count(&r.records);
     assert_eq!((k.timeout, k.total()), (5, 5));
 
-    // A server that accepts and closes at once: reset.
+    // A server that accepts and closes at once: EOF (the connection closed before a response),
+    // on new connections, not on reuse.
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let closer = l.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -115,7 +117,73 @@ async fn failures_are_classified() {
     cfg.rps = 50.0;
     let r = load::run(cfg).await.expect("load");
     let k = FailuresByKind::count(&r.records);
-    assert_eq!((k.reset, k.total()), (5, 5));
+    assert_eq!((k.eof, k.eof_on_reuse, k.total()), (5, 0, 5));
+}
+
+/// A server that answers each request on a keep-alive connection and closes the connection
+/// 50 ms after each response, while the client is idle; requests come every 200 ms on one
+/// connection.
+async fn closes_idle_connections() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    let Ok(n) = s.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    if got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Issue 20 item 4: the three client kinds against a server that closes idle keep-alive
+/// connections. The `keep-alive` client writes its next request into the closed connection and
+/// loses it (EOF on reuse), then opens a new one: every second request fails. The careful client
+/// notices the close while idle and loses none; `new-connection` uses a new connection (a new
+/// client port) for every request and loses none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_kinds_against_a_server_that_closes_idle_connections() {
+    let target = closes_idle_connections().await;
+    let run = |client| async move {
+        let mut cfg = LoadConfig::new(target, Duration::from_secs(2));
+        cfg.rps = 5.0;
+        cfg.connections = 1;
+        cfg.client = client;
+        load::run(cfg).await.expect("load").records
+    };
+    let writing = run(ClientKind::KeepAlive).await;
+    let k = FailuresByKind::count(&writing);
+    assert_eq!(writing.len(), 10);
+    assert_eq!((k.eof, k.eof_on_reuse, k.total()), (5, 5, 5), "{writing:?}");
+    // The failures alternate with successes on a fresh connection.
+    for r in &writing {
+        assert_eq!(r.outcome.is_failure(), r.reused, "{r:?}");
+    }
+    let careful = run(ClientKind::KeepAliveCareful).await;
+    assert_eq!(FailuresByKind::count(&careful).total(), 0, "{careful:?}");
+    let fresh = run(ClientKind::NewConnection).await;
+    assert_eq!(FailuresByKind::count(&fresh).total(), 0, "{fresh:?}");
+    let ports: std::collections::HashSet<_> = fresh.iter().map(|r| r.client_port).collect();
+    assert_eq!(ports.len(), 10, "a new connection per request");
+    assert!(fresh.iter().all(|r| !r.reused && r.connected.is_some()));
 }
 
 #[tokio::test]
@@ -208,18 +276,27 @@ async fn an_h2c_request_refused_by_a_goaway_is_sent_again_on_a_new_connection() 
         "{} connections for 200 requests at 5 per connection",
         server.connections()
     );
-    // The refused requests (the one after every 5th but the last) waited for their GOAWAY, 10 ms
-    // after they were due: their latency, from the intended time, covers it; the others take
-    // about 1 ms.
-    let waited = r
-        .records
-        .iter()
-        .filter(|x| x.latency() >= Duration::from_millis(10))
-        .count();
+    // The refused requests (the one after every 5th but the last, when its worker sent it before
+    // the GOAWAY came): each was sent again on a new connection opened after its first attempt,
+    // and its latency counts from its intended time, so it covers the refused attempt. Told by
+    // the record (`retried`), not by a latency threshold: on a loaded machine every request can
+    // be 10 ms late. At most one per GOAWAY; a worker sends its next request 10 ms after the 5th,
+    // half the GOAWAY delay, and a late one sends it as soon as the 5th is answered, so most
+    // GOAWAYs refuse one (37 to 39 of 40 in six runs at a load average of 16 on 2 cores).
+    let retried: Vec<_> = r.records.iter().filter(|x| x.retried).collect();
     assert!(
-        (30..=41).contains(&waited),
-        "{waited} requests waited 10 ms or more"
+        retried.len() >= 30 && retried.len() < server.connections(),
+        "{} requests refused by a GOAWAY and sent again, {} connections",
+        retried.len(),
+        server.connections()
     );
+    for x in &retried {
+        let connected = x
+            .connected
+            .expect("a retried request has its new connection");
+        assert!(x.sent < connected && !x.reused, "{x:?}");
+        assert!(x.latency() >= x.done - x.sent, "{x:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

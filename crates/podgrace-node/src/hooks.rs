@@ -52,7 +52,9 @@ use crate::runtime::{CallContext, RuntimeError, RuntimeService};
 
 /// Errors of the hooks module, one per handler kind. `Display` is the kubelet's message for
 /// the failure (the `msg` of `handlerRunner.Run`), which podgrace shows in logs; the
-/// `FailedPreStopHook` / `FailedPostStartHook` events themselves carry no output, as upstream.
+/// `FailedPreStopHook` / `FailedPostStartHook` events themselves carry no output, as upstream
+/// (so that secrets do not leak into events). [`HookError::why`] says why in a few words, for
+/// podgrace's own summaries.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HookError {
     /// The exec did not start, or exited non-zero. `command` is Go's `%v` of the argv
@@ -64,6 +66,8 @@ pub enum HookError {
         pod: String,
         error: String,
         output: String,
+        /// Why, in a few words: `exited with 3`, `/bin/drain is not in the container`.
+        why: String,
     },
     /// The GET failed at the transport level (or could not be built, or the context ended).
     #[error("HTTP lifecycle hook ({path}) for Container {container} in Pod {pod} failed - error: {error}")]
@@ -83,6 +87,29 @@ pub enum HookError {
     /// A handler kind the kubelet does not run (`tcpSocket`).
     #[error("Cannot run handler: invalid handler: {action}")]
     InvalidHandler { action: &'static str },
+}
+
+impl HookError {
+    /// Why the hook failed, in a few words: `exited with 3`, `/bin/drain is not in the
+    /// container`, the HTTP transport error (`connection refused`), `the container stopped
+    /// before the sleep ended`, `the kubelet does not run tcpSocket handlers`.
+    pub fn why(&self) -> String {
+        match self {
+            HookError::Exec { why, .. } => why.clone(),
+            HookError::HttpGet { error, .. } => error.clone(),
+            HookError::Sleep { .. } => "the container stopped before the sleep ended".into(),
+            HookError::InvalidHandler { action } => {
+                format!("the kubelet does not run {action} handlers")
+            }
+        }
+    }
+}
+
+/// What a handler that succeeded reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HookDone {
+    /// The HTTP status of an httpGet handler (any status is success for the kubelet).
+    pub http_status: Option<u16>,
 }
 
 /// The container a handler runs for.
@@ -113,17 +140,20 @@ pub fn format_pod(name: &str, namespace: &str, uid: &str) -> String {
 pub const USER_AGENT_VERSION: KubeVersion = KubeVersion::LATEST;
 
 /// Runs `handler` for `target` (see the module docs for each kind). Returns when the handler
-/// finished, failed, or `ctx` ended. Errors: one [`HookError`] variant per handler kind.
+/// finished (with what it reported, see [`HookDone`]), failed, or `ctx` ended. Errors: one
+/// [`HookError`] variant per handler kind.
 pub async fn run_handler(
     runtime: &impl RuntimeService,
     ctx: &CallContext,
     target: &HookTarget<'_>,
     handler: &Handler,
-) -> Result<(), HookError> {
+) -> Result<HookDone, HookError> {
     match handler {
         Handler::Exec { command } => run_exec(runtime, ctx, target, command).await,
         Handler::HttpGet(get) => run_http(ctx, target, get).await,
-        Handler::Sleep { seconds } => run_sleep(ctx, target, *seconds).await,
+        Handler::Sleep { seconds } => run_sleep(ctx, target, *seconds)
+            .await
+            .map(|()| HookDone::default()),
         Handler::TcpSocket { .. } => Err(HookError::InvalidHandler {
             action: handler.action(),
         }),
@@ -135,19 +165,20 @@ async fn run_exec(
     ctx: &CallContext,
     target: &HookTarget<'_>,
     command: &[String],
-) -> Result<(), HookError> {
-    let fail = |error: String, output: &[u8]| HookError::Exec {
+) -> Result<HookDone, HookError> {
+    let fail = |error: String, output: &[u8], why: String| HookError::Exec {
         command: format!("[{}]", command.join(" ")),
         container: go_quote(target.container),
         pod: go_quote(target.pod),
         error,
         output: go_quote(&String::from_utf8_lossy(output)),
+        why,
     };
     match runtime
         .exec_sync(ctx, target.container_id, command.to_vec(), 0)
         .await
     {
-        Ok(resp) if resp.exit_code == 0 => Ok(()),
+        Ok(resp) if resp.exit_code == 0 => Ok(HookDone::default()),
         Ok(resp) => {
             // cri-client ExecSync: CodeExitError "command '%s' exited with %d: %s" (stderr);
             // kuberuntime RunInContainer returns stdout followed by stderr as the output.
@@ -157,11 +188,35 @@ async fn run_exec(
                 resp.exit_code,
                 String::from_utf8_lossy(&resp.stderr)
             );
+            let why = format!("exited with {}", resp.exit_code);
             let mut output = resp.stdout;
             output.extend_from_slice(&resp.stderr);
-            Err(fail(error, &output))
+            Err(fail(error, &output, why))
         }
-        Err(e) => Err(fail(runtime_reason(&e), &[])),
+        Err(e) => {
+            let why = exec_why(&e, command);
+            Err(fail(runtime_reason(&e), &[], why))
+        }
+    }
+}
+
+/// Why an exec did not run, in a few words: a missing binary, one that cannot be executed, a
+/// container that is not running, or the runtime's own error.
+fn exec_why(e: &RuntimeError, command: &[String]) -> String {
+    let program = command.first().map(String::as_str).unwrap_or_default();
+    match e {
+        RuntimeError::ExecSync {
+            source: crate::process::ProcessError::Spawn { source, .. },
+            ..
+        } => match source.kind() {
+            std::io::ErrorKind::NotFound => format!("{program} is not in the container"),
+            std::io::ErrorKind::PermissionDenied => {
+                format!("{program} cannot be executed (permission denied)")
+            }
+            _ => format!("{program} did not start: {source}"),
+        },
+        RuntimeError::ExecSyncNotRunning { .. } => "the container is not running".into(),
+        other => other.to_string(),
     }
 }
 
@@ -173,7 +228,7 @@ async fn run_http(
     ctx: &CallContext,
     target: &HookTarget<'_>,
     get: &HttpGet,
-) -> Result<(), HookError> {
+) -> Result<HookDone, HookError> {
     let fail = |error: String| HookError::HttpGet {
         path: get.path.clone(),
         container: go_quote(target.container),
@@ -188,13 +243,16 @@ async fn run_http(
         USER_AGENT_VERSION,
     )
     .map_err(|e| fail(e.to_string()))?;
+    let done = |status: u16| HookDone {
+        http_status: Some(status),
+    };
     let work = async {
         match httpget::get(&request, None, false).await {
-            Ok(_) => Ok(()),
+            Ok(resp) => Ok(done(resp.status)),
             Err(first @ HttpGetError::HttpResponseToHttpsClient { .. }) => {
                 let fallback = request.http_fallback();
                 match httpget::get(&fallback, None, false).await {
-                    Ok(_) => {
+                    Ok(resp) => {
                         if let Some(events) = target.events {
                             events.warning(
                                 reason::LIFECYCLE_HTTP_FALLBACK,
@@ -202,7 +260,7 @@ async fn run_http(
                                 message::lifecycle_http_fallback(&fallback.host_port()),
                             );
                         }
-                        Ok(())
+                        Ok(done(resp.status))
                     }
                     // The fallback's own error is dropped; the HTTPS error is reported.
                     Err(_) => Err(first),
@@ -293,6 +351,7 @@ mod tests {
             pod: go_quote(&format_pod("web", "default", "u1")),
             error: "command 'sh -c exit 3' exited with 3: oops\n".into(),
             output: go_quote("oops\n"),
+            why: "exited with 3".into(),
         };
         assert_eq!(
             e.to_string(),

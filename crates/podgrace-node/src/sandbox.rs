@@ -339,7 +339,8 @@ impl Sandbox {
                     true
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "pod networking: cannot create network namespaces; pods use the host network");
+                    // The verb warns the user once (no namespaces without root): a detail here.
+                    tracing::info!(error = %e, "pod networking: cannot create network namespaces; pods use the host network");
                     false
                 }
             }

@@ -184,3 +184,47 @@ async fn exec_missing_binary_and_timeout() {
     c.kill().expect("kill");
     c.wait().await;
 }
+
+/// An exec whose caller gives up while the spawner thread is still starting it (a probe or hook
+/// cancelled at that moment, issue 9 item 1): the process still starts, and it must still be
+/// reaped and killed. Otherwise it stays an unreaped zombie of podgrace inside the container's
+/// PID namespace, the container's PID 1 waits for it forever in the kernel's namespace teardown
+/// (`zap_pid_ns_processes`), and the container's exit is never seen.
+#[tokio::test]
+async fn an_exec_dropped_while_spawning_is_reaped_and_pid_1_exits() {
+    if !need_namespaces("an_exec_dropped_while_spawning_is_reaped_and_pid_1_exits") {
+        return;
+    }
+    let marker = "PODGRACE_TEST=dropped_exec";
+    let c = ContainerProcess::spawn(spec("app", &["sleep", "1000"]), None)
+        .await
+        .expect("spawn");
+    for _ in 0..5 {
+        // A zero timeout polls the exec once (the spawn is queued on the spawner thread) and
+        // then drops it: the caller is gone before the process exists.
+        let exec = c.exec(
+            argv(&["sleep", "1000"]),
+            vec![("PODGRACE_TEST".into(), "dropped_exec".into())],
+            None,
+            None,
+        );
+        assert!(tokio::time::timeout(Duration::ZERO, exec).await.is_err());
+    }
+    // The spawner works in order: once this exec has run, the dropped ones have started.
+    let out = c
+        .exec(argv(&["true"]), vec![], None, Some(Duration::from_secs(5)))
+        .await
+        .expect("exec");
+    assert_eq!(out.status, ExitStatus::Code(0));
+    // Nobody waits for those execs: they are killed, not left running in the container.
+    assert!(
+        common::eventually(Duration::from_secs(5), || pids_with_env(marker).is_empty()),
+        "left running: {:?}",
+        pids_with_env(marker)
+    );
+    assert!(c.kill().expect("kill"));
+    let exit = tokio::time::timeout(Duration::from_secs(5), c.wait())
+        .await
+        .expect("PID 1's exit is seen: nothing of its namespace is left unreaped");
+    assert_eq!(exit.status, ExitStatus::Signal(9));
+}

@@ -11,31 +11,71 @@ pub struct Document {
     pub text: String,
 }
 
-fn read_path(path: &Path) -> Result<Document, BadInput> {
+/// Something of the input that could not be used: a file that cannot be read, or an error in a
+/// manifest. `text` is the whole message (`deploy.yaml:14:15: spec...: unknown field ...`);
+/// `file`, `line` and `column` say where, when known (for SARIF).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    pub text: String,
+    pub file: Option<String>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl InputError {
+    fn file(file: &str, text: String) -> InputError {
+        InputError {
+            text,
+            file: Some(file.to_string()),
+            line: None,
+            column: None,
+        }
+    }
+
+    /// An error of a manifest, placed at its file, line and column.
+    pub fn manifest(e: &podgrace_core::manifest::ManifestError) -> InputError {
+        InputError {
+            text: e.to_string(),
+            file: Some(e.span.file.clone()),
+            line: Some(e.span.line),
+            column: Some(e.span.column),
+        }
+    }
+
+    /// An error about the input as a whole (no file).
+    pub fn general(text: String) -> InputError {
+        InputError {
+            text,
+            file: None,
+            line: None,
+            column: None,
+        }
+    }
+}
+
+fn read_path(path: &Path) -> Result<Document, InputError> {
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| BadInput(format!("-: cannot read standard input: {e}")))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| {
+            InputError::file("<stdin>", format!("-: cannot read standard input: {e}"))
+        })?;
         return Ok(Document {
             name: "<stdin>".into(),
             text,
         });
     }
-    let bytes = std::fs::read(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    let text = String::from_utf8(bytes).map_err(|e| not_utf8(&path.display().to_string(), e))?;
-    Ok(Document {
-        name: path.display().to_string(),
-        text,
-    })
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| InputError::file(&name, format!("{name}: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| not_utf8(&name, e))?;
+    Ok(Document { name, text })
 }
 
 /// Says where a file stops being UTF-8 (line and column of the first bad byte), and whether it
 /// looks like UTF-16, which some Windows editors write.
-fn not_utf8(name: &str, e: std::string::FromUtf8Error) -> BadInput {
+fn not_utf8(name: &str, e: std::string::FromUtf8Error) -> InputError {
     let bytes = e.as_bytes();
     if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
-        return BadInput(format!(
+        return InputError::file(name, format!(
             "{name}: the file is UTF-16 text; Kubernetes manifests are UTF-8 (convert it, e.g. with iconv -f UTF-16 -t UTF-8)"
         ));
     }
@@ -46,10 +86,15 @@ fn not_utf8(name: &str, e: std::string::FromUtf8Error) -> BadInput {
         .chars()
         .count()
         + 1;
-    BadInput(format!(
-        "{name}:{line}:{column}: not UTF-8 text (byte 0x{:02X})",
-        bytes.get(valid.len()).copied().unwrap_or(0)
-    ))
+    InputError {
+        text: format!(
+            "{name}:{line}:{column}: not UTF-8 text (byte 0x{:02X})",
+            bytes.get(valid.len()).copied().unwrap_or(0)
+        ),
+        file: Some(name.to_string()),
+        line: Some(line),
+        column: Some(column),
+    }
 }
 
 /// A hint for text that failed to load and looks like an unrendered Helm or Go template.
@@ -107,15 +152,18 @@ pub fn read_one(path: &Path) -> Result<Document, BadInput> {
             path.display()
         )));
     }
-    read_path(path)
+    read_path(path).map_err(|e| BadInput(e.text))
 }
 
 /// Reads every path: files as given, directories recursively (manifest extensions only, sorted).
-pub fn read_all(paths: &[PathBuf]) -> Result<Vec<Document>, BadInput> {
+/// What cannot be read (a missing file, an unreadable directory, text that is not UTF-8) is an
+/// [`InputError`] and the rest is read all the same. Errors: `-` given twice (bad usage).
+pub fn read_all(paths: &[PathBuf]) -> Result<(Vec<Document>, Vec<InputError>), BadInput> {
     let mut files = Vec::new();
+    let mut errors = Vec::new();
     for p in paths {
         if p != Path::new("-") && p.is_dir() {
-            collect_dir(p, &mut files)?;
+            collect_dir(p, &mut files, &mut errors);
         } else {
             files.push(p.clone());
         }
@@ -130,14 +178,27 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<Document>, BadInput> {
     files.retain(|f| {
         f == Path::new("-") || seen.insert(f.canonicalize().unwrap_or_else(|_| f.clone()))
     });
-    files.iter().map(|f| read_path(f)).collect()
+    let mut docs = Vec::with_capacity(files.len());
+    for f in &files {
+        match read_path(f) {
+            Ok(d) => docs.push(d),
+            Err(e) => errors.push(e),
+        }
+    }
+    Ok((docs, errors))
 }
 
 /// Walks `dir` depth-first in name order. Symbolic links to directories are not followed (as
 /// `kubectl -R` does not), so a link cycle cannot loop; links to files are read.
-fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BadInput> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| BadInput(format!("{}: {e}", dir.display())))?;
+fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>, errors: &mut Vec<InputError>) {
+    let name = dir.display().to_string();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            errors.push(InputError::file(&name, format!("{name}: {e}")));
+            return;
+        }
+    };
     let mut paths: Vec<(PathBuf, bool)> = entries
         .filter_map(|e| e.ok())
         .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
@@ -145,7 +206,7 @@ fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BadInput> {
     paths.sort();
     for (p, real_dir) in paths {
         if real_dir {
-            collect_dir(&p, out)?;
+            collect_dir(&p, out, errors);
         } else if !p.is_dir()
             && matches!(
                 p.extension().and_then(|e| e.to_str()),
@@ -155,5 +216,4 @@ fn collect_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BadInput> {
             out.push(p);
         }
     }
-    Ok(())
 }

@@ -279,6 +279,36 @@ fn a_container_without_command_is_refused_before_anything_starts() {
     );
 }
 
+/// Issue 9 item 10: a pod whose container cannot start (its command is not there) is reported
+/// with the runtime's reason as soon as the kubelet's `Failed` event says so, not as "did not
+/// become ready" once the 30 s readiness window is over.
+#[test]
+fn a_pod_that_cannot_start_is_reported_at_once_with_the_reason() {
+    if !privileged("nostart") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let file = tmp_file(
+        "nostart",
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [/nonexistent/server]\n    ports: [{containerPort: 8080}]\n",
+    );
+    let started = std::time::Instant::now();
+    let out = podgrace(&["drill", file.to_str().unwrap(), "--duration", "2s"]);
+    let took = started.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "error: pod web-1: container app could not start: Error: start container ctr-"
+        ) && err.contains("spawning [\"/nonexistent/server\"]: No such file or directory"),
+        "{err}"
+    );
+    assert!(!err.contains("did not become ready"), "{err}");
+    // It did not wait out the readiness window (30 s).
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}: {err}");
+}
+
 /// Flags that a drill will not read are named on stderr (here before a refusal, so that
 /// nothing runs).
 #[test]
@@ -364,10 +394,22 @@ fn a_rollout_faster_than_the_lag_strands_the_traffic_until_min_ready_seconds() {
     let yaml = |min_ready: u32| {
         format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 2\n  minReadySeconds: {min_ready}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: app\n        image: demo\n        command: [\"{exe}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, exit]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          exec: {{command: [\"true\"]}}\n          periodSeconds: 1\n")
     };
+    // One connection per request: with kube-proxy on the kernel's DNAT a request to a gone pod
+    // is a connect that waits out its timeout, and a pool of 16 keep-alive connections would
+    // stall behind them (the recorded kube-proxy run: requests queued behind a connect timeout
+    // waited up to 0.9 s) instead of failing them; an open-loop client shows the stranded
+    // traffic itself, as the HTTP proxy's immediate 502s did before the proxy was L4.
     let (code, r, log) = drill_logged(
         "min-ready-0",
         &yaml(0),
-        &["--duration", "6s", "--endpoint-lag", "3s"],
+        &[
+            "--duration",
+            "6s",
+            "--endpoint-lag",
+            "3s",
+            "--client",
+            "new-connection",
+        ],
     );
     assert_eq!(code, Some(1));
     let advice: Vec<&str> = r["advice"]
@@ -399,4 +441,117 @@ fn a_rollout_faster_than_the_lag_strands_the_traffic_until_min_ready_seconds() {
     assert!(!advice.contains("no live pod"), "{advice}\n{log}");
     // What is left is the race on each deleted pod's pinned connections (kube-proxy).
     assert!(r["failed"].as_u64().unwrap() <= 50, "{r}");
+}
+
+/// `--scenario delete` takes kubectl's delete flags (the deleted pod gets --grace-period's
+/// grace); a rollout does not (its deletes come from the ReplicaSet controller).
+#[test]
+fn the_delete_scenario_takes_the_grace_period_flags() {
+    let file = tmp_file("drillflags", "web.yaml", &demo(None));
+    let o = podgrace(&["drill", file.to_str().unwrap(), "--grace-period", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a rollout's deletes come from the ReplicaSet controller"),
+        "{}",
+        stderr(&o)
+    );
+    if !privileged("drill grace flags") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (_, r) = drill(
+        "drillflags",
+        &demo(None),
+        &[
+            "--scenario",
+            "delete",
+            "--grace-period",
+            "3",
+            "--duration",
+            "3s",
+        ],
+    );
+    let graces: Vec<i64> = r["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            p["containers"][0]["terminations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|t| t["reason"] == "Deleted")
+        .filter_map(|t| t["gracePeriodSeconds"].as_i64())
+        .collect();
+    // The deleted replica got 3 s; the one removed at the end gets the drill's quick 1 s.
+    assert!(graces.contains(&3), "{graces:?}: {r}");
+}
+
+/// A SIGTERM to `podgrace drill` exits 143 (128 + 15), a SIGINT 130, as a shell reports a
+/// process ended by that signal; the drill's pods go with it.
+#[test]
+fn a_signal_to_drill_exits_128_plus_its_number() {
+    if !privileged("drill signals") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let file = tmp_file("drillsig", "web.yaml", &demo(None));
+    for (signal, code) in [
+        (rustix::process::Signal::TERM, 143),
+        (rustix::process::Signal::INT, 130),
+    ] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
+            .args([
+                "drill",
+                file.to_str().unwrap(),
+                "-o",
+                "json",
+                "--duration",
+                "20s",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = rustix::process::Pid::from_child(&child);
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        rustix::process::kill_process(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{signal:?}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    }
+}
+
+/// The examples that serve traffic drill as they are (issue 9 item 12); web.yaml, whose preStop
+/// covers the endpoint lag and whose app drains, passes: the README's example drill.
+#[test]
+fn the_serving_examples_drill() {
+    if !privileged("example drills") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for (example, pass) in [
+        ("examples/web.yaml", true),
+        ("examples/sidecar.yaml", false),
+    ] {
+        let out = podgrace(&["drill", example, "-o", "json", "--duration", "12s"]);
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{example}: {}",
+            stderr(&out)
+        );
+        let r = json(&out);
+        if pass {
+            assert_eq!(r["verdict"], "pass", "{example}: {r}");
+        }
+        assert!(r["requests"].as_u64().unwrap() > 1000, "{example}: {r}");
+    }
 }

@@ -390,6 +390,61 @@ fn a_second_ctrl_c_force_deletes_the_object_but_does_not_shorten_the_kill() {
     assert!(secs(&deleted["seconds"]) + 4.0 < died, "{r}");
 }
 
+/// A third Ctrl-C, while the force delete still runs, ends podgrace at once (exit 130), whatever
+/// its containers do; their processes die with it. (Issue 9 item 1: a container podgrace could
+/// not see exit must not keep podgrace itself from ending.)
+#[test]
+fn a_third_ctrl_c_exits_at_once() {
+    if !privileged("third ctrl-c") {
+        return;
+    }
+    let marker = format!("third-ctrl-c-{}", std::process::id());
+    // PID 1 ignores SIGTERM and its preStop would take 100 s: the force delete's kill still
+    // runs (its 2 s) when the third SIGINT comes.
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: third}}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    env: [{{name: PODGRACE_TEST, value: {marker}}}]\n    lifecycle:\n      preStop:\n        exec: {{command: [sleep, \"100\"]}}\n"
+    );
+    let file = tmp_file("third-ctrl-c", "pod.yaml", &yaml);
+    let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["run", file.to_str().unwrap(), "-o", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rustix::process::Pid::from_child(&child);
+    let int = || rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    int();
+    std::thread::sleep(Duration::from_millis(400));
+    int();
+    std::thread::sleep(Duration::from_millis(400));
+    let start = Instant::now();
+    int();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "exited after {:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stopping podgrace now"),
+        "{}",
+        stderr(&out)
+    );
+    let env = format!("PODGRACE_TEST={marker}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !pids_with_env(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left running: {:?}",
+            pids_with_env(&env)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A Ctrl-C at a terminal sends SIGINT to the whole foreground process group. Only podgrace
 /// may get it (and delete the pod): the container gets its stop signal, SIGTERM, as from a
 /// kubelet, never the terminal's SIGINT.
@@ -583,6 +638,317 @@ fn the_text_summary_marks_times_since_the_termination() {
     assert!(sigterm.contains("+1."), "{text}");
     assert!(near(num(&sigterm, "SIGTERM"), 1.0), "{text}");
     assert!(line("preStop sleep").contains("+0.000 → +1."), "{text}");
+}
+
+/// Without root (run here as `nobody` through `setpriv` when the tests run as root, as in CI),
+/// containers fall back to plain host processes, and an exec preStop runs as faithfully as the
+/// container does: `sleep 1.5` lasts 1.5 s and the stop signal follows (issue 9 item 5: it used
+/// to fail at once, trying to join the host's own network namespace). The fallback is said in
+/// one warning, as the README promises.
+#[test]
+fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
+    let dir = tempdir("nonroot");
+    let bin = dir.join("podgrace");
+    std::fs::copy(env!("CARGO_BIN_EXE_podgrace"), &bin).expect("copy the binary");
+    let file = dir.join("hook.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hook}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, \"1.5\"]}\n",
+    )
+    .expect("write");
+    // Readable and runnable by `nobody`.
+    use std::os::unix::fs::PermissionsExt as _;
+    for (p, mode) in [(&dir, 0o755), (&bin, 0o755), (&file, 0o644)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let args = [
+        "run",
+        file.to_str().expect("utf-8"),
+        "--delete-after",
+        "300ms",
+        "-o",
+        "json",
+    ];
+    let root = privileged("(runs podgrace as nobody)");
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
+        c
+    } else {
+        Command::new(&bin)
+    };
+    let out = cmd
+        .args(args)
+        .current_dir(&dir)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podgrace as nobody (setpriv is util-linux)");
+    let err = stderr(&out);
+    assert!(out.status.success(), "podgrace run failed: {err}");
+    let r = json(&out);
+    assert_eq!(r["isolation"], "host", "{r}");
+    let t = termination(&r, "app");
+    assert_eq!(t["preStop"]["outcome"], "completed", "{t}\n{err}");
+    assert!(near(secs(&t["preStop"]["endAfterSeconds"]), 1.5), "{t}");
+    assert!(near(secs(&t["stopSignalAfterSeconds"]), 1.5), "{t}");
+    assert_eq!(t["exitCode"], 0, "{t}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("warning:") || l.contains(" WARN "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning, not: {warnings:#?}");
+    assert!(
+        warnings[0].contains("plain host processes"),
+        "{}",
+        warnings[0]
+    );
+}
+
+/// Issue 9 item 1, the field case: an exec liveness probe every 1 s (failureThreshold 1, the
+/// probe's terminationGracePeriodSeconds 3) restarts an app that ignores SIGTERM; then the pod
+/// is deleted. A delete that stops the probe worker while it is starting its next exec used to
+/// leave that exec an unreaped zombie in the container's PID namespace, and podgrace never
+/// finished. The probe ticks 1 s after each start, the delete is swept across the instant of
+/// the second run's probe (5002–5010 ms after the pod started, `hostNetwork` so that no
+/// network setup shifts it), nine runs at once; before the fix about a third of them hung.
+#[test]
+fn a_delete_while_a_liveness_exec_probe_starts_does_not_hang() {
+    if !privileged("probe hang") {
+        return;
+    }
+    let file = tmp_file(
+        "probehang",
+        "probe-hang.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: probe-hang}\nspec:\n  terminationGracePeriodSeconds: 2\n  hostNetwork: true\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"100000\"]\n    livenessProbe:\n      exec: {command: [sh, -c, \"exit 1\"]}\n      periodSeconds: 1\n      failureThreshold: 1\n      terminationGracePeriodSeconds: 3\n",
+    );
+    let runs: Vec<(u64, std::process::Child)> = (5002..=5010)
+        .map(|ms| {
+            let child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+                .args(["run", file.to_str().expect("utf-8"), "-o", "json"])
+                .args(["--delete-after", &format!("{ms}ms")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run podgrace");
+            (ms, child)
+        })
+        .collect();
+    // Each run takes about 7 s: the probe kill (3 s), the restart, the delete's 2 s.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut hung = Vec::new();
+    for (ms, mut child) in runs {
+        let done = loop {
+            match child.try_wait().expect("wait") {
+                Some(_) => break true,
+                None if Instant::now() > deadline => break false,
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        if !done {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("output");
+        if !done {
+            hung.push(format!("--delete-after {ms}ms:\n{}", stderr(&out)));
+            continue;
+        }
+        assert!(out.status.success(), "{ms} ms: {}", stderr(&out));
+        let r = json(&out);
+        let app = &r["containers"][0];
+        assert_eq!(app["restarts"], 1, "{ms} ms: {app}");
+        let reasons: Vec<&str> = app["terminations"]
+            .as_array()
+            .expect("terminations")
+            .iter()
+            .filter_map(|t| t["reason"].as_str())
+            .collect();
+        // Restarted by the probe, then deleted (a delete that lost the race to the second
+        // probe ends a second probe kill).
+        assert_eq!(reasons.first(), Some(&"LivenessProbe"), "{ms} ms: {app}");
+        assert_eq!(reasons.last(), Some(&"Deleted"), "{ms} ms: {app}");
+    }
+    assert!(
+        hung.is_empty(),
+        "podgrace never finished:\n{}",
+        hung.join("\n")
+    );
+}
+
+/// The delete is given with kubectl's flags (`--now` is a grace of 1), the eviction is spelled
+/// `--trigger evict-soft|evict-hard` as in explain and drill (the older `--evict hard` still
+/// works), and `-f` names the file, as kubectl's does (issue 9 item 11).
+#[test]
+fn the_delete_flags_and_the_eviction_are_spelled_as_in_explain() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: flags}\nspec:\n  terminationGracePeriodSeconds: 20\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n";
+    let file = tmp_file("runflags", "pod.yaml", yaml);
+    let f = file.to_str().unwrap();
+    // Checked before anything starts, so without root too.
+    let o = podgrace(&["run", f, "--now", "--grace-period", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--now and --grace-period cannot be specified together"));
+    let o = podgrace(&[
+        "run",
+        f,
+        "--delete-after",
+        "1s",
+        "--trigger",
+        "evict-soft",
+        "--grace-period",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("an eviction takes its grace from the kubelet"),
+        "{}",
+        stderr(&o)
+    );
+    if !privileged("run flags") {
+        return;
+    }
+    let grace = |args: &[&str]| {
+        let mut a = vec!["run", "-f", f, "-o", "json", "--delete-after", "1s"];
+        a.extend_from_slice(args);
+        let out = podgrace(&a);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let r = json(&out);
+        let t = termination(&r, "app");
+        (
+            t["reason"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_string(),
+            t["gracePeriodSeconds"].as_i64().unwrap_or(-9),
+        )
+    };
+    assert_eq!(grace(&["--now"]), ("Deleted".into(), 1));
+    assert_eq!(grace(&["--trigger", "evict-hard"]), ("Evicted".into(), 1));
+    assert_eq!(grace(&["--evict", "hard"]), ("Evicted".into(), 1));
+}
+
+/// The text summary's wording (issue 9 item 12): "1 restart"; a main container that waited for
+/// a sidecar that never started "never started" (not "not terminated by the kubelet"); a failed
+/// preStop says why (exit code, missing binary), and an httpGet hook's status outside 2xx is
+/// said too (the kubelet counts any status as success).
+#[test]
+fn the_summary_says_why() {
+    if !privileged("summary wording") {
+        return;
+    }
+    let blocked = tmp_file(
+        "summary-blocked",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: blocked}\nspec:\n  initContainers:\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    command: [/nonexistent/proxy]\n  containers:\n  - name: app\n    image: app\n    command: [sleep, \"1000\"]\n",
+    );
+    let out = podgrace(&["run", blocked.to_str().unwrap(), "--delete-after", "1500ms"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("  app (main, 0 restarts)\n    never started: it waits for sidecar proxy, which never started\n"),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    assert!(!text.contains("not terminated by the kubelet"), "{text}");
+
+    let hooks = tmp_file(
+        "summary-hooks",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hooks}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: exit3\n    image: x\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle: {preStop: {exec: {command: [sh, -c, \"exit 3\"]}}}\n  - name: missing\n    image: x\n    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]\n    lifecycle: {preStop: {exec: {command: [/nonexistent/drain]}}}\n  - name: web\n    image: python\n    command: [python3, -c, \"import http.server as h\\nclass H(h.BaseHTTPRequestHandler):\\n  def do_GET(s):\\n    s.send_response(503); s.end_headers()\\nh.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\"]\n    ports: [{containerPort: 8080}]\n    lifecycle: {preStop: {httpGet: {path: /drain, port: 8080}}}\n",
+    );
+    // Time for python to listen before the delete.
+    let out = podgrace(&["run", hooks.to_str().unwrap(), "--delete-after", "2s"]);
+    let text = stdout(&out);
+    for want in [
+        "failed (exited with 3)",
+        "failed (/nonexistent/drain is not in the container)",
+        "completed (HTTP 503, which the kubelet counts as success)",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}\n{}", stderr(&out));
+    }
+    let out = podgrace(&[
+        "run",
+        hooks.to_str().unwrap(),
+        "--delete-after",
+        "2s",
+        "-o",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(
+        termination(&r, "exit3")["preStop"]["detail"],
+        "exited with 3",
+        "{r}"
+    );
+}
+
+/// `1 restart`, not `1 restarts`.
+#[test]
+fn one_restart_is_singular() {
+    if !privileged("one restart") {
+        return;
+    }
+    let file = tmp_file(
+        "one-restart",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: once}\nspec:\n  restartPolicy: OnFailure\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, \"if [ -e /tmp/podgrace-once-$PODGRACE_RUN ]; then exec sleep 1000; fi; touch /tmp/podgrace-once-$PODGRACE_RUN; exit 1\"]\n    env: [{name: PODGRACE_RUN, value: \"RUNID\"}]\n"
+            .replace("RUNID", &std::process::id().to_string())
+            .as_str(),
+    );
+    let out = podgrace(&["run", file.to_str().unwrap(), "--delete-after", "1500ms"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("  app (main, 1 restart)\n"),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_file(format!("/tmp/podgrace-once-{}", std::process::id()));
+}
+
+/// Every manifest under `examples/` runs as it is on this machine (issue 9 item 12): each
+/// container starts (no `Failed` event: its command exists here) and is deleted, with
+/// `--grace-period 2` to keep the test short.
+#[test]
+fn every_example_runs() {
+    if !privileged("examples") {
+        return;
+    }
+    let mut n = 0;
+    for entry in std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        n += 1;
+        let p = path.to_str().unwrap();
+        let out = podgrace(&[
+            "run",
+            p,
+            "--delete-after",
+            "1500ms",
+            "--grace-period",
+            "2",
+            "-o",
+            "json",
+        ]);
+        assert!(out.status.success(), "{p}: {}", stderr(&out));
+        let r = json(&out);
+        assert!(
+            r["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["reason"] != "Failed"),
+            "{p}: {r}"
+        );
+        for c in r["containers"].as_array().unwrap() {
+            assert_eq!(c["terminations"][0]["reason"], "Deleted", "{p}: {c}");
+        }
+    }
+    assert!(n >= 3, "{n} examples");
 }
 
 #[test]

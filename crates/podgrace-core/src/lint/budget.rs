@@ -32,14 +32,20 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         let left = t.kill_seconds.max.saturating_sub(t.stop_signal_seconds.max);
         let min = cx.config().min_drain_seconds;
         if d > Seconds::ZERO && budget == tgps && left < Seconds::from_secs(min) {
-            let need = d.ceil_secs().saturating_add(min);
+            let need = i128::from(d.ceil_secs()) + i128::from(min);
+            // A grace above the largest the API accepts cannot be the fix.
+            let fix = if need > i128::from(timeline::MAX_GRACE_PERIOD_SECONDS) {
+                format!("shorten the preStop so that {min} s remain before SIGKILL (no terminationGracePeriodSeconds the API accepts leaves them after this hook)")
+            } else {
+                format!("raise terminationGracePeriodSeconds to at least {need}")
+            };
             sink.push(
                 cx,
                 "prestop-near-grace",
                 Some(c),
                 span(),
                 format!(
-                    "container {}: preStop {} s leaves {} s of terminationGracePeriodSeconds {tgps} s: {} comes at t={} and SIGKILL at t={}, less than minDrainSeconds {} for the app to drain; raise terminationGracePeriodSeconds to at least {need}",
+                    "container {}: preStop {} s leaves {} s of terminationGracePeriodSeconds {tgps} s: {} comes at t={} and SIGKILL at t={}, less than minDrainSeconds {} for the app to drain; {fix}",
                     c.name,
                     d,
                     left,
@@ -291,5 +297,53 @@ mod tests {
         assert_eq!(of(&f, "soft-eviction-is-immediate").len(), 1);
         opts.config.kubelet.eviction_max_pod_grace_period = Some(60);
         assert!(of(&run_with(&y, &opts), "soft-eviction-is-immediate").is_empty());
+    }
+
+    /// A hook known to last at least as long as the grace (`sh -c "sleep 60 && ..."`) is cut
+    /// just as an exact one (issue 9 item 12).
+    #[test]
+    fn a_script_that_sleeps_first_is_known_to_last_at_least_that() {
+        let y = deploy("      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              exec:\n                command: [sh, -c, \"sleep 60 && nginx -s quit\"]\n");
+        let f = run(&y);
+        let e = of(&f, "prestop-exceeds-grace");
+        assert_eq!(e.len(), 1, "{f:?}");
+        assert!(
+            e[0].message.starts_with("container app: preStop exec (it sleeps first) at least 60 s ≥ terminationGracePeriodSeconds 30 s"),
+            "{}",
+            e[0].message
+        );
+        assert!(
+            e[0].message.contains("to the preStop's at least 60 s plus"),
+            "{}",
+            e[0].message
+        );
+        // Shorter than the grace: no finding.
+        let short = deploy("      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              exec:\n                command: [sh, -c, \"sleep 10 && nginx -s quit\"]\n");
+        assert!(of(&run(&short), "prestop-exceeds-grace").is_empty());
+    }
+
+    /// No advice names a grace above the largest the API accepts (an int64): the fix is then
+    /// a shorter hook (issue 9 item 12).
+    #[test]
+    fn no_advice_to_raise_the_grace_above_what_the_api_accepts() {
+        let max = i64::MAX;
+        // A sleep action as long as the largest grace (the API accepts it: not above the grace).
+        let whole = deploy(&format!("      terminationGracePeriodSeconds: {max}\n      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep: {{seconds: {max}}}\n"));
+        let f = run(&whole);
+        let e = of(&f, "prestop-exceeds-grace");
+        assert_eq!(e.len(), 1, "{f:?}");
+        assert!(!e[0].message.contains("raise"), "{}", e[0].message);
+        assert!(e[0].message.contains("shorten the preStop: no terminationGracePeriodSeconds the API accepts (at most 9223372036854775807) is above it"), "{}", e[0].message);
+        let sleep = deploy(&format!("      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep: {{seconds: {max}}}\n"));
+        let f = run(&sleep);
+        let r = of(&f, "sleep-action-rejected");
+        assert_eq!(r.len(), 1, "{f:?}");
+        assert!(!r[0].message.contains("raise"), "{}", r[0].message);
+        let near = deploy(&format!("      terminationGracePeriodSeconds: {max}\n      containers:\n        - name: app\n          image: app\n          lifecycle:\n            preStop:\n              sleep: {{seconds: {}}}\n", max - 1));
+        let f = run(&near);
+        let n = of(&f, "prestop-near-grace");
+        assert_eq!(n.len(), 1, "{f:?}");
+        assert!(!n[0].message.contains("raise"), "{}", n[0].message);
+        assert!(n[0].message.ends_with("shorten the preStop so that 5 s remain before SIGKILL (no terminationGracePeriodSeconds the API accepts leaves them after this hook)"), "{}", n[0].message);
     }
 }

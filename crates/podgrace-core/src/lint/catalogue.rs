@@ -161,7 +161,7 @@ pub const CATALOGUE: &[Rule] = &[
         id: "endpoint-race",
         severity: Severity::Warning,
         title: "a container that serves traffic gets its stop signal before endpoints are removed",
-        doc: "Endpoint removal and the stop signal start together at t=0: the EndpointSlice controller, kube-proxy, ingress controllers and cloud load balancers keep routing new requests for L seconds (`endpointLagSeconds`, default 1). An app that stops accepting on SIGTERM fails them (connection refused, 502/503). A container serves traffic if it has a readiness probe or a containerPort that a Service in the input selects. The stop-signal time comes from the delete timeline; hooks of unknown length are given the benefit of the doubt (they may wait up to their budget), except a hook that only signals the app and returns at once (`nginx -s quit`, `kill -QUIT 1`; see prestop-signals-without-wait), which gives no delay.\n\nUpstream: pkg/controller/endpointslice (terminating endpoints), kube-proxy; kuberuntime_container.go.\nCases: kubernetes-sigs/aws-load-balancer-controller#2366, alphagov/govuk-helm-charts#2202 (R25).\nFix: a preStop delay of at least L (`lifecycle.preStop.sleep.seconds`, or exec sleep before 1.30), with terminationGracePeriodSeconds ≥ preStop + drain.",
+        doc: "Endpoint removal and the stop signal start together at t=0: the EndpointSlice controller, kube-proxy, ingress controllers and cloud load balancers keep routing new requests for L seconds (`endpointLagSeconds`, default 1). An app that stops accepting on SIGTERM fails them: through kube-proxy (L4, it answers no HTTP) as refused connections while the pod's network namespace exists, then as connect timeouts once its address is gone, and as EOF on keep-alive connections the app closed; through an ingress as 502/503. A container serves traffic if it has a readiness probe or a containerPort that a Service in the input selects. The stop-signal time comes from the delete timeline; hooks of unknown length are given the benefit of the doubt (they may wait up to their budget), except a hook that only signals the app and returns at once (`nginx -s quit`, `kill -QUIT 1`; see prestop-signals-without-wait), which gives no delay.\n\nA stop signal at L + 1 s or later passes: a delay of exactly L still races the removal (the drill lost 2 and 1 of 1,600 requests with a 1 s preStop against a 1 s lag), and a real kube-proxy applies a removal up to its minSyncPeriod (1 s) late when its sync slots are used up (recorded on kube-proxy 1.32: 906–1077 ms for 10 of 12 pods). While the pod terminates its endpoint is `ready: false, serving: true, terminating: true` (its Ready condition holds until the container exits), and it leaves the EndpointSlice once the pod's phase is terminal.\n\nUpstream: pkg/controller/endpointslice (terminating endpoints), kube-proxy; kuberuntime_container.go.\nCases: kubernetes-sigs/aws-load-balancer-controller#2366, alphagov/govuk-helm-charts#2202 (R25); real-kube-proxy-1.32.md.\nFix: a preStop delay of at least L + 1 s (`lifecycle.preStop.sleep.seconds`, or exec sleep before 1.30), with terminationGracePeriodSeconds ≥ preStop + drain.",
     },
     Rule {
         id: "service-selects-unready-pods",
@@ -175,6 +175,43 @@ pub const CATALOGUE: &[Rule] = &[
         severity: Severity::Warning,
         title: "a proxy (istio-proxy, envoy, linkerd, cloud-sql-proxy) runs as a regular container",
         doc: "Regular containers are stopped in parallel, each when its own preStop returns (at t=0 without one): the proxy gets its stop signal together with the app, or when its own preStop ends (a sleep added to hold it back only delays it by a fixed time), and exits after its own drain (istio's terminationDrainDuration, 5 s by default, read from the pod's `proxy.istio.io/config` annotation or the container's TERMINATION_DRAIN_DURATION_SECONDS), while the app may still be finishing requests or calling out through it until its SIGKILL. The message gives each container's stop-signal instant from the delete timeline, as `podgrace explain` shows it. With `longestRequestSeconds` in the lint configuration, a drain shorter than the longest request is named: the requests still in flight through the proxy when its drain ends fail, and so do the app's calls out through it. In a Job the pod does not complete while the proxy runs. Native sidecars (init containers with restartPolicy: Always, on by default since 1.29) are stopped only after the main containers have exited.\n\nUpstream: kuberuntime_container.go killContainersWithSyncResult, kuberuntime_termination_order.go.\nCases: Alibaba Cloud ASM sidecar drain write-up (R22).\nFix: run the proxy as a native sidecar, or make its drain at least the longest request and below terminationGracePeriodSeconds.",
+    },
+    // ---- the kill (the delete timeline) ----
+    Rule {
+        id: "tcpsocket-hook-not-run",
+        severity: Severity::Warning,
+        title: "a tcpSocket preStop, which the API accepts but the kubelet never runs",
+        doc: "The API server still accepts `tcpSocket` in a lifecycle handler (kept for backward compatibility), but the kubelet's handler runner has no case for it: the hook fails at once with \"invalid handler\" (a FailedPreStopHook event) and the stop signal follows at t=0, so the delay the hook was meant to give never happens.\n\nUpstream: pkg/kubelet/lifecycle/handlers.go handlerRunner.Run (the default case).\nFix: use the sleep action (1.30+), an exec `sleep N`, or an httpGet handler.\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "prestop-skipped",
+        severity: Severity::Warning,
+        title: "the grace budget is 0, so the preStop hook is not run at all",
+        doc: "The kubelet runs the preStop hook only while the grace period it kills with is above 0. A budget of 0 (a kubelet of 1.21 or earlier after a force delete, or a grace already spent) skips the hook silently: no event, the stop signal at once.\n\nUpstream: pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer (`gracePeriod > 0` guards executePreStopHook).\nFix: give the pod a terminationGracePeriodSeconds above 0, and avoid force deletes of pods whose hooks matter.\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "stop-signal-sigkill",
+        severity: Severity::Warning,
+        title: "the container's stop signal is SIGKILL: it cannot shut down at all",
+        doc: "SIGKILL cannot be caught or handled, so a container whose stop signal is SIGKILL dies the moment the runtime stops it (after its preStop): no drain, no flush, no graceful close, whatever the grace period.\n\nUpstream: containerd internal/cri/server/container_stop.go (the stop signal is sent as given); pkg/apis/core/validation validateContainerStopSignal accepts SIGKILL.\nFix: use SIGTERM (or the app's graceful signal, SIGQUIT for nginx), and let the grace period's SIGKILL be the backstop.\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "stop-signal-feature-gate",
+        severity: Severity::Info,
+        title: "lifecycle.stopSignal needs the ContainerStopSignals feature gate and a runtime that honours it",
+        doc: "`lifecycle.stopSignal` (KEP-4960) is alpha since Kubernetes 1.33 and off by default: without the ContainerStopSignals gate on the API server and the kubelet the field is dropped, and the image's STOPSIGNAL (or SIGTERM) applies; the runtime must pass it on too (containerd 2.3+, CRI-O).\n\nUpstream: pkg/features/kube_features.go ContainerStopSignals; pkg/kubelet/kuberuntime/kuberuntime_container.go getContainerConfigStopSignal.\nFix: enable the gate where you rely on it, or set the signal in the image (STOPSIGNAL).\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "stop-signal-from-image",
+        severity: Severity::Info,
+        title: "the stop signal comes from the official image's STOPSIGNAL, not SIGTERM",
+        doc: "Without `lifecycle.stopSignal` the runtime sends the image's STOPSIGNAL: nginx 1.19.5+ and php-fpm SIGQUIT, httpd and php-apache SIGWINCH, haproxy SIGUSR1. podgrace infers it from the image name of the official images it knows; an image built FROM one of them inherits it.\n\nUpstream: containerd internal/cri/server/container_stop.go (the image config's StopSignal); the images' Dockerfiles.\nFix: nothing when intended; set lifecycle.stopSignal (with its feature gate) to make it explicit, and make sure the app handles that signal.\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "kill-beyond-grace",
+        severity: Severity::Warning,
+        title: "SIGKILL can come later than terminationGracePeriodSeconds plus 2 s",
+        doc: "A native sidecar deducts its preStop and its wait for its turn (the main containers' exits) in whole seconds, and each truncation can leave up to a second before the 2 s floor, so the last SIGKILL can come after grace + 2 s. Before 1.28 the kubelet also granted the full grace again after a preStop hook.\n\nUpstream: pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer and killContainersWithSyncResult (the sidecar termination order, KEP-753); kubernetes/kubernetes#115817.\nFix: count the sidecars' preStops in terminationGracePeriodSeconds, and keep node drains' and rollouts' timeouts above the latest SIGKILL.\nAlso reported by `podgrace explain` under the same id.",
     },
 ];
 

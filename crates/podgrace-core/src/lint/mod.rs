@@ -14,12 +14,15 @@
 //!
 //! Rules are grouped by concern: [`budget`] (grace period and preStop length), [`signals`]
 //! (what receives the stop signal), [`hooks`] (whether the preStop can run), [`probes`],
-//! [`traffic`] (endpoint removal, Services) and [`sidecars`]. The [`catalogue`] documents each.
+//! [`traffic`] (endpoint removal, Services), [`sidecars`] and [`kill`] (what the kubelet and the
+//! runtime do in the delete timeline). The [`catalogue`] documents each. `podgrace explain`
+//! shows these same findings for each pod (it runs [`lint`]), with its trigger's own.
 
 mod budget;
 pub mod catalogue;
 mod config;
 mod hooks;
+mod kill;
 mod probes;
 mod sidecars;
 mod signals;
@@ -119,12 +122,19 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
                 let Ok(tl) = timeline::explain(pod, &Trigger::Delete, &topts) else {
                     continue;
                 };
+                let by_name = tl
+                    .containers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (t.name.as_str(), i))
+                    .collect();
                 let cx = PodCx {
                     object: o,
                     pod,
                     timeline: &tl,
+                    by_name,
                     opts,
-                    services: &services,
+                    service_targets: traffic::ServiceTargets::new(&services, o, pod),
                     pdbs: &pdbs,
                 };
                 budget::check(&cx, &mut sink);
@@ -133,6 +143,7 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
                 probes::check(&cx, &mut sink);
                 traffic::check(&cx, &mut sink);
                 sidecars::check(&cx, &mut sink);
+                kill::check(&cx, &mut sink);
             }
             ObjectBody::Service(svc) => traffic::check_service(o, svc, &pods, &mut sink),
             _ => {}
@@ -174,6 +185,8 @@ pub fn rejections(
                 // Rejected for being above the grace, or for not being positive (0 is accepted
                 // from 1.33): the fix names a value on the right side of the limit.
                 let fix = match value.parse::<i64>() {
+                    // No grace the API accepts is above it.
+                    Ok(v) if v == timeline::MAX_GRACE_PERIOD_SECONDS => "shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out (no terminationGracePeriodSeconds the API accepts is above it)".to_string(),
                     Ok(v) if v > 0 => format!(
                         "shorten the sleep so that the app has time to drain before terminationGracePeriodSeconds runs out, or raise terminationGracePeriodSeconds above {v}, to the sleep's {v} s plus your app's drain time"
                     ),
@@ -225,8 +238,12 @@ pub(crate) struct PodCx<'a> {
     pub pod: &'a PodPlan,
     /// The `delete` trigger timeline (the pod's own terminationGracePeriodSeconds).
     pub timeline: &'a Timeline,
+    /// Each container's index in [`Self::timeline`], by name (lookups in constant time, so
+    /// that the rules stay linear in the pod's containers).
+    pub by_name: std::collections::HashMap<&'a str, usize>,
     pub opts: &'a LintOptions,
-    pub services: &'a [(&'a Object, &'a Service)],
+    /// The ports the input's Services that select this pod target.
+    pub service_targets: traffic::ServiceTargets<'a>,
     pub pdbs: &'a [(&'a Object, &'a PodDisruptionBudget)],
 }
 
@@ -241,7 +258,9 @@ impl PodCx<'_> {
 
     /// The timeline entry of container `c`.
     pub fn timeline_of(&self, c: &ContainerPlan) -> Option<&timeline::ContainerTimeline> {
-        self.timeline.containers.iter().find(|t| t.name == c.name)
+        self.by_name
+            .get(c.name.as_str())
+            .and_then(|&i| self.timeline.containers.get(i))
     }
 
     /// Whether a Service or PodDisruptionBudget `other` may select this pod (see [`related`]).

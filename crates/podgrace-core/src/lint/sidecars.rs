@@ -23,8 +23,18 @@ fn proxy_kind(c: &ContainerPlan) -> Option<&'static str> {
     }
 }
 
-/// `a`, `a and b`, `a, b and c`.
+/// At most this many names in a list of a message (then "and N more").
+const MAX_NAMES: usize = 10;
+
+/// `a`, `a and b`, `a, b and c`; beyond [`MAX_NAMES`], `a, b, ... and 20 more`.
 fn and_list(names: &[&str]) -> String {
+    if names.len() > MAX_NAMES {
+        return format!(
+            "{} and {} more",
+            names[..MAX_NAMES].join(", "),
+            names.len() - MAX_NAMES
+        );
+    }
     match names {
         [] => String::new(),
         [one] => (*one).to_string(),
@@ -41,25 +51,51 @@ fn at(s: Span) -> String {
     }
 }
 
+/// The apps (the regular containers that are not proxies) grouped by when they get their stop
+/// signals, in order of first appearance.
+struct AppStops<'p> {
+    groups: Vec<(Span, Vec<&'p str>)>,
+}
+
+impl<'p> AppStops<'p> {
+    fn new(apps: &[(&'p ContainerPlan, &ContainerTimeline)]) -> Self {
+        let mut groups: Vec<(Span, Vec<&'p str>)> = Vec::new();
+        let mut index: std::collections::HashMap<Span, usize> = std::collections::HashMap::new();
+        for (a, at) in apps {
+            let s = at.stop_signal_seconds;
+            match index.get(&s) {
+                Some(&i) => groups[i].1.push(a.name.as_str()),
+                None => {
+                    index.insert(s, groups.len());
+                    groups.push((s, vec![a.name.as_str()]));
+                }
+            }
+        }
+        AppStops { groups }
+    }
+}
+
 /// When the other regular containers and the proxy get their stop signals, from the delete
 /// timeline: `api and nginx get their stop signals at t=0; ` (empty when all come together with
 /// the proxy's) and `it gets SIGTERM at t=300 (after its preStop)[ together with ...]`. Regular
 /// containers are killed in parallel, each after its own preStop
-/// (`killContainersWithSyncResult`), so the instants differ when their hooks do.
-fn stop_instants(
-    t: &ContainerTimeline,
-    apps: &[(&ContainerPlan, &ContainerTimeline)],
-) -> (String, String) {
-    let mut groups: Vec<(Span, Vec<&str>)> = Vec::new();
-    for (a, at) in apps {
-        let s = at.stop_signal_seconds;
-        match groups.iter_mut().find(|(g, _)| *g == s) {
-            Some((_, names)) => names.push(a.name.as_str()),
-            None => groups.push((s, vec![a.name.as_str()])),
-        }
-    }
+/// (`killContainersWithSyncResult`), so the instants differ when their hooks do. At most
+/// [`MAX_NAMES`] instants are listed.
+fn stop_instants(t: &ContainerTimeline, apps: &AppStops<'_>) -> (String, String) {
     let mut others = String::new();
-    for (s, names) in groups.iter().filter(|(s, _)| *s != t.stop_signal_seconds) {
+    let other_groups: Vec<&(Span, Vec<&str>)> = apps
+        .groups
+        .iter()
+        .filter(|(s, _)| *s != t.stop_signal_seconds)
+        .collect();
+    for (listed, (s, names)) in other_groups.iter().enumerate() {
+        if listed == MAX_NAMES {
+            others.push_str(&format!(
+                ", and the others at {} more instants",
+                other_groups.len() - MAX_NAMES
+            ));
+            break;
+        }
         if others.is_empty() {
             let verb = if names.len() == 1 {
                 "gets its stop signal"
@@ -84,7 +120,11 @@ fn stop_instants(
         t.stop_signal,
         at(t.stop_signal_seconds)
     );
-    if let Some((_, names)) = groups.iter().find(|(s, _)| *s == t.stop_signal_seconds) {
+    if let Some((_, names)) = apps
+        .groups
+        .iter()
+        .find(|(s, _)| *s == t.stop_signal_seconds)
+    {
         own.push_str(&format!(" together with {}", and_list(names)));
     }
     (others, own)
@@ -136,30 +176,35 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
     if pod.containers.len() < 2 {
         return;
     }
-    for c in &pod.containers {
-        let Some(kind) = proxy_kind(c) else {
+    // The apps are the same for every proxy of the pod: found once, so that a pod of many
+    // containers costs linear time.
+    let kinds: Vec<Option<&'static str>> = pod.containers.iter().map(proxy_kind).collect();
+    let apps: Vec<(&ContainerPlan, &ContainerTimeline)> = pod
+        .containers
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| k.is_none())
+        .filter_map(|(o, _)| cx.timeline_of(o).map(|ot| (o, ot)))
+        .collect();
+    if apps.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = apps.iter().map(|(a, _)| a.name.as_str()).collect();
+    let stops = AppStops::new(&apps);
+    // The apps may run (serving, or calling out through the proxy) until their SIGKILL.
+    let until = apps
+        .iter()
+        .map(|(_, at)| at.kill_seconds.max)
+        .max()
+        .unwrap_or(Seconds::ZERO);
+    for (c, kind) in pod.containers.iter().zip(&kinds) {
+        let Some(kind) = *kind else {
             continue;
         };
         let Some(t) = cx.timeline_of(c) else {
             continue;
         };
-        let apps: Vec<(&ContainerPlan, &ContainerTimeline)> = pod
-            .containers
-            .iter()
-            .filter(|o| o.name != c.name && proxy_kind(o).is_none())
-            .filter_map(|o| cx.timeline_of(o).map(|ot| (o, ot)))
-            .collect();
-        if apps.is_empty() {
-            continue;
-        }
-        let names: Vec<&str> = apps.iter().map(|(a, _)| a.name.as_str()).collect();
-        let (others, own) = stop_instants(t, &apps);
-        // The apps may run (serving, or calling out through the proxy) until their SIGKILL.
-        let until = apps
-            .iter()
-            .map(|(_, at)| at.kill_seconds.max)
-            .max()
-            .unwrap_or(Seconds::ZERO);
+        let (others, own) = stop_instants(t, &stops);
         let istio = kind.starts_with("istio");
         let drain = drain_setting(pod, c);
         let (stop, kill) = (t.stop_signal_seconds.max, t.kill_seconds.max);

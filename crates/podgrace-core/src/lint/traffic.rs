@@ -1,5 +1,7 @@
 //! Traffic rules: the endpoint race at t=0, and Services that select pods without readiness.
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -8,44 +10,75 @@ use super::{object_ref, related, secs, selects, PodCx, Sink};
 use crate::manifest::Object;
 use crate::plan::{ContainerPlan, ContainerRole, PodPlan, WorkloadKind};
 
-/// The Service port targets of `svc` that container `c` declares, as `Service NAME port N`.
-fn service_ports(svc: &Service, c: &ContainerPlan) -> Vec<i32> {
-    let Some(ports) = svc.spec.as_ref().and_then(|s| s.ports.as_ref()) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for sp in ports {
-        let hit = match &sp.target_port {
-            Some(IntOrString::Int(n)) => c.ports.iter().find(|p| p.container_port == *n),
-            Some(IntOrString::String(name)) => {
-                c.ports.iter().find(|p| p.name.as_deref() == Some(name))
-            }
-            None => c.ports.iter().find(|p| p.container_port == sp.port),
-        };
-        if let Some(p) = hit {
-            out.push(p.container_port);
-        }
-    }
-    out
-}
-
 fn selector(svc: &Service) -> Option<&std::collections::BTreeMap<String, String>> {
     svc.spec.as_ref().and_then(|s| s.selector.as_ref())
+}
+
+/// Where the Services of the input that select one pod send traffic: each target port (a
+/// number, or a containerPort's name) with the first Service port that targets it, as
+/// (Service index, port index, Service name). Built once per pod, so that finding the Service of
+/// each container costs its own ports only.
+#[derive(Default)]
+pub(crate) struct ServiceTargets<'a> {
+    by_number: HashMap<i32, (usize, usize, &'a str)>,
+    by_name: HashMap<&'a str, (usize, usize, &'a str)>,
+}
+
+impl<'a> ServiceTargets<'a> {
+    /// The targets of the Services in `services` related to `object` whose selector selects
+    /// `pod`'s labels.
+    pub fn new(services: &[(&'a Object, &'a Service)], object: &Object, pod: &PodPlan) -> Self {
+        let mut t = ServiceTargets::default();
+        for (si, (o, svc)) in services.iter().enumerate() {
+            if !related(object, o) || !selector(svc).is_some_and(|s| selects(s, &pod.labels)) {
+                continue;
+            }
+            let ports = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_deref())
+                .unwrap_or_default();
+            for (pi, sp) in ports.iter().enumerate() {
+                let at = (si, pi, o.name.as_str());
+                match &sp.target_port {
+                    Some(IntOrString::Int(n)) => {
+                        t.by_number.entry(*n).or_insert(at);
+                    }
+                    Some(IntOrString::String(name)) => {
+                        t.by_name.entry(name.as_str()).or_insert(at);
+                    }
+                    // targetPort defaults to the port.
+                    None => {
+                        t.by_number.entry(sp.port).or_insert(at);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The first Service (in input order) that targets one of `c`'s ports, and that port: the
+    /// first of the Service's ports that hits.
+    fn of(&self, c: &ContainerPlan) -> Option<(&'a str, i32)> {
+        c.ports
+            .iter()
+            .flat_map(|p| {
+                let by_name = p.name.as_deref().and_then(|n| self.by_name.get(n));
+                [self.by_number.get(&p.container_port), by_name]
+                    .into_iter()
+                    .flatten()
+                    .map(move |&(si, pi, name)| ((si, pi), name, p.container_port))
+            })
+            .min_by_key(|(at, _, _)| *at)
+            .map(|(_, name, port)| (name, port))
+    }
 }
 
 /// Why container `c` serves traffic, if it does as far as the input shows: a Service of the
 /// input selects one of its ports, or it has a readiness probe.
 pub(super) fn serves(cx: &PodCx<'_>, c: &ContainerPlan) -> Option<String> {
-    for (o, svc) in cx.services {
-        if !cx.related(o) {
-            continue;
-        }
-        if !selector(svc).is_some_and(|s| selects(s, &cx.pod.labels)) {
-            continue;
-        }
-        if let Some(port) = service_ports(svc, c).first() {
-            return Some(format!("Service {} selects its port {port}", o.name));
-        }
+    if let Some((name, port)) = cx.service_targets.of(c) {
+        return Some(format!("Service {name} selects its port {port}"));
     }
     c.readiness_probe
         .is_some()
@@ -59,10 +92,13 @@ pub(super) fn race_applies(cx: &PodCx<'_>) -> bool {
         && cx.config().endpoint_lag_seconds > 0.0
 }
 
-/// The preStop delay lint suggests against the endpoint lag (the lag rounded up, at least 5 s)
+/// The preStop delay lint suggests against the endpoint lag (the lag rounded up plus the race
+/// margin, at least 5 s)
 /// and how to write it for the Kubernetes version (the sleep action from 1.30).
 pub(super) fn delay_fix(cx: &PodCx<'_>) -> (i64, String) {
-    let sleep = cx.config().endpoint_lag_seconds.ceil().max(5.0) as i64;
+    let sleep = (cx.config().endpoint_lag_seconds.ceil()
+        + crate::rules::endpoints::ENDPOINT_RACE_MARGIN_SECONDS)
+        .max(5.0) as i64;
     let fix = if cx.opts.version.at_least(1, 30) {
         format!("`lifecycle.preStop.sleep.seconds: {sleep}`")
     } else {
@@ -89,7 +125,9 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         } else {
             t.stop_signal_seconds.max
         };
-        if stop.as_f64() >= lag {
+        // A stop signal at exactly the lag still races the removal: the margin.
+        let need = lag + crate::rules::endpoints::ENDPOINT_RACE_MARGIN_SECONDS;
+        if stop.as_f64() >= need {
             continue;
         }
         let Some(why) = serves(cx, c) else {
@@ -117,12 +155,13 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             Some(c),
             span,
             format!(
-                "container {} serves traffic ({why}) but gets {} at t={} with {delay}: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about {} s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least {} s, e.g. {fix}, and keep terminationGracePeriodSeconds ({} s) ≥ preStop + drain time",
+                "container {} serves traffic ({why}) but gets {} at t={} with {delay}: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about {} s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least {} s, the lag plus {} s (a delay of just the lag still races the removal, and kube-proxy applies a removal up to its minSyncPeriod, 1 s, late), e.g. {fix}, and keep terminationGracePeriodSeconds ({} s) ≥ preStop + drain time",
                 c.name,
                 t.stop_signal,
                 stop,
                 secs(lag),
-                secs(lag),
+                secs(need),
+                secs(crate::rules::endpoints::ENDPOINT_RACE_MARGIN_SECONDS),
                 cx.tgps(),
             ),
         );
@@ -229,6 +268,28 @@ mod tests {
         );
     }
 
+    /// Issue 9 item 4: a preStop of exactly the lag still races the removal (the drill lost 2
+    /// and 1 of 1,600 requests that way): reported, with the lag plus the margin as the fix; the
+    /// lag plus 1 s passes.
+    #[test]
+    fn a_pre_stop_of_exactly_the_lag_still_races() {
+        let y = |sleep: u32| {
+            deploy(&format!("      containers:\n        - name: app\n          image: x\n          readinessProbe:\n            tcpSocket:\n              port: 8080\n          lifecycle:\n            preStop:\n              sleep:\n                seconds: {sleep}\n"))
+        };
+        let f = run(&y(1));
+        let e = of(&f, "endpoint-race");
+        assert_eq!(e.len(), 1, "{f:?}");
+        assert!(
+            e[0].message.contains("with a preStop of only 1 s")
+                && e[0]
+                    .message
+                    .contains("add a preStop delay of at least 2 s, the lag plus 1 s"),
+            "{}",
+            e[0].message
+        );
+        assert!(of(&run(&y(2)), "endpoint-race").is_empty());
+    }
+
     #[test]
     fn a_hook_that_signals_and_returns_gets_no_benefit_of_the_doubt() {
         // nginx:1.25 stops with SIGQUIT; `nginx -s quit` sends the same and returns at once:
@@ -239,7 +300,7 @@ mod tests {
         assert_eq!(e.len(), 1, "{f:?}");
         assert_eq!(
             e[0].message,
-            "container nginx serves traffic (it has a readiness probe) but gets SIGQUIT at t=0 with a preStop (`nginx -s quit`) that signals the app and returns at once, so it delays nothing: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about 1 s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least 1 s, e.g. `lifecycle.preStop.sleep.seconds: 5`, and keep terminationGracePeriodSeconds (30 s) ≥ preStop + drain time"
+            "container nginx serves traffic (it has a readiness probe) but gets SIGQUIT at t=0 with a preStop (`nginx -s quit`) that signals the app and returns at once, so it delays nothing: EndpointSlice updates reach kube-proxy, ingress controllers and load balancers only after about 1 s (endpointLagSeconds), and requests sent to the pod meanwhile fail once the app stops accepting; add a preStop delay of at least 2 s, the lag plus 1 s (a delay of just the lag still races the removal, and kube-proxy applies a removal up to its minSyncPeriod, 1 s, late), e.g. `lifecycle.preStop.sleep.seconds: 5`, and keep terminationGracePeriodSeconds (30 s) ≥ preStop + drain time"
         );
         assert_eq!(e[0].span.line, 24);
         assert!(of(&f, "prestop-signals-without-wait").is_empty(), "{f:?}");

@@ -158,7 +158,9 @@ impl NodeDe<'_, '_, '_> {
     /// Records keys outside `fields` and repeated keys.
     fn check_fields(&self, entries: &[Entry<'_>], fields: &[&str]) {
         let mut issues = self.ctx.issues.borrow_mut();
-        for (i, e) in entries.iter().enumerate() {
+        let mut seen: std::collections::HashSet<&str> =
+            std::collections::HashSet::with_capacity(entries.len());
+        for e in entries {
             let key: &str = &e.key;
             if self.root && (key == "apiVersion" || key == "kind") {
                 continue;
@@ -173,7 +175,7 @@ impl NodeDe<'_, '_, '_> {
                     },
                 });
             }
-            if entries.iter().take(i).any(|p| p.key == e.key) {
+            if !seen.insert(key) {
                 issues.push(Issue {
                     pos: e.key_pos,
                     path: Path::Key(&self.path, key).to_string(),

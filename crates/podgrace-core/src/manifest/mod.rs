@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use crate::plan::{PodPlan, SourceSpan};
 use crate::KubeVersion;
 
+pub use tree::MAX_OBJECT_BYTES;
 pub use validate::FieldErrorKind;
 pub(crate) use validate::Seg;
 
@@ -212,9 +213,13 @@ impl fmt::Display for PathPrefix<'_> {
 /// What is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestErrorKind {
-    /// The text is not YAML (message from the parser).
+    /// The text is not YAML (message from the parser), or its aliases expand too much.
     #[error("YAML syntax error: {0}")]
     Syntax(String),
+    /// An object above the API server's request limit ([`MAX_OBJECT_BYTES`], 3 MiB); it is not
+    /// read further.
+    #[error("{0}")]
+    TooLarge(String),
     /// A document that is not a mapping, or lacks `apiVersion` or `kind`.
     #[error("{0}")]
     NotAnObject(String),
@@ -301,7 +306,11 @@ fn syntax_error(file: &str, e: tree::SyntaxError) -> ManifestError {
             column: e.pos.col as usize,
             path: String::new(),
         },
-        kind: ManifestErrorKind::Syntax(e.message),
+        kind: if e.too_large {
+            ManifestErrorKind::TooLarge(e.message)
+        } else {
+            ManifestErrorKind::Syntax(e.message)
+        },
         object: None,
         object_span: None,
     }
@@ -410,16 +419,6 @@ pub fn parse_only(text: &str) -> Result<usize, Box<ManifestError>> {
     let (docs, syntax) = tree::parse_documents(text);
     match syntax {
         None => Ok(docs.len()),
-        Some(e) => Err(Box::new(ManifestError {
-            span: SourceSpan {
-                file: "-".to_string(),
-                line: e.pos.line as usize,
-                column: e.pos.col as usize,
-                path: String::new(),
-            },
-            kind: ManifestErrorKind::Syntax(e.message),
-            object: None,
-            object_span: None,
-        })),
+        Some(e) => Err(Box::new(syntax_error("-", e))),
     }
 }

@@ -4,7 +4,10 @@
 //! as `serde_saphyr::granit_parser`). Scalars are resolved the way Kubernetes' YAML decoder
 //! (`sigs.k8s.io/yaml`, go-yaml v2, YAML 1.1 core types) resolves them: plain `30` is an integer,
 //! quoted `"30"` stays a string, `yes`/`on`/`true` are booleans, `~`/`null`/empty are null.
-//! Aliases are expanded (with a node budget against alias bombs) and `<<` merge keys applied.
+//! Aliases are expanded and `<<` merge keys applied. Alias expansion is capped relative to the
+//! document's own size, as the hardened go-yaml that Kubernetes decodes with caps it (see
+//! [`allowed_alias_ratio`]), and by an absolute node budget per file: an alias bomb ("billion
+//! laughs") stops at the alias that would exceed the cap, with its position.
 
 use std::borrow::Cow;
 
@@ -49,10 +52,60 @@ pub(crate) struct Entry<'a> {
 pub(crate) struct SyntaxError {
     pub pos: Pos,
     pub message: String,
+    /// The error is an object above [`MAX_OBJECT_BYTES`], not bad YAML.
+    pub too_large: bool,
 }
 
-/// At most this many nodes per file, counting alias expansions (an alias bomb stops here).
+impl SyntaxError {
+    fn at(pos: Pos, message: impl Into<String>) -> SyntaxError {
+        SyntaxError {
+            pos,
+            message: message.into(),
+            too_large: false,
+        }
+    }
+}
+
+/// The largest object the API server takes: kube-apiserver refuses a request body above 3 MiB
+/// (`MaxRequestBodyBytes`, `staging/src/k8s.io/apiserver/pkg/server/config.go`; `limitedReadBody`
+/// answers 413 "Request entity too large: limit is 3145728"). An object whose YAML text is
+/// longer is refused where it passes this size, before more of it is read: the work one object
+/// can cost is bounded. Each item of a `List` is an object of its own (kubectl sends them one
+/// by one).
+pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
+
+/// At most this many nodes per file, counting alias expansions.
 const NODE_BUDGET: usize = 5_000_000;
+
+/// go-yaml's `alias_ratio_range_low` and `alias_ratio_range_high`: decoded nodes between which
+/// the share allowed to come from aliases falls from 99% to 10%.
+const ALIAS_RATIO_RANGE_LOW: usize = 400_000;
+const ALIAS_RATIO_RANGE_HIGH: usize = 4_000_000;
+
+/// The share of a document's decoded nodes that may come from alias expansion, given the nodes
+/// decoded so far: 99% up to 400,000 nodes, 10% from 4,000,000, linear between. Mirrors
+/// `allowedAliasRatio` of go-yaml (`gopkg.in/yaml.v2` 2.2.8+ and `yaml.v3` `decode.go`, the fix
+/// of CVE-2019-11253, Kubernetes 1.16.2 and later, through `sigs.k8s.io/yaml`), which fails the
+/// document with "document contains excessive aliasing" once more than 100 nodes came from
+/// aliases, more than 1,000 were decoded, and the aliases' share is above this.
+fn allowed_alias_ratio(decoded: usize) -> f64 {
+    if decoded <= ALIAS_RATIO_RANGE_LOW {
+        0.99
+    } else if decoded >= ALIAS_RATIO_RANGE_HIGH {
+        0.10
+    } else {
+        let range = (ALIAS_RATIO_RANGE_HIGH - ALIAS_RATIO_RANGE_LOW) as f64;
+        0.99 - 0.89 * ((decoded - ALIAS_RATIO_RANGE_LOW) as f64 / range)
+    }
+}
+
+/// Whether a document that decoded `decoded` nodes, `aliased` of them from aliases, has more
+/// aliasing than go-yaml allows (see [`allowed_alias_ratio`]).
+fn excessive_aliasing(decoded: usize, aliased: usize) -> bool {
+    aliased > 100
+        && decoded > 1000
+        && aliased as f64 / decoded as f64 > allowed_alias_ratio(decoded)
+}
 
 impl<'a> Node<'a> {
     /// The entry of a mapping with this key.
@@ -102,10 +155,18 @@ impl<'a> Node<'a> {
 /// Parses every document of `text` into trees. Documents are returned in order; a syntax error
 /// stops parsing and is returned together with the documents completed before it.
 pub(crate) fn parse_documents(text: &str) -> (Vec<Node<'_>>, Option<SyntaxError>) {
+    parse_limited(text, MAX_OBJECT_BYTES)
+}
+
+/// [`parse_documents`] with objects limited to `max_object_bytes` (tests use small limits).
+fn parse_limited(text: &str, max_object_bytes: usize) -> (Vec<Node<'_>>, Option<SyntaxError>) {
     let mut options = ParserOptions::default();
     options.emit_comments = false;
     let parser = Parser::new_from_str_with_options(text, options);
-    let mut builder = Builder::default();
+    let mut builder = Builder {
+        max_object_bytes,
+        ..Builder::default()
+    };
     for item in parser {
         match item {
             Ok((event, span)) => {
@@ -113,7 +174,12 @@ pub(crate) fn parse_documents(text: &str) -> (Vec<Node<'_>>, Option<SyntaxError>
                     line: to_u32(span.start.line()),
                     col: to_u32(span.start.col().saturating_add(1)),
                 };
-                if let Err(e) = builder.event(event, pos) {
+                let offset = span.start.byte_offset().unwrap_or(span.start.index());
+                let end = span.end.byte_offset().unwrap_or(span.end.index());
+                if let Err(e) = builder
+                    .event(event, pos, offset)
+                    .and_then(|()| builder.check_size(end))
+                {
                     return (builder.docs, Some(e));
                 }
             }
@@ -123,13 +189,7 @@ pub(crate) fn parse_documents(text: &str) -> (Vec<Node<'_>>, Option<SyntaxError>
                     line: to_u32(mark.line()),
                     col: to_u32(mark.col().saturating_add(1)),
                 };
-                return (
-                    builder.docs,
-                    Some(SyntaxError {
-                        pos,
-                        message: e.info(),
-                    }),
-                );
+                return (builder.docs, Some(SyntaxError::at(pos, e.info())));
             }
         }
     }
@@ -149,6 +209,8 @@ enum Open<'a> {
     },
     Map {
         node_pos: Pos,
+        /// Byte offset of the mapping's start in the text.
+        start: usize,
         anchor: usize,
         entries: Vec<Entry<'a>>,
         key: Option<(Cow<'a, str>, Pos)>,
@@ -158,20 +220,35 @@ enum Open<'a> {
 #[derive(Default)]
 struct Builder<'a> {
     stack: Vec<Open<'a>>,
-    /// Anchored nodes of the current document, by anchor id.
-    anchors: Vec<Option<Node<'a>>>,
+    /// Anchored nodes of the current document, by anchor id, with how many nodes each holds.
+    anchors: Vec<Option<(Node<'a>, usize)>>,
     docs: Vec<Node<'a>>,
     /// The current document's root, once complete.
     root: Option<Node<'a>>,
+    /// Nodes of the file so far, alias expansions included.
     nodes: usize,
+    /// Nodes of the current document, alias expansions included.
+    decoded: usize,
+    /// Nodes of the current document that came from alias expansions.
+    aliased: usize,
+    /// Nodes completed since each open collection started (for the size of an anchored one).
+    sizes: Vec<usize>,
+    /// The document's root mapping has a sequence of `items`: it is a `List`, whose items, not
+    /// itself, are the objects (see [`MAX_OBJECT_BYTES`]).
+    root_is_list: bool,
+    /// [`MAX_OBJECT_BYTES`] (smaller in tests).
+    max_object_bytes: usize,
 }
 
 impl<'a> Builder<'a> {
-    fn event(&mut self, event: Event<'a>, pos: Pos) -> Result<(), SyntaxError> {
+    fn event(&mut self, event: Event<'a>, pos: Pos, offset: usize) -> Result<(), SyntaxError> {
         match event {
             Event::DocumentStart(..) => {
                 self.anchors.clear();
                 self.root = None;
+                self.decoded = 0;
+                self.aliased = 0;
+                self.root_is_list = false;
             }
             Event::DocumentEnd => {
                 // An empty document has no root: it is skipped like a null one.
@@ -182,9 +259,10 @@ impl<'a> Builder<'a> {
             Event::Scalar(text, style, anchor, tag) => {
                 let tag_suffix = tag.as_ref().map(|t| t.suffix().to_string());
                 let value = resolve_scalar(text, style, tag_suffix.as_deref());
-                self.complete(Node { pos, value }, anchor, pos)?;
+                self.complete(Node { pos, value }, anchor, 1, 1, pos)?;
             }
             Event::SequenceStart(_, anchor, _) => {
+                self.sizes.push(0);
                 self.stack.push(Open::Seq {
                     node_pos: pos,
                     anchor,
@@ -192,8 +270,10 @@ impl<'a> Builder<'a> {
                 });
             }
             Event::MappingStart(_, anchor, _) => {
+                self.sizes.push(0);
                 self.stack.push(Open::Map {
                     node_pos: pos,
+                    start: offset,
                     anchor,
                     entries: Vec::new(),
                     key: None,
@@ -224,55 +304,148 @@ impl<'a> Builder<'a> {
                         },
                         anchor,
                     ),
-                    None => {
-                        return Err(SyntaxError {
-                            pos,
-                            message: "unbalanced collection end".into(),
-                        })
-                    }
+                    None => return Err(SyntaxError::at(pos, "unbalanced collection end")),
                 };
-                self.complete(node, anchor, pos)?;
+                // The collection's own node and everything completed inside it.
+                let size = self.sizes.pop().unwrap_or(0) + 1;
+                self.complete(node, anchor, size, 1, pos)?;
             }
             Event::Alias(id) => {
-                let Some(anchored) = self.anchors.get(id).and_then(|n| n.as_ref()) else {
-                    return Err(SyntaxError {
-                        pos,
-                        message: "alias to an unknown anchor".into(),
-                    });
+                let Some((anchored, size)) = self.anchors.get(id).and_then(|n| n.as_ref()) else {
+                    return Err(SyntaxError::at(pos, "alias to an unknown anchor"));
                 };
-                // Counted before cloning, so an alias bomb stops before it allocates.
-                self.nodes = self.nodes.saturating_add(count_nodes(anchored));
-                if self.nodes > NODE_BUDGET {
-                    return Err(SyntaxError {
+                let size = *size;
+                // Checked before cloning, so an alias bomb stops before it allocates.
+                let decoded = self.decoded.saturating_add(size);
+                let aliased = self.aliased.saturating_add(size);
+                if excessive_aliasing(decoded, aliased) {
+                    return Err(SyntaxError::at(
                         pos,
-                        message: format!("more than {NODE_BUDGET} nodes (alias expansion?)"),
-                    });
+                        format!(
+                            "document contains excessive aliasing: this alias would expand to {size} nodes, making {aliased} of the document's {decoded} nodes copies of anchors (go-yaml, as the API server decodes YAML, allows {:.0}%)",
+                            allowed_alias_ratio(decoded) * 100.0
+                        ),
+                    ));
+                }
+                if self.nodes.saturating_add(size) > NODE_BUDGET {
+                    return Err(SyntaxError::at(
+                        pos,
+                        format!("more than {NODE_BUDGET} nodes in the file"),
+                    ));
                 }
                 let node = anchored.clone();
-                self.complete(node, 0, pos)?;
+                self.aliased = aliased;
+                self.complete(node, 0, size, size, pos)?;
             }
             _ => {}
         }
         Ok(())
     }
 
-    /// Attaches a finished node to its parent (or makes it the document root).
-    fn complete(&mut self, node: Node<'a>, anchor: usize, pos: Pos) -> Result<(), SyntaxError> {
-        self.nodes = self.nodes.saturating_add(1);
+    /// The object being read: a `List` item (a mapping in the root's `items`) or else the
+    /// document's root mapping, as its index on the stack.
+    fn current_object(&self) -> Option<usize> {
+        match self.stack.as_slice() {
+            [Open::Map {
+                key: Some((k, _)), ..
+            }, Open::Seq { .. }, rest @ ..]
+                if k == "items" =>
+            {
+                matches!(rest.first(), Some(Open::Map { .. })).then_some(2)
+            }
+            [Open::Map { .. }] if self.root_is_list => None,
+            [Open::Map { .. }, ..] => Some(0),
+            _ => None,
+        }
+    }
+
+    /// `kind` and `metadata.name` of the open object at stack index `i`, as far as read.
+    fn object_name(&self, i: usize) -> String {
+        let Some(Open::Map { entries, key, .. }) = self.stack.get(i) else {
+            return "the object that starts here".to_string();
+        };
+        let kind = entries
+            .iter()
+            .find(|e| e.key == "kind")
+            .and_then(|e| e.value.as_str());
+        let done = entries
+            .iter()
+            .find(|e| e.key == "metadata")
+            .and_then(|e| e.value.get("name").and_then(Node::as_str));
+        // `metadata` still being read (a huge annotation, say): its name so far.
+        let open = match (key, self.stack.get(i + 1)) {
+            (Some((k, _)), Some(Open::Map { entries, .. })) if k == "metadata" => entries
+                .iter()
+                .find(|e| e.key == "name")
+                .and_then(|e| e.value.as_str()),
+            _ => None,
+        };
+        match (kind, done.or(open)) {
+            (Some(k), Some(n)) => format!("{k} {n}"),
+            (Some(k), None) => k.to_string(),
+            (None, Some(n)) => format!("object {n}"),
+            (None, None) => "the object that starts here".to_string(),
+        }
+    }
+
+    /// Refuses the object being read once its text passes [`MAX_OBJECT_BYTES`] (`offset`: where
+    /// the last event read ends).
+    fn check_size(&self, offset: usize) -> Result<(), SyntaxError> {
+        let Some(i) = self.current_object() else {
+            return Ok(());
+        };
+        let Some(Open::Map {
+            start, node_pos, ..
+        }) = self.stack.get(i)
+        else {
+            return Ok(());
+        };
+        if offset.saturating_sub(*start) <= self.max_object_bytes {
+            return Ok(());
+        }
+        let (pos, what) = (*node_pos, self.object_name(i));
+        Err(SyntaxError {
+            pos,
+            message: format!(
+                "{what} is larger than the API server accepts: more than {} bytes (3 MiB) of YAML, and the API server refuses a request body above that (413 Request entity too large: limit is {}); split it into smaller objects",
+                self.max_object_bytes, self.max_object_bytes
+            ),
+            too_large: true,
+        })
+    }
+
+    /// Attaches a finished node to its parent (or makes it the document root). `size`: the
+    /// nodes it holds (itself included); `fresh`: how many of them are decoded only now (a
+    /// scalar's or a collection's own node: 1, its children were counted as they completed; an
+    /// alias: its whole expansion).
+    fn complete(
+        &mut self,
+        node: Node<'a>,
+        anchor: usize,
+        size: usize,
+        fresh: usize,
+        pos: Pos,
+    ) -> Result<(), SyntaxError> {
+        self.nodes = self.nodes.saturating_add(fresh);
+        self.decoded = self.decoded.saturating_add(fresh);
         if self.nodes > NODE_BUDGET {
-            return Err(SyntaxError {
+            return Err(SyntaxError::at(
                 pos,
-                message: format!("more than {NODE_BUDGET} nodes (alias expansion?)"),
-            });
+                format!("more than {NODE_BUDGET} nodes in the file"),
+            ));
+        }
+        if let Some(open) = self.sizes.last_mut() {
+            *open = open.saturating_add(size);
         }
         if anchor != 0 {
             if self.anchors.len() <= anchor {
                 self.anchors.resize(anchor + 1, None);
             }
             if let Some(slot) = self.anchors.get_mut(anchor) {
-                *slot = Some(node.clone());
+                *slot = Some((node.clone(), size));
             }
         }
+        let at_root = self.stack.len() == 1;
         match self.stack.last_mut() {
             None => {
                 // `null` documents are skipped.
@@ -282,6 +455,16 @@ impl<'a> Builder<'a> {
             }
             Some(Open::Seq { items, .. }) => items.push(node),
             Some(Open::Map { entries, key, .. }) => match key.take() {
+                Some((k, key_pos))
+                    if at_root && k == "items" && matches!(node.value, Value::Seq(_)) =>
+                {
+                    self.root_is_list = true;
+                    entries.push(Entry {
+                        key: k,
+                        key_pos,
+                        value: node,
+                    });
+                }
                 None => {
                     let text = key_text(node.value);
                     *key = Some((text, node.pos));
@@ -294,14 +477,6 @@ impl<'a> Builder<'a> {
             },
         }
         Ok(())
-    }
-}
-
-fn count_nodes(node: &Node<'_>) -> usize {
-    match &node.value {
-        Value::Seq(items) => items.iter().map(count_nodes).sum::<usize>() + 1,
-        Value::Map(entries) => entries.iter().map(|e| count_nodes(&e.value)).sum::<usize>() + 1,
-        _ => 1,
     }
 }
 
@@ -349,8 +524,10 @@ fn apply_merges(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
             own.push(e);
         }
     }
+    let mut keys: std::collections::HashSet<Cow<'_, str>> =
+        own.iter().map(|o| o.key.clone()).collect();
     for m in merged {
-        if !own.iter().any(|o| o.key == m.key) {
+        if keys.insert(m.key.clone()) {
             own.push(m);
         }
     }
@@ -505,5 +682,134 @@ mod tests {
         let (docs, err) = parse_documents("---\n---\nnull\n---\na: 1\n...\n");
         assert!(err.is_none());
         assert_eq!(docs.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod alias_tests {
+    use super::*;
+
+    /// Kubernetes' own alias-bomb case ("arrays of string aliases", apimachinery's
+    /// `serializer/yaml/yaml_test.go`): nine levels of nine aliases each.
+    fn billion_laughs() -> String {
+        let mut y =
+            String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: yaml-bomb}\ndata:\n");
+        y.push_str(
+            "  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        let levels = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
+        for w in levels.windows(2) {
+            let refs = vec![format!("*{}", w[0]); 9].join(",");
+            y.push_str(&format!("  {}: &{} [{refs}]\n", w[1], w[1]));
+        }
+        y
+    }
+
+    #[test]
+    fn an_alias_bomb_stops_at_the_alias_that_exceeds_the_ratio() {
+        let y = billion_laughs();
+        assert!(y.len() < 1024, "{} bytes", y.len());
+        let (docs, err) = parse_documents(&y);
+        assert!(docs.is_empty());
+        let err = err.expect("refused");
+        assert!(
+            err.message
+                .starts_with("document contains excessive aliasing"),
+            "{err:?}"
+        );
+        // Level c holds 820 nodes; at level d (line 8) the third `*c` would make 3,369 of the
+        // document's 3,397 nodes copies, above 99%.
+        assert_eq!(err.pos.line, 8, "{err:?}");
+        assert!(err.message.contains("expand to 820 nodes"), "{err:?}");
+    }
+
+    #[test]
+    fn ordinary_aliases_pass() {
+        // One anchor of 9 nodes used 50 times in a document of about 2,000 nodes of its own.
+        let mut y = String::from("base: &b {a: 1, b: 2, c: 3, d: 4}\nitems:\n");
+        for i in 0..500 {
+            y.push_str(&format!("- {{n: {i}, v: x}}\n"));
+        }
+        y.push_str("uses:\n");
+        for _ in 0..50 {
+            y.push_str("- *b\n");
+        }
+        let (docs, err) = parse_documents(&y);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(docs.len(), 1);
+    }
+
+    #[test]
+    fn the_allowed_share_falls_from_99_to_10_percent() {
+        assert_eq!(allowed_alias_ratio(1_000), 0.99);
+        assert_eq!(allowed_alias_ratio(400_000), 0.99);
+        assert!((allowed_alias_ratio(2_200_000) - 0.545).abs() < 1e-9);
+        assert_eq!(allowed_alias_ratio(4_000_000), 0.10);
+        assert_eq!(allowed_alias_ratio(40_000_000), 0.10);
+        // go-yaml's small-document grace: up to 100 aliased or 1,000 decoded nodes, anything.
+        assert!(!excessive_aliasing(1000, 999));
+        assert!(!excessive_aliasing(5000, 100));
+        assert!(excessive_aliasing(1001, 992));
+        assert!(!excessive_aliasing(1001, 990));
+    }
+
+    /// A `List` above the limit of small items is not one object: it parses; an item above it
+    /// is refused at the item; an object is refused where it passes the limit, not before.
+    #[test]
+    fn the_object_limit_is_per_list_item() {
+        const LIMIT: usize = 1000;
+        let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        while list.len() <= 3 * LIMIT {
+            list.push_str("- {apiVersion: v1, kind: ConfigMap, metadata: {name: cm}}\n");
+        }
+        let (docs, err) = parse_limited(&list, LIMIT);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(docs.len(), 1);
+        list.push_str("- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: huge}\n  data:\n");
+        let item_line = list.lines().count() - 3;
+        while list.len() <= 5 * LIMIT {
+            list.push_str("    k: v\n");
+        }
+        let (_, err) = parse_limited(&list, LIMIT);
+        let err = err.expect("the big item is refused");
+        assert!(err.too_large, "{err:?}");
+        assert_eq!(
+            err.pos,
+            Pos {
+                line: item_line as u32,
+                col: 3
+            },
+            "{err:?}"
+        );
+        assert!(
+            err.message.starts_with("ConfigMap huge is larger"),
+            "{err:?}"
+        );
+
+        let mut under =
+            String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata:\n");
+        while under.len() < LIMIT - 8 {
+            under.push_str("  k: v\n");
+        }
+        let (_, err) = parse_limited(&under, LIMIT);
+        assert!(err.is_none(), "{err:?}");
+        under.push_str("  k: vvvvvvvvvv\n");
+        let (_, err) = parse_limited(&under, LIMIT);
+        assert!(err.is_some_and(|e| e.too_large && e.pos == Pos { line: 1, col: 1 }));
+    }
+
+    #[test]
+    fn each_document_has_its_own_share() {
+        // A large document without aliases does not lend its size to the next one.
+        let mut y = String::from("a: [");
+        y.push_str(&vec!["1"; 5000].join(","));
+        y.push_str("]\n---\nx: &x [");
+        y.push_str(&vec!["1"; 20].join(","));
+        y.push_str("]\ny: [");
+        y.push_str(&vec!["*x"; 200].join(","));
+        y.push_str("]\n");
+        let (_, err) = parse_documents(&y);
+        let err = err.expect("the second document alone is more than 99% aliases");
+        assert_eq!(err.pos.line, 4, "{err:?}");
     }
 }

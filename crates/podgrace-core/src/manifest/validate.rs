@@ -4,6 +4,8 @@
 //! Every check runs on the typed spec after upstream defaulting would have applied (TGPS 30,
 //! probe defaults, restartPolicy `Always`), exactly as the API server validates defaulted objects.
 
+use std::collections::HashSet;
+
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, PodSpec, Probe};
@@ -197,7 +199,7 @@ pub(crate) fn pod_spec(
             },
         );
     }
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: HashSet<&str> = HashSet::new();
     let init = spec.init_containers.as_deref().unwrap_or_default();
     for (i, ctr) in init.iter().enumerate() {
         let base = [Seg::Key("initContainers"), Seg::Index(i)];
@@ -260,7 +262,7 @@ fn container<'s>(
     c: &mut Checker<'_, '_, '_>,
     ctr: &'s Container,
     base: &[Seg<'s>],
-    names: &mut Vec<&'s str>,
+    names: &mut HashSet<&'s str>,
     grace: i64,
     spec: &PodSpec,
     role: Role,
@@ -280,15 +282,13 @@ fn container<'s>(
                 detail: DNS1123_LABEL_ERROR.into(),
             },
         );
-    } else if names.contains(&ctr.name.as_str()) {
+    } else if !names.insert(&ctr.name) {
         c.push(
             &with(base, &[Seg::Key("name")]),
             FieldErrorKind::Duplicate {
                 value: quote(&ctr.name),
             },
         );
-    } else {
-        names.push(&ctr.name);
     }
     if role == Role::Sidecar && !c.version.at_least(1, 29) {
         let v = c.version;

@@ -32,7 +32,14 @@
 //!   and every pinned client connection ([`PinnedConnection`]: client address, pod), so a request
 //!   the pod's close crossed on the wire, which the proxy never saw, is still put on its pod.
 //!
+//! kube-proxy mode of the drill runs on the kernel's own DNAT and conntrack
+//! ([`netfilter::Netfilter`]), where the client's TCP connection itself reaches the pod; this
+//! user-space proxy is what it falls back to when netfilter cannot be used ([`Mode::Tcp`], an L4
+//! splice that pins each connection), and what `--proxy ingress` uses (L7, HTTP answers).
+//!
 //! # What it does not model
+//! * that a connect through kube-proxy can time out: this proxy accepts the client's connection
+//!   itself, so a pod that is gone shows as a reset after connect, not as a connect timeout;
 //! * conntrack expiry and timeouts (an idle pinned connection never expires), conntrack table
 //!   limits, and the stale-conntrack-entry UDP problems;
 //! * session affinity (`sessionAffinity: ClientIP`), topology hints, the Local traffic policy,
@@ -45,6 +52,7 @@
 //! * the end of a response body: a record ends when the response head arrives.
 
 mod http;
+pub mod netfilter;
 mod tcp;
 
 use crate::endpoints::{Endpoint, View};
@@ -354,7 +362,7 @@ impl Proxy {
                         let worker = s.config.workers.get(id as usize % s.config.workers.len().max(1)).cloned();
                         let fut = async move {
                             match (s.config.mode, s.config.balancing) {
-                                (Mode::Tcp, _) => tcp::serve(stream, id, s).await,
+                                (Mode::Tcp, _) => tcp::serve(stream, id, peer, s).await,
                                 (Mode::Http1, Balancing::PerRequest) => {
                                     http::serve_h1_per_request(stream, id, s, pool).await
                                 }

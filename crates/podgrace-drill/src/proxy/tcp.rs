@@ -13,7 +13,12 @@ fn reset(stream: TcpStream) {
 
 /// Splices `client` to a picked endpoint; a connect failure or an upstream reset resets the
 /// client, as kube-proxy's DNAT to a closed port would.
-pub(crate) async fn serve(mut client: TcpStream, id: u64, s: Arc<Shared>) {
+pub(crate) async fn serve(
+    mut client: TcpStream,
+    id: u64,
+    peer: std::net::SocketAddr,
+    s: Arc<Shared>,
+) {
     let start = s.now();
     let ep = s.view.pick();
     let rec = |ep: Option<&Arc<Endpoint>>, outcome| RawRecord {
@@ -29,6 +34,8 @@ pub(crate) async fn serve(mut client: TcpStream, id: u64, s: Arc<Shared>) {
         s.record(rec(None, ProxyOutcome::NoEndpoints));
         return reset(client);
     };
+    // The conntrack entry: this client connection goes to `ep` for its lifetime.
+    s.pin(id, peer, &ep);
     let mut up = match s.connect(&ep).await {
         Ok(up) => up,
         Err(kind) => {

@@ -49,6 +49,10 @@ pub struct HookRecord {
     /// When the kubelet stopped waiting (the hook's end, or the budget).
     pub ended: Instant,
     pub outcome: HookOutcome,
+    /// Why it failed, in a few words ([`crate::hooks::HookError::why`]: `exited with 3`, `/bin/x
+    /// is not in the container`, `connection refused`), or what an httpGet hook got back
+    /// (`HTTP 503`, which the kubelet counts as success); `None` otherwise.
+    pub detail: Option<String>,
 }
 
 /// The record of one `killContainer`.
@@ -207,11 +211,21 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
             message::FAILED_PRE_STOP_HOOK.to_string(),
         );
     };
+    let mut detail = None;
     let mut task = task;
     let outcome = match tokio::time::timeout(bound, &mut task).await {
-        Ok(Ok(Ok(()))) => HookOutcome::Completed,
+        Ok(Ok(Ok(done))) => {
+            // Any status is success for the kubelet (runHTTPHandler); one outside 2xx is worth
+            // saying.
+            detail = done
+                .http_status
+                .filter(|s| !(200..300).contains(s))
+                .map(|s| format!("HTTP {s}, which the kubelet counts as success"));
+            HookOutcome::Completed
+        }
         Ok(Ok(Err(e))) => {
             failed(&e, events, &target.container.name);
+            detail = Some(e.why());
             HookOutcome::Failed
         }
         // The hook task panicked: count it as a failed hook.
@@ -231,6 +245,7 @@ async fn run_pre_stop<R: RuntimeService + 'static>(
         started,
         ended: Instant::now(),
         outcome,
+        detail,
     }
 }
 

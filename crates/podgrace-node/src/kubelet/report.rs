@@ -151,6 +151,11 @@ pub struct PreStopRun {
     pub end_after_seconds: f64,
     /// `completed`, `failed` or `cut`.
     pub outcome: &'static str,
+    /// Why it failed (`exited with 3`, `/bin/x is not in the container`, `connection refused`),
+    /// or an httpGet hook's status outside 2xx (`HTTP 503, which the kubelet counts as
+    /// success`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// An event in the run report.
@@ -335,6 +340,7 @@ fn termination_run(
             after_seconds: since(h.started, start),
             end_after_seconds: since(h.ended, start),
             outcome: h.outcome.as_str(),
+            detail: h.detail.clone(),
         }),
         stop_signal: t.stop_signal.name(),
         stop_signal_after_seconds: first(|k| matches!(k, StopEventKind::StopSignalSent { .. })),

@@ -21,7 +21,11 @@
 //! namespace. A child that finds podgrace already dead before exec does not start.
 //!
 //! # Waiting
-//! Only the [reaper](reaper) waits; an exit is published to any number of waiters.
+//! Only the [reaper](reaper) waits; an exit is published to any number of waiters. Every
+//! process (container, exec of a probe or hook, helper) is registered with it on the spawner
+//! thread right after its fork, so it is reaped whatever happens to the task that started it:
+//! a caller that is cancelled or times out before it got the process leaves it SIGKILLed and
+//! reaped, never running and never an unreaped zombie.
 
 mod reaper;
 mod spawner;
@@ -162,6 +166,9 @@ pub struct ContainerProcess {
     /// `[pid, mnt, net]` namespaces of PID 1, opened at spawn time.
     /// `None` when PID 1 exited before its namespaces could be opened.
     ns: Option<Arc<[OwnedFd; 3]>>,
+    /// PID 1's network namespace is podgrace's own (no pod network, or `hostNetwork`): an exec
+    /// does not need to join it, which takes a privilege the fallback mode does not have.
+    host_netns: bool,
     exit: watch::Receiver<Option<Exit>>,
     started_at: Instant,
 }
@@ -201,26 +208,27 @@ impl ContainerProcess {
             )),
             None => None,
         };
-        let req = SpawnRequest {
-            argv: spec.argv.clone(),
-            env: spec.env.clone(),
-            cwd: spec.working_dir.clone(),
-            placement: Placement::Container { namespaced, netns },
-        };
-        let spawned = on_spawner(move |st| spawn_here(st, req)).await??;
-        let pid = spawned.pid;
-        let pidfd = Arc::new(spawned.pidfd);
         let on_exit: Option<reaper::OnExit> = if namespaced {
             None
         } else {
             // Whole-container kill in host mode: what is left in PID 1's process group.
-            Some(Box::new(move || {
+            Some(Box::new(|pid| {
                 if let Some(pgid) = Pid::from_raw(pid) {
                     let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
                 }
             }))
         };
-        let exit = reaper::Reaper::global()?.register(pid, Arc::clone(&pidfd), on_exit)?;
+        let req = SpawnRequest {
+            argv: spec.argv.clone(),
+            env: spec.env.clone(),
+            cwd: spec.working_dir.clone(),
+            placement: Placement::Container { namespaced, netns },
+            on_exit,
+        };
+        let mut spawned = on_spawner(move |st| spawn_here(st, req)).await??;
+        let pid = spawned.pid;
+        let pidfd = Arc::clone(&spawned.pidfd);
+        let exit = spawned.exit.clone();
         let isolation = if namespaced {
             Isolation::Namespaced
         } else {
@@ -239,12 +247,18 @@ impl ContainerProcess {
             drain(spawned.stdout);
             drain(spawned.stderr);
         }
+        spawned.guard.disarm();
+        let host_netns = spawned
+            .ns
+            .as_ref()
+            .is_some_and(|ns| same_namespace(&ns[2], "/proc/self/ns/net"));
         Ok(ContainerProcess {
             name: spec.name,
             pid,
             pidfd,
             isolation,
             ns: spawned.ns.map(Arc::new),
+            host_netns,
             exit,
             started_at: Instant::now(),
         })
@@ -316,7 +330,9 @@ impl ContainerProcess {
     }
 
     /// Runs `argv` inside this container: same PID, mount (so the container's `/proc`) and
-    /// network namespaces in namespaced mode; the same process group in host mode. Output is
+    /// network namespaces in namespaced mode; in host mode the container's network namespace
+    /// (unless it is podgrace's own) and, where the kernel allows it, its process group (else a
+    /// session of its own, so that a terminal's Ctrl-C still reaches podgrace only). Output is
     /// collected whole. `timeout` bounds the run (`None`: unbounded); on timeout, or when the
     /// returned future is dropped, the exec process is SIGKILLed. Mirrors CRI `ExecSync`.
     /// Errors: [`ProcessError::Spawn`] (e.g. missing binary), [`ProcessError::ExecTimeout`].
@@ -343,7 +359,12 @@ impl ContainerProcess {
             Isolation::Host => Placement::Exec {
                 pidns: None,
                 mntns: None,
-                netns: Some(Arc::new(dup(&ns[2], self.pid)?)),
+                // Joining a network namespace takes CAP_SYS_ADMIN; the host's needs no joining.
+                netns: if self.host_netns {
+                    None
+                } else {
+                    Some(Arc::new(dup(&ns[2], self.pid)?))
+                },
                 pgid: Some(self.pid),
             },
         };
@@ -353,10 +374,19 @@ impl ContainerProcess {
                 env,
                 cwd: working_dir,
                 placement,
+                on_exit: None,
             },
             timeout,
         )
         .await
+    }
+}
+
+/// Whether the namespace `fd` is the one at `path` (same device and inode).
+fn same_namespace(fd: &OwnedFd, path: &str) -> bool {
+    match (rustix::fs::fstat(fd), rustix::fs::stat(path)) {
+        (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+        _ => false,
     }
 }
 
@@ -376,33 +406,18 @@ pub struct ExecOutput {
     pub stderr: Vec<u8>,
 }
 
-/// Kills the process if the future holding it is dropped before it was collected.
-struct KillOnDrop {
-    pidfd: Arc<OwnedFd>,
-    armed: bool,
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = pidfd_send_signal(self.pidfd.as_fd(), Signal::KILL);
-        }
-    }
-}
-
 async fn run_collect(
     req: SpawnRequest,
     timeout: Option<Duration>,
 ) -> Result<ExecOutput, ProcessError> {
     let argv = req.argv.clone();
+    // Dropped before it resolves (a cancelled probe or hook), the spawn still happens on the
+    // spawner thread; the process is then killed there, and reaped (see `Spawned::guard`).
     let spawned = on_spawner(move |st| spawn_here(st, req)).await??;
     let pid = spawned.pid;
-    let pidfd = Arc::new(spawned.pidfd);
-    let mut guard = KillOnDrop {
-        pidfd: Arc::clone(&pidfd),
-        armed: true,
-    };
-    let mut exit = reaper::Reaper::global()?.register(pid, pidfd, None)?;
+    // Armed until the exec has been collected: a timeout, or dropping this future, kills it.
+    let mut guard = spawned.guard;
+    let mut exit = spawned.exit;
     let work = async {
         let mut out = Vec::new();
         let mut err = Vec::new();
@@ -437,7 +452,7 @@ async fn run_collect(
         None => work.await,
     };
     if result.is_ok() {
-        guard.armed = false;
+        guard.disarm();
     }
     result
 }
@@ -446,22 +461,21 @@ async fn run_collect(
 /// through the reaper. Errors: [`ProcessError::Spawn`].
 pub(crate) fn run_helper_blocking(argv: &[&str]) -> Result<ExecOutput, ProcessError> {
     use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
     let req = SpawnRequest {
         argv: argv.iter().map(|s| s.to_string()).collect(),
         env: Vec::new(),
         cwd: None,
         placement: Placement::Helper,
+        on_exit: Some(Box::new(move |_| {
+            let _ = tx.send(());
+        })),
     };
     let spawned = on_spawner_blocking(move |st| spawn_here(st, req))??;
     let pid = spawned.pid;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let exit = reaper::Reaper::global()?.register(
-        pid,
-        Arc::new(spawned.pidfd),
-        Some(Box::new(move || {
-            let _ = tx.send(());
-        })),
-    )?;
+    let exit = spawned.exit;
+    // Armed until the helper is collected: a read error below kills it.
+    let mut guard = spawned.guard;
     let mut so = std::fs::File::from(spawned.stdout);
     let mut se = std::fs::File::from(spawned.stderr);
     let err_thread = std::thread::spawn(move || {
@@ -481,6 +495,7 @@ pub(crate) fn run_helper_blocking(argv: &[&str]) -> Result<ExecOutput, ProcessEr
         }
         std::thread::yield_now();
     };
+    guard.disarm();
     Ok(ExecOutput {
         status,
         stdout: out,

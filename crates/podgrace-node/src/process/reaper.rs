@@ -9,16 +9,25 @@
 //! For the init process of a PID namespace the pidfd becomes readable only after the kernel has
 //! killed and reaped everything else in the namespace, so "exited" means "the whole container is
 //! gone", as containerd's exit event does.
+//!
+//! That wait (`zap_pid_ns_processes`) includes processes of the namespace whose parent is
+//! podgrace (the execs of probes and hooks): if one of them were never reaped, PID 1 would stay
+//! in the kernel's teardown for ever and its exit would never come. Every process is registered
+//! on the spawner thread right after its fork, before anything can fail, so this cannot happen
+//! through podgrace's own spawns; as a second line, while a registered PID 1 is in that teardown
+//! (exiting, not yet a zombie) the reaper checks once a second for zombie children of the
+//! spawner thread that are not registered, and reaps them (with a warning), which lets the
+//! teardown finish.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::process::{waitid, WaitId, WaitIdOptions};
+use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 use tokio::sync::watch;
 
 use super::{ExitStatus, ProcessError};
@@ -32,24 +41,43 @@ pub struct Exit {
     pub at: Instant,
 }
 
-/// Run in the reaper thread right after the process was collected and before waiters are told
-/// (used by the fallback mode to kill what is left of a container).
-pub(crate) type OnExit = Box<dyn FnOnce() + Send>;
+/// Run in the reaper thread right after the process (its pid is the argument) was collected and
+/// before waiters are told (used by the fallback mode to kill what is left of a container).
+pub(crate) type OnExit = Box<dyn FnOnce(i32) + Send>;
 
 struct Entry {
     pid: i32,
     pidfd: Arc<OwnedFd>,
     tx: watch::Sender<Option<Exit>>,
     on_exit: Option<OnExit>,
+    /// The init process of a PID namespace (a namespaced container's PID 1).
+    namespace_init: bool,
 }
 
 pub(crate) struct Reaper {
     epoll: OwnedFd,
     table: Mutex<HashMap<u64, Entry>>,
     next: AtomicU64,
+    /// Registered namespace inits: while there are any, the reaper looks once a second for one
+    /// stuck in its namespace's teardown.
+    inits: AtomicUsize,
 }
 
 static REAPER: OnceLock<Result<Reaper, String>> = OnceLock::new();
+
+/// Held by the spawner from a fork until the child is registered, and by a sweep: a sweep never
+/// sees a child that is about to be registered.
+static SPAWN_GATE: Mutex<()> = Mutex::new(());
+
+pub(crate) fn spawn_gate() -> std::sync::MutexGuard<'static, ()> {
+    lock(&SPAWN_GATE)
+}
+
+/// How often the reaper looks for a namespace init stuck in its teardown.
+const TEARDOWN_CHECK: Duration = Duration::from_secs(1);
+
+/// `PF_EXITING` in `/proc/<pid>/stat`'s flags: the task is in `do_exit`.
+const PF_EXITING: u32 = 0x4;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -64,6 +92,7 @@ impl Reaper {
                 epoll,
                 table: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(1),
+                inits: AtomicUsize::new(0),
             })
         });
         match r {
@@ -86,12 +115,14 @@ impl Reaper {
     }
 
     /// Registers a child (not yet waited on by anyone) and returns the receiver its exit is
-    /// published on (`None` while it runs).
+    /// published on (`None` while it runs). `namespace_init`: it is PID 1 of its own PID
+    /// namespace (see the module docs).
     pub(crate) fn register(
         &self,
         pid: i32,
         pidfd: Arc<OwnedFd>,
         on_exit: Option<OnExit>,
+        namespace_init: bool,
     ) -> Result<watch::Receiver<Option<Exit>>, ProcessError> {
         let (tx, rx) = watch::channel(None);
         let key = self.next.fetch_add(1, Ordering::Relaxed);
@@ -103,8 +134,12 @@ impl Reaper {
                 pidfd,
                 tx,
                 on_exit,
+                namespace_init,
             },
         );
+        if namespace_init {
+            self.inits.fetch_add(1, Ordering::SeqCst);
+        }
         // Level-triggered: a process that already exited makes this fire at once.
         if let Err(e) = epoll::add(
             &self.epoll,
@@ -112,7 +147,9 @@ impl Reaper {
             epoll::EventData::new_u64(key),
             epoll::EventFlags::IN,
         ) {
-            lock(&self.table).remove(&key);
+            if lock(&self.table).remove(&key).is_some() && namespace_init {
+                self.inits.fetch_sub(1, Ordering::SeqCst);
+            }
             return Err(ProcessError::Register {
                 pid,
                 source: e.into(),
@@ -123,20 +160,94 @@ impl Reaper {
 
     fn run(&self) {
         let mut events = Vec::with_capacity(32);
+        let mut last_check = Instant::now();
+        let tick = rustix::event::Timespec {
+            tv_sec: TEARDOWN_CHECK.as_secs() as i64,
+            tv_nsec: 0,
+        };
         loop {
             events.clear();
-            if let Err(e) = epoll::wait(&self.epoll, spare_capacity(&mut events), None) {
+            // A wake-up a second, so that an init registered while this thread slept is watched.
+            if let Err(e) = epoll::wait(&self.epoll, spare_capacity(&mut events), Some(&tick)) {
                 if e == rustix::io::Errno::INTR {
                     continue;
                 }
                 tracing::error!(error = %e, "reaper: epoll_wait failed");
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
             for event in events.drain(..) {
                 self.collect(event.data.u64());
             }
+            if self.inits.load(Ordering::SeqCst) > 0 && last_check.elapsed() >= TEARDOWN_CHECK {
+                last_check = Instant::now();
+                if self.an_init_is_in_teardown() {
+                    self.sweep();
+                }
+            }
         }
+    }
+
+    /// Whether a registered namespace init is exiting but not yet a zombie: it waits in
+    /// `zap_pid_ns_processes` for the rest of its namespace to be reaped.
+    fn an_init_is_in_teardown(&self) -> bool {
+        let inits: Vec<i32> = lock(&self.table)
+            .values()
+            .filter(|e| e.namespace_init)
+            .map(|e| e.pid)
+            .collect();
+        inits.into_iter().any(|pid| {
+            procfs::process::Process::new(pid)
+                .and_then(|p| p.stat())
+                .is_ok_and(|st| st.state != 'Z' && st.flags & PF_EXITING != 0)
+        })
+    }
+
+    /// Reaps zombie children of the spawner thread that are not registered (a process some
+    /// code path lost track of), so that the PID-namespace teardown waiting for them ends.
+    /// Returns the pids reaped.
+    fn sweep(&self) -> Vec<i32> {
+        let Some(tid) = super::spawner::spawner_tid() else {
+            return Vec::new();
+        };
+        let _gate = spawn_gate();
+        let children = match procfs::process::Process::myself()
+            .and_then(|me| me.task_from_tid(tid))
+            .and_then(|t| t.children())
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "reaper: cannot list the spawner's children");
+                return Vec::new();
+            }
+        };
+        let known: HashSet<i32> = lock(&self.table).values().map(|e| e.pid).collect();
+        let mut reaped = Vec::new();
+        for child in children {
+            let Ok(pid) = i32::try_from(child) else {
+                continue;
+            };
+            if known.contains(&pid) {
+                continue;
+            }
+            let zombie = procfs::process::Process::new(pid)
+                .and_then(|p| p.stat())
+                .is_ok_and(|st| st.state == 'Z');
+            let Some(p) = Pid::from_raw(pid).filter(|_| zombie) else {
+                continue;
+            };
+            if let Ok(Some(_)) = waitid(
+                WaitId::Pid(p),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+            ) {
+                tracing::warn!(
+                    pid,
+                    "reaper: reaped a process podgrace had lost track of (it held up a container's PID-namespace teardown)"
+                );
+                reaped.push(pid);
+            }
+        }
+        reaped
     }
 
     fn collect(&self, key: u64) {
@@ -169,8 +280,11 @@ impl Reaper {
             return;
         };
         let _ = epoll::delete(&self.epoll, entry.pidfd.as_fd());
+        if entry.namespace_init {
+            self.inits.fetch_sub(1, Ordering::SeqCst);
+        }
         if let Some(f) = entry.on_exit.take() {
-            f();
+            f(entry.pid);
         }
         tracing::debug!(pid = entry.pid, ?status, "reaped");
         entry.tx.send_replace(Some(Exit { status, at }));

@@ -11,7 +11,7 @@ use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 
 use rustix::event::{poll, PollFd, PollFlags};
@@ -20,6 +20,9 @@ use rustix::mount::{mount, mount_change, MountFlags, MountPropagationFlags};
 use rustix::process::{pidfd_open, set_parent_process_death_signal, Pid, PidfdFlags, Signal};
 use rustix::thread::{move_into_link_name_space, LinkNameSpaceType, UnshareFlags};
 
+use tokio::sync::watch;
+
+use super::reaper::{self, Exit, OnExit};
 use super::ProcessError;
 
 /// The default `PATH` of a container when its env gives none (containerd's `oci.DefaultPathEnv`).
@@ -40,6 +43,15 @@ pub(crate) struct SpawnerState {
 
 type Job = Box<dyn FnOnce(&SpawnerState) + Send>;
 
+/// The spawner thread's id (0 until it runs): every child of podgrace is a child of this thread,
+/// listed in `/proc/self/task/<tid>/children`.
+static SPAWNER_TID: AtomicI32 = AtomicI32::new(0);
+
+/// The spawner thread's id, once it runs.
+pub(crate) fn spawner_tid() -> Option<i32> {
+    Some(SPAWNER_TID.load(Ordering::SeqCst)).filter(|t| *t > 0)
+}
+
 static SPAWNER: OnceLock<Result<mpsc::Sender<Job>, String>> = OnceLock::new();
 
 fn sender() -> Result<&'static mpsc::Sender<Job>, ProcessError> {
@@ -57,6 +69,10 @@ fn sender() -> Result<&'static mpsc::Sender<Job>, ProcessError> {
         std::thread::Builder::new()
             .name("podgrace-spawner".into())
             .spawn(move || {
+                SPAWNER_TID.store(
+                    rustix::thread::gettid().as_raw_nonzero().get(),
+                    Ordering::SeqCst,
+                );
                 // Never returns while the process lives: the sender is in a static.
                 while let Ok(job) = rx.recv() {
                     job(&state);
@@ -69,7 +85,8 @@ fn sender() -> Result<&'static mpsc::Sender<Job>, ProcessError> {
         .map_err(|e| ProcessError::StartSpawner { reason: e.clone() })
 }
 
-/// Runs `f` on the spawner thread and blocks until it returns.
+/// Runs `f` on the spawner thread and blocks until it returns. If the caller is gone when `f`
+/// returns, its result is dropped there (a [`Spawned`] kills its process when dropped).
 pub(crate) fn on_spawner_blocking<R: Send + 'static>(
     f: impl FnOnce(&SpawnerState) -> R + Send + 'static,
 ) -> Result<R, ProcessError> {
@@ -86,7 +103,9 @@ pub(crate) fn on_spawner_blocking<R: Send + 'static>(
     })
 }
 
-/// Runs `f` on the spawner thread without blocking the async caller.
+/// Runs `f` on the spawner thread without blocking the async caller. Dropping the returned
+/// future does not stop `f`: its result is dropped on the spawner thread (a [`Spawned`] then
+/// kills its process, which the reaper still collects).
 pub(crate) async fn on_spawner<R: Send + 'static>(
     f: impl FnOnce(&SpawnerState) -> R + Send + 'static,
 ) -> Result<R, ProcessError> {
@@ -128,8 +147,9 @@ pub(crate) fn namespaces_permitted() -> bool {
                 tracing::info!("process isolation: each container is PID 1 of its own PID namespace");
                 true
             }
+            // Verbs say it to the user once, in their own words (`podgrace run`'s warning).
             Ok(Err(reason)) | Err(ProcessError::StartSpawner { reason }) => {
-                tracing::warn!(
+                tracing::info!(
                     %reason,
                     "process isolation: namespaces not permitted; containers run as plain host processes \
                      (a PID 1 without a handler will die on SIGTERM instead of ignoring it)"
@@ -137,7 +157,7 @@ pub(crate) fn namespaces_permitted() -> bool {
                 false
             }
             Err(e) => {
-                tracing::warn!(error = %e, "process isolation: namespaces not permitted; plain host processes");
+                tracing::info!(error = %e, "process isolation: namespaces not permitted; plain host processes");
                 false
             }
         }
@@ -169,23 +189,59 @@ pub(crate) struct SpawnRequest {
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
     pub placement: Placement,
+    /// Run by the reaper right after the process is collected (see [`OnExit`]).
+    pub on_exit: Option<OnExit>,
 }
 
+/// A process just started, already registered with the reaper.
 pub(crate) struct Spawned {
     pub pid: i32,
-    pub pidfd: OwnedFd,
+    pub pidfd: Arc<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     /// `/proc/<pid>/ns/{pid,mnt,net}` opened right after the fork (containers only).
     pub ns: Option<[OwnedFd; 3]>,
+    /// Where the reaper publishes the exit. The process was registered on the spawner thread
+    /// before anything else could fail, so it is reaped whatever happens to its caller.
+    pub exit: watch::Receiver<Option<Exit>>,
+    /// SIGKILLs the process when dropped, until its owner disarms it: a caller that went away
+    /// before it got the process (a probe or hook cancelled while it was being started) leaves
+    /// nothing running.
+    pub guard: KillGuard,
+}
+
+/// SIGKILLs a process through its pidfd when dropped while armed. The reaper collects it.
+pub(crate) struct KillGuard {
+    pidfd: Arc<OwnedFd>,
+    armed: bool,
+}
+
+impl KillGuard {
+    /// The process has an owner now: dropping the guard leaves it alone.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), Signal::KILL);
+        }
+    }
 }
 
 fn io_err(e: rustix::io::Errno) -> std::io::Error {
     e.into()
 }
 
-/// Forks and execs on the spawner thread. Must be called from the spawner thread.
-pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned, ProcessError> {
+/// Forks and execs on the spawner thread, and registers the child with the reaper before
+/// returning or failing (a child that exists is always reaped). Must be called from the spawner
+/// thread.
+pub(crate) fn spawn_here(
+    st: &SpawnerState,
+    mut req: SpawnRequest,
+) -> Result<Spawned, ProcessError> {
     let Some(program) = req.argv.first().cloned() else {
         return Err(ProcessError::Spawn {
             argv: req.argv.clone(),
@@ -318,15 +374,15 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
                         move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
                             .map_err(io_err)?;
                     }
-                    match pgid.and_then(Pid::from_raw) {
-                        // Best effort: the group is gone if the container exited.
-                        Some(pgid) => {
-                            let _ = rustix::process::setpgid(None, Some(pgid));
-                        }
-                        // Out of podgrace's process group, as the container is.
-                        None => {
-                            let _ = rustix::process::setsid();
-                        }
+                    // The container's process group (fallback mode), when the kernel lets it
+                    // be joined; otherwise out of podgrace's session, as the container is, so
+                    // that a terminal's Ctrl-C reaches podgrace only. (A group can be joined
+                    // only within its session, and the container leads a session of its own.)
+                    let joined = pgid
+                        .and_then(Pid::from_raw)
+                        .is_some_and(|g| rustix::process::setpgid(None, Some(g)).is_ok());
+                    if !joined {
+                        let _ = rustix::process::setsid();
                     }
                     Ok(())
                 });
@@ -346,6 +402,9 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
         }
     }
 
+    // No sweep of leaked children (see the reaper) may run between the fork and the
+    // registration: it would take this child, not yet registered, for a leaked one.
+    let gate = reaper::spawn_gate();
     let spawned = cmd.spawn();
     if entered_pidns {
         if let Err(e) =
@@ -358,6 +417,49 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
     }
     let mut child = spawned.map_err(|e| fail(&req.argv, e))?;
     let pid = child.id() as i32;
+    // The child is ours and unreaped (only the reaper waits), so its pid cannot be reused yet.
+    let registered = Pid::from_raw(pid)
+        .ok_or_else(|| fail(&req.argv, std::io::Error::other("pid 0")))
+        .and_then(|rpid| {
+            pidfd_open(rpid, PidfdFlags::empty()).map_err(|e| ProcessError::PidfdOpen {
+                pid,
+                source: e.into(),
+            })
+        })
+        .and_then(|pidfd| {
+            let pidfd = Arc::new(pidfd);
+            let namespace_init = matches!(
+                req.placement,
+                Placement::Container {
+                    namespaced: true,
+                    ..
+                }
+            );
+            let exit = reaper::Reaper::global()?.register(
+                pid,
+                Arc::clone(&pidfd),
+                req.on_exit.take(),
+                namespace_init,
+            )?;
+            Ok((pidfd, exit))
+        });
+    drop(gate);
+    let (pidfd, exit) = match registered {
+        Ok(r) => r,
+        Err(e) => {
+            // Not registered: kill it and wait for it here, off the spawner thread.
+            let _ = child.kill();
+            let _ = std::thread::Builder::new()
+                .name("podgrace-unregistered".into())
+                .spawn(move || child.wait());
+            return Err(e);
+        }
+    };
+    // From here on, an error drops the guard, which kills the child; the reaper collects it.
+    let guard = KillGuard {
+        pidfd: Arc::clone(&pidfd),
+        armed: true,
+    };
     let stdout: OwnedFd = match child.stdout.take() {
         Some(s) => s.into(),
         None => {
@@ -376,12 +478,6 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
             ))
         }
     };
-    // The child is ours and unreaped (only the reaper waits), so its pid cannot be reused yet.
-    let rpid = Pid::from_raw(pid).ok_or_else(|| fail(&req.argv, std::io::Error::other("pid 0")))?;
-    let pidfd = pidfd_open(rpid, PidfdFlags::empty()).map_err(|e| ProcessError::PidfdOpen {
-        pid,
-        source: e.into(),
-    })?;
     let ns = match &req.placement {
         Placement::Container { .. } => {
             let open = |kind: &str| -> Result<OwnedFd, ProcessError> {
@@ -413,6 +509,8 @@ pub(crate) fn spawn_here(st: &SpawnerState, req: SpawnRequest) -> Result<Spawned
         stdout,
         stderr,
         ns,
+        exit,
+        guard,
     })
 }
 
@@ -444,4 +542,56 @@ fn child_common(self_pidfd: &OwnedFd) -> std::io::Result<()> {
 
 fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
     fd.as_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::{ContainerProcess, ContainerSpec, ExitStatus};
+    use std::time::Duration;
+
+    /// A process of a container's PID namespace whose parent is podgrace and that nobody
+    /// registered (what a lost exec used to be): when PID 1 dies the kernel kills it, and the
+    /// teardown then waits for podgrace to reap its zombie. The reaper's sweep does, so PID 1's
+    /// exit is still seen.
+    #[tokio::test]
+    async fn the_reaper_frees_a_teardown_held_up_by_an_unregistered_zombie() {
+        if !namespaces_permitted() {
+            eprintln!("SKIP: PID namespaces not permitted here");
+            return;
+        }
+        let c = ContainerProcess::spawn(
+            ContainerSpec {
+                name: "app".into(),
+                argv: vec!["sleep".into(), "1000".into()],
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .expect("spawn");
+        let pidns = std::fs::File::open(format!("/proc/{}/ns/pid", c.pid()))
+            .map(OwnedFd::from)
+            .expect("pidns");
+        // Forked on the spawner thread into the container's PID namespace, and never
+        // registered with the reaper.
+        let lost = on_spawner_blocking(move |st| {
+            move_into_link_name_space(pidns.as_fd(), Some(LinkNameSpaceType::ProcessID))
+                .expect("setns");
+            let child = Command::new("sleep").arg("1000").spawn();
+            move_into_link_name_space(st.host_pidns.as_fd(), Some(LinkNameSpaceType::ProcessID))
+                .expect("back to the host PID namespace");
+            child.expect("spawn the lost process").id()
+        })
+        .expect("spawner");
+        assert!(c.kill().expect("kill"));
+        let exit = tokio::time::timeout(Duration::from_secs(10), c.wait())
+            .await
+            .expect("PID 1's exit is seen once the lost zombie is reaped");
+        assert_eq!(exit.status, ExitStatus::Signal(9));
+        assert!(
+            procfs::process::Process::new(lost as i32).is_err(),
+            "the lost process {lost} is reaped"
+        );
+    }
 }

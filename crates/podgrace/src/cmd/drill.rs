@@ -12,27 +12,33 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_core::KubeVersion;
 use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
-use podgrace_drill::endpoints::LagPreset;
+use podgrace_drill::endpoints::{LagModel, LagPreset};
 use podgrace_drill::html::{html_report, write_report};
-use podgrace_drill::load::{scheduled_requests, Protocol, MAX_REQUESTS};
+use podgrace_drill::load::{scheduled_requests, ClientKind, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario};
 use podgrace_node::kubelet::spec::SpecError;
 use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
 
+use super::args::{
+    DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
+};
 use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A manifest with the pod or Deployment to drill (`-` for stdin); none runs the built-in
-    /// demo, without and with the fix.
-    file: Option<PathBuf>,
+    /// A manifest with the pod or Deployment to drill (`-` for stdin, or -f FILE); none runs
+    /// the built-in demo, without and with the fix.
+    #[command(flatten)]
+    file: FileArgs,
     /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft or evict-hard.
     #[arg(long, default_value = "rollout", value_parser = parse_scenario)]
     scenario: Scenario,
+    /// --scenario delete's delete: kubectl's --grace-period, --force and --now.
+    #[command(flatten)]
+    delete: DeleteArgs,
     /// Replicas [default: the Deployment's, else 2].
     #[arg(long)]
     replicas: Option<usize>,
@@ -60,9 +66,19 @@ pub struct Args {
     /// How long the load runs (`8s`, `1m`).
     #[arg(long, default_value = "8s", value_parser = super::parse_duration)]
     duration: Duration,
-    /// The endpoint lag L: a duration, or in-cluster (1 s), ingress (30 s), cloud-lb (120 s).
+    /// The endpoint lag L: a duration, in-cluster (1 s), ingress (30 s), cloud-lb (120 s), or
+    /// kube-proxy (its bounded-frequency sync: at once while a sync slot is free, else about
+    /// --iptables-min-sync-period later).
     #[arg(long, default_value = "1s", value_parser = parse_lag)]
-    endpoint_lag: Duration,
+    endpoint_lag: LagArg,
+    /// kube-proxy's --iptables-min-sync-period, for --endpoint-lag kube-proxy (`1s`).
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
+    iptables_min_sync_period: Duration,
+    /// The load's client: keep-alive-careful (reuses connections, drops one the server closed
+    /// while idle: urllib3, Go's net/http), keep-alive (writes into a reused connection without
+    /// checking), or new-connection (one connection per request).
+    #[arg(long, value_enum, default_value_t = ClientArg::KeepAliveCareful)]
+    client: ClientArg,
     /// The proxy in front: kube-proxy (a connection stays on its pod) or ingress (each request
     /// picks an endpoint, as an L7 ingress does).
     #[arg(long, value_enum, default_value_t = ProxyKind::KubeProxy)]
@@ -73,7 +89,7 @@ pub struct Args {
     /// Request method.
     #[arg(long, default_value = DEFAULT_METHOD)]
     method: String,
-    /// Per-request timeout (`2s`).
+    /// Per-request timeout, and the streams' connect timeout (`2s`).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = super::parse_duration)]
     timeout: Duration,
     /// The port the pods serve on [default: the first containerPort, else the readiness probe's
@@ -83,18 +99,14 @@ pub struct Args {
     /// When the disruption starts after the load (`1s`).
     #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
     disrupt_after: Duration,
-    /// kubelet evictionMaxPodGracePeriod for evict-soft, seconds.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    eviction_max_pod_grace_period: i64,
-    /// The Kubernetes version whose kubelet to reproduce.
-    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
-    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
-    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
-    pod_network: podgrace_node::sandbox::NetworkConfig,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
-    output: Format,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
+    #[command(flatten)]
+    version: VersionArgs,
+    #[command(flatten)]
+    pod_network: PodNetworkArgs,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Write a self-contained HTML report with the timeline chart (the demo writes two files,
     /// `-without-prestop` and `-with-prestop` added to the name).
     #[arg(long, value_name = "FILE.html")]
@@ -115,12 +127,6 @@ const DEFAULT_TIMEOUT: &str = "2s";
 const MAX_REPLICAS: usize = 100;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Text,
-    Json,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProtocolArg {
     Http1,
     H2c,
@@ -133,6 +139,33 @@ const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 const MAX_STREAMS: usize = 1000;
 /// Connections of the request load.
 const MAX_CONNECTIONS: usize = 10_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ClientArg {
+    NewConnection,
+    KeepAlive,
+    KeepAliveCareful,
+}
+
+/// `--endpoint-lag`: a fixed lag, or kube-proxy's sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LagArg {
+    Fixed(Duration),
+    KubeProxy,
+}
+
+impl LagArg {
+    /// The lag model with `min_sync` as kube-proxy's minSyncPeriod.
+    fn model(self, min_sync: Duration) -> LagModel {
+        match self {
+            LagArg::Fixed(l) => LagModel::Fixed(l),
+            LagArg::KubeProxy => LagModel::KubeProxy {
+                min_sync_period: min_sync,
+                burst: podgrace_drill::sync::BURST_SYNCS,
+            },
+        }
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProxyKind {
@@ -150,15 +183,26 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
     }
 }
 
-fn parse_lag(s: &str) -> Result<Duration, String> {
+fn parse_lag(s: &str) -> Result<LagArg, String> {
+    if s == "kube-proxy" {
+        return Ok(LagArg::KubeProxy);
+    }
     match LagPreset::parse(s) {
-        Ok(p) => Ok(p.lag()),
+        Ok(p) => Ok(LagArg::Fixed(p.lag())),
         Err(_) => super::parse_duration(s)
-            .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb")),
+            .map(LagArg::Fixed)
+            .map_err(|e| format!("{e}; or a preset: in-cluster, ingress, cloud-lb, kube-proxy")),
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let delete_flags = args.delete.flags()?;
+    if args.delete.given() && args.scenario != Scenario::Delete {
+        return Err(BadInput(
+            "--grace-period, --force and --now shape the delete of --scenario delete; a rollout's deletes come from the ReplicaSet controller with the pod's own grace, and an eviction's grace from the kubelet (--eviction-max-pod-grace-period)".into(),
+        )
+        .into());
+    }
     let with_streams = args.streams + args.idle_streams > 0;
     if args.streams > MAX_STREAMS || args.idle_streams > MAX_STREAMS {
         return Err(BadInput(format!(
@@ -206,8 +250,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    if args.endpoint_lag > MAX_DURATION {
+    if matches!(args.endpoint_lag, LagArg::Fixed(l) if l > MAX_DURATION) {
         return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
+    }
+    if args.iptables_min_sync_period > MAX_DURATION {
+        return Err(BadInput("--iptables-min-sync-period must be at most 24h".into()).into());
     }
     if args.path.parse::<hyper::Uri>().is_err() {
         return Err(BadInput(format!(
@@ -237,7 +284,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     if let Some(path) = &args.report {
         // Found now, not after the whole drill has run.
-        if args.file.is_some() {
+        if args.file.get().is_some() {
             check_writable(path)?;
         } else {
             check_writable(&suffixed(path, "-without-prestop"))?;
@@ -262,7 +309,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         stream_seconds: args.stream_seconds,
         idle_streams: args.idle_streams,
         duration: args.duration,
-        endpoint_lag: args.endpoint_lag,
+        lag: args.endpoint_lag.model(args.iptables_min_sync_period),
+        client: match args.client {
+            ClientArg::NewConnection => ClientKind::NewConnection,
+            ClientArg::KeepAlive => ClientKind::KeepAlive,
+            ClientArg::KeepAliveCareful => ClientKind::KeepAliveCareful,
+        },
         balancing: match args.proxy {
             ProxyKind::KubeProxy => Balancing::PerConnection,
             ProxyKind::Ingress => Balancing::PerRequest,
@@ -273,9 +325,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         connections: args.connections,
         port,
         disrupt_after: args.disrupt_after,
-        version: args.kubernetes_version,
-        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
-        network: args.pod_network.clone(),
+        version: args.version.kubernetes_version,
+        eviction_max_pod_grace_period: args.kubelet.eviction_max_pod_grace_period,
+        network: args.pod_network.pod_network.clone(),
+        delete: delete_flags,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -284,7 +337,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .context("cannot start the async runtime")?;
     let images = args.runtime.runtime != RuntimeChoice::Process;
     // Bad input is found before anything starts, containerd included.
-    let template = match &args.file {
+    let template = match args.file.get() {
         Some(file) => Some(load_template(file, &args, images)?),
         None => None,
     };
@@ -301,7 +354,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Some((plan, replicas, port)) => {
             let cfg = config(port, args.replicas.unwrap_or(replicas));
             let outcome = runtime.block_on(drill_once(&pods, &plan, &cfg, &args, "drill"))?;
-            match args.output {
+            match args.output.output {
                 Format::Json => print_json(&outcome.report)?,
                 Format::Text => write!(Out, "{}", summary(&outcome))?,
             }
@@ -332,13 +385,8 @@ fn warn_unused_flags(args: &Args) {
         let request_flags = [
             ("--protocol", args.protocol != ProtocolArg::Http1),
             ("--connections", args.connections != DEFAULT_CONNECTIONS),
-            ("--proxy", args.proxy != ProxyKind::KubeProxy),
             ("--path", args.path != DEFAULT_PATH),
             ("--method", args.method != DEFAULT_METHOD),
-            (
-                "--timeout",
-                super::parse_duration(DEFAULT_TIMEOUT).ok() != Some(args.timeout),
-            ),
         ];
         let set: Vec<&str> = request_flags
             .iter()
@@ -364,7 +412,10 @@ fn demo(
     config: impl Fn(u16, usize) -> DrillConfig,
 ) -> anyhow::Result<Outcome> {
     let exe = std::env::current_exe().context("cannot find podgrace's own executable")?;
-    let lag = args.endpoint_lag;
+    let lag = args
+        .endpoint_lag
+        .model(args.iptables_min_sync_period)
+        .nominal();
     let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
     let image = match pods {
         PodRuntime::Process => None,
@@ -393,7 +444,7 @@ fn demo(
         "1/2 without preStop",
     ))?;
     let b = runtime.block_on(drill_once(pods, &fixed, &cfg, args, "2/2 with preStop"))?;
-    match args.output {
+    match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report])?;
@@ -504,7 +555,7 @@ fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodP
         &doc.text,
         &doc.name,
         &manifest::LoadOptions {
-            kube_version: args.kubernetes_version,
+            kube_version: args.version.kubernetes_version,
         },
     )
     .map_err(|e| BadInput(e.to_string()))?;
@@ -600,7 +651,8 @@ async fn drill_once(
     title: &str,
 ) -> anyhow::Result<DrillOutcome> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let bar = if args.output == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    let bar = if args.output.output == Format::Text
+        && std::io::IsTerminal::is_terminal(&std::io::stderr())
     {
         let b = ProgressBar::new(cfg.duration.as_millis() as u64);
         b.set_style(
@@ -637,7 +689,7 @@ async fn drill_once(
     });
     let result = tokio::select! {
         r = run_drill_on(pods, plan, cfg, tx) => r,
-        () = interrupted() => {
+        code = interrupted() => {
             if let Some(b) = &bar {
                 b.abandon();
             }
@@ -645,7 +697,7 @@ async fn drill_once(
                 // containerd's containers outlive podgrace: this drill's pods go first.
                 let n = rt.remove_own_sandboxes(&podgrace_node::runtime::CallContext::background()).await;
                 eprintln!("interrupted: the drill's {n} pods on containerd are stopped and removed");
-                std::process::exit(130);
+                std::process::exit(code);
             }
             // The pods die with podgrace (their death signal); their namespaces are removed
             // here, since no pod task will get to tear its sandbox down.
@@ -657,7 +709,7 @@ async fn drill_once(
                     n => format!("{n} pod network namespaces"),
                 }
             );
-            std::process::exit(130);
+            std::process::exit(code);
         }
     };
     if let Some(t) = ticker {
@@ -670,8 +722,9 @@ async fn drill_once(
     result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
 }
 
-/// The first SIGINT or SIGTERM to podgrace.
-async fn interrupted() {
+/// The first SIGINT or SIGTERM to podgrace, as the exit code of a process it ended: 128 + the
+/// signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
+async fn interrupted() -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     match (
         signal(SignalKind::interrupt()),
@@ -679,8 +732,8 @@ async fn interrupted() {
     ) {
         (Ok(mut i), Ok(mut t)) => {
             tokio::select! {
-                _ = i.recv() => {}
-                _ = t.recv() => {}
+                _ = i.recv() => 128 + 2,
+                _ = t.recv() => 128 + 15,
             }
         }
         _ => std::future::pending().await,
@@ -735,8 +788,25 @@ fn summary(o: &DrillOutcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\ndrill {}: {} requests/s ({}, through {}), endpoint lag {:.1} s",
-        r.scenario, r.rps, r.settings.protocol, r.settings.proxy, r.endpoint_lag_seconds
+        "\ndrill {}: {} requests/s ({}, {} client, through {}{}), endpoint lag {}",
+        r.scenario,
+        r.rps,
+        r.settings.protocol,
+        r.settings.client,
+        r.settings.proxy,
+        match r.settings.proxy_implementation {
+            Some("netfilter") => " on the kernel's netfilter",
+            Some(_) => " in user space",
+            None => "",
+        },
+        if r.settings.endpoint_lag_model == "kube-proxy" {
+            format!(
+                "kube-proxy's sync (minSyncPeriod {:.1} s)",
+                r.endpoint_lag_seconds
+            )
+        } else {
+            format!("{:.1} s", r.endpoint_lag_seconds)
+        }
     );
     if r.rps == 0.0 {
         let _ = writeln!(s, "  requests: none (--rps 0)");
@@ -747,8 +817,8 @@ fn summary(o: &DrillOutcome) -> String {
         let k = &st.failures_by_kind;
         let _ = writeln!(
             s,
-            "  streams {}: completed {}, failed {} (refused {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
-            st.opened, st.completed, st.failed, k.refused, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
+            "  streams {}: completed {}, failed {} (refused {}, connect timeout {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
+            st.opened, st.completed, st.failed, k.refused, k.connect_timeout, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
         );
         let p = &st.failures_by_phase;
         let _ = writeln!(
@@ -778,9 +848,24 @@ fn request_lines(s: &mut String, r: &DrillReport) {
     let p = &r.failures_by_phase;
     let _ = writeln!(
         s,
-        "  requests {}, failed {} (refused {}, reset {}, timeout {}, HTTP 5xx {})",
-        r.requests, r.failed, k.refused, k.reset, k.timeout, k.http5xx
+        "  requests {}, failed {} (connect timeout {}, refused {}, EOF {} ({} on a reused connection), reset {}, timeout {}, HTTP 5xx {})",
+        r.requests,
+        r.failed,
+        k.connect_timeout,
+        k.refused,
+        k.eof,
+        k.eof_on_reuse,
+        k.reset,
+        k.timeout,
+        k.http5xx
     );
+    if r.stale_conntrack > 0 {
+        let _ = writeln!(
+            s,
+            "  of them {} new connections that followed a stale conntrack entry to a pod that was gone",
+            r.stale_conntrack
+        );
+    }
     let _ = writeln!(
         s,
         "  failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
@@ -817,15 +902,20 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
         ("requests", a.requests.to_string(), b.requests.to_string()),
         ("failed", a.failed.to_string(), b.failed.to_string()),
         (
-            "  refused / reset",
+            "  connect timeout / refused",
             format!(
                 "{} / {}",
-                a.failures_by_kind.refused, a.failures_by_kind.reset
+                a.failures_by_kind.connect_timeout, a.failures_by_kind.refused
             ),
             format!(
                 "{} / {}",
-                b.failures_by_kind.refused, b.failures_by_kind.reset
+                b.failures_by_kind.connect_timeout, b.failures_by_kind.refused
             ),
+        ),
+        (
+            "  EOF / reset",
+            format!("{} / {}", a.failures_by_kind.eof, a.failures_by_kind.reset),
+            format!("{} / {}", b.failures_by_kind.eof, b.failures_by_kind.reset),
         ),
         (
             "  timeout / HTTP 5xx",
@@ -856,7 +946,7 @@ fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) 
                 .unwrap_or_default()
         };
         // Before the verdict.
-        rows.insert(5, ("streams failed", failed(a), failed(b)));
+        rows.insert(6, ("streams failed", failed(a), failed(b)));
     }
     for (name, x, y) in rows {
         let _ = writeln!(s, "  {name:28} {x:>18} {y:>24}");

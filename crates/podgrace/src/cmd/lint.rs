@@ -1,11 +1,12 @@
 //! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI.
 
-use crate::{input, out::Out, BadInput, Outcome};
+use super::args::{FilesArgs, VersionArgs};
+use crate::input::{self, InputError};
+use crate::{out::Out, BadInput, Outcome};
 use podgrace_core::lint::{
     self, catalogue, severity_str, LintConfig, LintFinding, LintOptions, Severity,
 };
 use podgrace_core::manifest::{self, Manifest};
-use podgrace_core::KubeVersion;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -13,18 +14,16 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Manifest files or directories (`*.yaml`, `*.yml`, `*.json`, recursively); `-` for stdin.
-    #[arg(required_unless_present = "explain")]
-    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    paths: FilesArgs,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
     /// Exit 1 when a finding is at this severity or above.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     fail_on: FailOn,
-    /// The Kubernetes version whose API server and kubelet to mirror.
-    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
+    #[command(flatten)]
+    version: VersionArgs,
     /// Switch a rule off; repeatable.
     #[arg(long, value_name = "RULE")]
     disable: Vec<String>,
@@ -84,21 +83,21 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         config.disable.push(id.clone());
     }
     let opts = LintOptions {
-        version: args.kubernetes_version,
+        version: args.version.kubernetes_version,
         config,
     };
-    let docs = input::read_all(&args.paths)?;
+    let paths = args.paths.all()?;
+    let (docs, mut problems) = input::read_all(&paths)?;
     let load_opts = manifest::LoadOptions {
         kube_version: opts.version,
     };
     let mut manifests: Vec<Manifest> = Vec::with_capacity(docs.len());
     let mut findings = Vec::new();
-    let mut errors = Vec::new();
     for doc in &docs {
         let (m, errs) = manifest::load_partial(&doc.text, &doc.name, &load_opts);
         let (rejected, rest) = lint::rejections(errs, &opts);
         findings.extend(rejected);
-        errors.extend(rest.iter().map(ToString::to_string));
+        problems.extend(rest.iter().map(InputError::manifest));
         manifests.push(m);
     }
     super::read_image_stop_signals(
@@ -108,13 +107,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     findings.extend(lint::lint(&manifests, &opts));
     // Nothing to lint is not a failure (a chart may render no pod for some values), but it is
     // said, so that a wrong path does not pass silently.
-    if errors.is_empty()
+    if problems.is_empty()
         && findings.is_empty()
         && manifests.iter().all(|m| m.pods().next().is_none())
     {
         eprintln!(
             "note: {}: nothing to lint",
-            input::no_pod_found(&args.paths, &docs)
+            input::no_pod_found(&paths, &docs)
         );
     }
     let mut out = std::io::BufWriter::new(Out);
@@ -122,20 +121,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Format::Text => {
             let color = std::io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            out.write_all(text(&findings, color).as_bytes())?;
+            out.write_all(text(&findings, problems.len(), color).as_bytes())?;
         }
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &json_doc(&findings))?;
+            serde_json::to_writer_pretty(&mut out, &json_doc(&findings, &problems))?;
             writeln!(out)?;
         }
         Format::Sarif => {
-            serde_json::to_writer_pretty(&mut out, &sarif(&findings))?;
+            serde_json::to_writer_pretty(&mut out, &sarif(&findings, &problems))?;
             writeln!(out)?;
         }
     }
     out.flush()?;
-    if !errors.is_empty() {
-        return Err(BadInput(errors.join("\n")).into());
+    // Input errors fail the run (exit 2) after the findings of everything else were written.
+    if !problems.is_empty() {
+        let lines: Vec<&str> = problems.iter().map(|p| p.text.as_str()).collect();
+        return Err(BadInput(lines.join("\n")).into());
     }
     let fail = args.fail_on.severity();
     Ok(if findings.iter().any(|f| f.severity >= fail) {
@@ -176,8 +177,9 @@ fn counts(findings: &[LintFinding]) -> (usize, usize, usize) {
     (n(Severity::Error), n(Severity::Warning), n(Severity::Info))
 }
 
-/// Text: grouped by object (in input order), one line per finding.
-fn text(findings: &[LintFinding], color: bool) -> String {
+/// Text: grouped by object (in input order), one line per finding; then the counts, with the
+/// input errors (printed on stderr) counted too.
+fn text(findings: &[LintFinding], input_errors: usize, color: bool) -> String {
     let paint = |code: &str, s: &str| {
         if color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -186,6 +188,8 @@ fn text(findings: &[LintFinding], color: bool) -> String {
         }
     };
     let mut groups: Vec<(String, Vec<&LintFinding>)> = Vec::new();
+    // Group index by header, so that many objects cost linear time.
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for f in findings {
         let key = format!(
             "{} ({}:{}:{})",
@@ -194,9 +198,12 @@ fn text(findings: &[LintFinding], color: bool) -> String {
             f.object_span.line,
             f.object_span.column
         );
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(f),
-            None => groups.push((key, vec![f])),
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(f),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![f]));
+            }
         }
     }
     let mut s = String::new();
@@ -229,16 +236,24 @@ fn text(findings: &[LintFinding], color: bool) -> String {
         s.push('\n');
     }
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let _ = writeln!(
+    let _ = write!(
         s,
         "{}, {}, {i} info",
         plural(e as u64, "error", "errors"),
         plural(w as u64, "warning", "warnings")
     );
+    if input_errors > 0 {
+        let _ = write!(
+            s,
+            "; {} (on stderr): what they name was not linted",
+            plural(input_errors as u64, "input error", "input errors")
+        );
+    }
+    s.push('\n');
     s
 }
 
-fn json_doc(findings: &[LintFinding]) -> Value {
+fn json_doc(findings: &[LintFinding], problems: &[InputError]) -> Value {
     let (e, w, i) = counts(findings);
     json!({
         "findings": findings.iter().map(|f| json!({
@@ -256,7 +271,13 @@ fn json_doc(findings: &[LintFinding]) -> Value {
             },
             "container": f.container,
         })).collect::<Vec<_>>(),
-        "summary": {"error": e, "warning": w, "info": i},
+        "inputErrors": problems.iter().map(|p| json!({
+            "message": p.text,
+            "file": p.file,
+            "line": p.line,
+            "column": p.column,
+        })).collect::<Vec<_>>(),
+        "summary": {"error": e, "warning": w, "info": i, "inputErrors": problems.len()},
     })
 }
 
@@ -281,8 +302,11 @@ fn uri(file: &str) -> String {
     out
 }
 
-/// SARIF 2.1.0: the catalogue as `tool.driver.rules`, one result per finding.
-fn sarif(findings: &[LintFinding]) -> Value {
+/// SARIF 2.1.0: the catalogue as `tool.driver.rules`, one result per finding, and one
+/// invocation: `executionSuccessful` false when some input could not be linted, each such input
+/// error a `toolExecutionNotifications` entry (level `error`, with its location when known),
+/// as SARIF §3.20.21 has a tool report conditions that kept it from analysing some input.
+fn sarif(findings: &[LintFinding], problems: &[InputError]) -> Value {
     let rules: Vec<Value> = catalogue::CATALOGUE
         .iter()
         .map(|r| {
@@ -324,6 +348,28 @@ fn sarif(findings: &[LintFinding]) -> Value {
             })
         })
         .collect();
+    let notifications: Vec<Value> = problems
+        .iter()
+        .map(|p| {
+            let mut n = json!({
+                "level": "error",
+                "message": {"text": p.text},
+            });
+            if let Some(file) = &p.file {
+                let mut physical = json!({"artifactLocation": {"uri": uri(file)}});
+                if let (Some(line), Some(column)) = (p.line, p.column) {
+                    physical["region"] =
+                        json!({"startLine": line.max(1), "startColumn": column.max(1)});
+                }
+                n["locations"] = json!([{"physicalLocation": physical}]);
+            }
+            n
+        })
+        .collect();
+    let mut invocation = json!({"executionSuccessful": problems.is_empty()});
+    if !notifications.is_empty() {
+        invocation["toolExecutionNotifications"] = Value::Array(notifications);
+    }
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -333,6 +379,7 @@ fn sarif(findings: &[LintFinding]) -> Value {
                 "version": env!("CARGO_PKG_VERSION"),
                 "rules": rules,
             }},
+            "invocations": [invocation],
             "results": results,
         }],
     })

@@ -1,5 +1,6 @@
-//! One module per verb.
+//! One module per verb, and the flag groups they share.
 
+pub mod args;
 pub mod conformance;
 pub mod demo_app;
 pub mod drill;

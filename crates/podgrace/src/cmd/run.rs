@@ -9,14 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_core::rules::apiserver::{format_timestamp, kubectl_delete, KubectlDeleteFlags};
+use podgrace_core::rules::apiserver::{format_timestamp, KubectlDeleteFlags};
 use podgrace_core::rules::latency::RuntimeProfile;
 use podgrace_core::timeline::LaterDelete;
 use podgrace_core::KubeVersion;
@@ -27,38 +26,42 @@ use podgrace_node::kubelet::{
 };
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
 use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeChoice, RuntimeService};
-use podgrace_node::sandbox::NetworkConfig;
 use tokio::signal::unix::{signal, SignalKind};
 
+use super::args::{
+    DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
+};
 use crate::{input, out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A manifest with one pod or pod template (`-` for stdin).
-    file: PathBuf,
+    #[command(flatten)]
+    file: FileArgs,
     /// Which pod of the file, by name, when it holds several.
     #[arg(long)]
     pod: Option<String>,
-    /// Delete the pod by itself after this long (`10s`, `1m30s`, `500ms`).
+    /// Start the termination by itself after this long (`10s`, `1m30s`, `500ms`): the delete
+    /// (with --grace-period, --force, --now), or the eviction of --trigger.
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     delete_after: Option<Duration>,
-    /// The delete's `--grace-period` (kubectl semantics: 0 without --force is sent as 1).
-    #[arg(long, value_name = "SECONDS", default_value_t = -1, allow_negative_numbers = true)]
-    grace_period: i64,
-    /// The delete is `--force` (with --grace-period 0 or unset: a force delete).
-    #[arg(long)]
-    force: bool,
-    /// At --delete-after, evict the pod at a hard or soft threshold instead of deleting it.
-    #[arg(long, value_enum, requires = "delete_after")]
-    evict: Option<Eviction>,
-    /// kubelet evictionMaxPodGracePeriod for --evict soft, seconds.
+    #[command(flatten)]
+    delete: DeleteArgs,
+    /// What happens at --delete-after: delete (kubectl delete pod, the default), evict-soft or
+    /// evict-hard (node-pressure eviction at a soft or hard threshold), spelled as explain's
+    /// triggers and drill's scenarios.
+    #[arg(long, value_name = "T", value_parser = parse_trigger, requires = "delete_after")]
+    trigger: Option<RunTrigger>,
+    /// The older spelling of --trigger evict-soft / evict-hard.
     #[arg(
         long,
-        value_name = "SECONDS",
-        default_value_t = 0,
-        allow_negative_numbers = true
+        value_enum,
+        hide = true,
+        requires = "delete_after",
+        conflicts_with = "trigger"
     )]
-    eviction_max_pod_grace_period: i64,
+    evict: Option<Eviction>,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
     /// Override a container's stop signal: CONTAINER=SIGNAL (repeatable), for images whose
     /// STOPSIGNAL podgrace cannot know.
     #[arg(long = "stop-signal", value_name = "CONTAINER=SIGNAL", value_parser = parse_assignment)]
@@ -73,29 +76,49 @@ pub struct Args {
     /// The seed of the latency draws (default: a new one each run, printed).
     #[arg(long, value_name = "N", requires = "runtime_latency")]
     runtime_latency_seed: Option<u64>,
-    /// The Kubernetes version whose kubelet to reproduce.
-    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
-    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
-    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
-    pod_network: NetworkConfig,
-    /// Output format of the final report.
-    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
-    output: Format,
+    #[command(flatten)]
+    version: VersionArgs,
+    #[command(flatten)]
+    pod_network: PodNetworkArgs,
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     runtime: super::RuntimeArgs,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    Text,
-    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Eviction {
     Soft,
     Hard,
+}
+
+/// What `--delete-after` starts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum RunTrigger {
+    Delete,
+    Evict { hard: bool },
+}
+
+fn parse_trigger(s: &str) -> Result<RunTrigger, String> {
+    match s {
+        "delete" => Ok(RunTrigger::Delete),
+        "evict-soft" => Ok(RunTrigger::Evict { hard: false }),
+        "evict-hard" => Ok(RunTrigger::Evict { hard: true }),
+        _ => Err("expected delete, evict-soft or evict-hard".into()),
+    }
+}
+
+impl Args {
+    /// `--trigger`, or the older `--evict`.
+    fn trigger(&self) -> RunTrigger {
+        match (self.trigger, self.evict) {
+            (Some(t), _) => t,
+            (None, Some(e)) => RunTrigger::Evict {
+                hard: e == Eviction::Hard,
+            },
+            (None, None) => RunTrigger::Delete,
+        }
+    }
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -107,21 +130,22 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     // Everything that can be wrong with the input is found before anything starts.
-    let flags = KubectlDeleteFlags {
-        grace_period: args.grace_period,
-        force: args.force,
-        now: false,
-    };
-    kubectl_delete(flags).map_err(|e| BadInput(format!("error: {e}")))?;
-    if args.second_delete.is_some() && args.evict.is_some() {
+    let flags = args.delete.flags()?;
+    if args.delete.given() && args.trigger() != RunTrigger::Delete {
         return Err(BadInput(
-            "--second-delete follows a delete; with --evict there is none (the kubelet evicts without touching the API object)".into(),
+            "--grace-period, --force and --now shape the delete; an eviction takes its grace from the kubelet (--eviction-max-pod-grace-period)".into(),
+        )
+        .into());
+    }
+    if args.second_delete.is_some() && args.trigger() != RunTrigger::Delete {
+        return Err(BadInput(
+            "--second-delete follows a delete; with an eviction there is none (the kubelet evicts without touching the API object)".into(),
         )
         .into());
     }
     let plan = load_pod(&args)?;
     let opts = PodOptions {
-        version: args.kubernetes_version,
+        version: args.version.kubernetes_version,
         namespace: "default".into(),
         stop_signal_overrides: args
             .stop_signals
@@ -162,7 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let report = runtime.block_on(async {
         match &args.runtime.runtime {
             RuntimeChoice::Process => {
-                let (rt, output) = ProcessRuntime::new(args.pod_network.clone());
+                let (rt, output) = ProcessRuntime::new(args.pod_network.pod_network.clone());
                 let rt = match args.runtime_latency {
                     Some(profile) => {
                         let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
@@ -178,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 let rt = Arc::new(rt);
                 let namespaced = namespaces_permitted();
                 if !namespaced {
-                    eprintln!("warning: no permission for PID namespaces: containers run as plain host processes, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+                    eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
                 }
                 let events = rt.clone();
                 supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
@@ -191,7 +215,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     })?;
-    match args.output {
+    match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
             serde_json::to_writer_pretty(&mut out, &report)?;
@@ -204,12 +228,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
-    let doc = input::read_one(&args.file)?;
+    let file = args.file.get().ok_or_else(|| {
+        BadInput("no manifest given: name a FILE (or -f FILE; `-` reads standard input)".into())
+    })?;
+    let doc = input::read_one(file)?;
     let m = manifest::load_with(
         &doc.text,
         &doc.name,
         &manifest::LoadOptions {
-            kube_version: args.kubernetes_version,
+            kube_version: args.version.kubernetes_version,
         },
     )
     .map_err(|e| {
@@ -262,7 +289,7 @@ async fn supervise<R: RuntimeService + 'static>(
 ) -> anyhow::Result<RunReport> {
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
-    let json = args.output == Format::Json;
+    let json = args.output.output == Format::Json;
     // Container output, prefixed as `kubectl logs --prefix` does; to stderr in JSON mode.
     let logs = tokio::spawn(async move {
         while let Some(OutputLine {
@@ -304,16 +331,19 @@ async fn supervise<R: RuntimeService + 'static>(
         }
     };
     tokio::pin!(deleter);
-    let eviction = args.evict.map(|e| PodCommand::Evict {
-        hard: e == Eviction::Hard,
-        eviction_max_pod_grace_period: args.eviction_max_pod_grace_period,
-    });
+    let eviction = match args.trigger() {
+        RunTrigger::Evict { hard } => Some(PodCommand::Evict {
+            hard,
+            eviction_max_pod_grace_period: args.kubelet.eviction_max_pod_grace_period,
+        }),
+        RunTrigger::Delete => None,
+    };
     let mut deletes = 0;
     let mut status = pod.status();
     let mut seen_deletes: Option<std::time::Instant> = None;
     // When the first delete went out, for --second-delete.
     let mut first_delete: Option<tokio::time::Instant> = None;
-    let version = args.kubernetes_version;
+    let version = args.version.kubernetes_version;
     loop {
         let second_at = match (args.second_delete, first_delete) {
             (Some(later), Some(first)) if deletes == 1 => {
@@ -322,8 +352,8 @@ async fn supervise<R: RuntimeService + 'static>(
             _ => None,
         };
         tokio::select! {
-            _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags),
-            _ = terms.recv() => deletes = request_delete(&pod, deletes, flags),
+            _ = interrupts.recv() => deletes = request_delete(&pod, deletes, flags, 130),
+            _ = terms.recv() => deletes = request_delete(&pod, deletes, flags, 143),
             () = &mut deleter, if deletes == 0 => {
                 match &eviction {
                     Some(cmd) => {
@@ -379,11 +409,15 @@ async fn supervise<R: RuntimeService + 'static>(
 }
 
 /// The first interrupt deletes like `kubectl delete pod` (with --grace-period/--force if
-/// given); the second is `--grace-period=0 --force`; the third stops podgrace at once.
+/// given); the second is `--grace-period=0 --force`; a third stops podgrace at once with `code`
+/// (130 for SIGINT, 143 for SIGTERM), whatever its containers are doing (not a Kubernetes
+/// action): their processes die with podgrace (`PR_SET_PDEATHSIG`), and nothing of a container
+/// that the kernel is still tearing down can hold podgrace up.
 fn request_delete(
     pod: &podgrace_node::kubelet::PodHandle,
     done: u32,
     flags: KubectlDeleteFlags,
+    code: i32,
 ) -> u32 {
     match done {
         0 => {
@@ -403,7 +437,7 @@ fn request_delete(
             // (PR_SET_PDEATHSIG); the pods' network namespaces go first.
             eprintln!("stopping podgrace now: every container is killed with it, no report");
             podgrace_node::sandbox::teardown_own();
-            std::process::exit(130);
+            std::process::exit(code);
         }
     }
     done + 1
@@ -501,8 +535,24 @@ fn summary(r: &RunReport) -> String {
             "containers ran as plain host processes"
         }
     );
-    for c in &r.containers {
-        let _ = writeln!(out, "  {} ({}, {} restarts)", c.name, c.role, c.restarts);
+    let event_of = |container: &str, reason: &str| {
+        r.events
+            .iter()
+            .rev()
+            .find(|e| e.container.as_deref() == Some(container) && e.reason == reason)
+    };
+    // Whether a container ever started (a Started event), and why one never did.
+    let never_started =
+        |name: &str| event_of(name, podgrace_node::events::reason::STARTED).is_none();
+    for (i, c) in r.containers.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {} ({}, {} restart{})",
+            c.name,
+            c.role,
+            c.restarts,
+            if c.restarts == 1 { "" } else { "s" }
+        );
         for e in &c.exits {
             let how = e
                 .exit_signal
@@ -512,16 +562,31 @@ fn summary(r: &RunReport) -> String {
             let _ = writeln!(out, "    {how} at {:.3} s while the pod ran", e.seconds);
         }
         if c.terminations.is_empty() && c.exits.is_empty() {
-            // A container the runtime could not create or start never ran at all.
-            let failed = r.events.iter().rev().find(|e| {
-                e.container.as_deref() == Some(c.name.as_str())
-                    && e.reason == podgrace_node::events::reason::FAILED
-            });
-            match failed {
-                Some(e) => {
+            // A container the runtime could not create or start never ran at all; one that
+            // waited for an init container or native sidecar before it (they start in order)
+            // never got its turn.
+            let failed = event_of(&c.name, podgrace_node::events::reason::FAILED);
+            let waits_for = r.containers[..i].iter().rev().find(|o| o.role != "main");
+            match (failed, never_started(&c.name), waits_for) {
+                (Some(e), _, _) => {
                     let _ = writeln!(out, "    never started: {}", e.message);
                 }
-                None => {
+                (None, true, Some(b)) => {
+                    let why = if never_started(&b.name) {
+                        "which never started"
+                    } else {
+                        "which had not finished starting"
+                    };
+                    let _ = writeln!(
+                        out,
+                        "    never started: it waits for {} {}, {why}",
+                        b.role, b.name
+                    );
+                }
+                (None, true, None) => {
+                    let _ = writeln!(out, "    never started");
+                }
+                (None, false, _) => {
                     let _ = writeln!(out, "    not terminated by the kubelet");
                 }
             }
@@ -540,9 +605,14 @@ fn summary(r: &RunReport) -> String {
                 }
             );
             if let Some(h) = &t.pre_stop {
+                let detail = h
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "      preStop {:8} +{:.3} → +{:.3} s  {}",
+                    "      preStop {:8} +{:.3} → +{:.3} s  {}{detail}",
                     h.action, h.after_seconds, h.end_after_seconds, h.outcome
                 );
             }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
-use podgrace_core::KubeVersion;
 
 use crate::{BadInput, Outcome};
 
@@ -26,9 +25,8 @@ pub struct Args {
     /// The node's name (the one node every pod is bound to).
     #[arg(long, default_value = "podgrace")]
     node_name: String,
-    /// The Kubernetes release whose API server behaviour to reproduce.
-    #[arg(long, default_value_t = KubeVersion::LATEST)]
-    kubernetes_version: KubeVersion,
+    #[command(flatten)]
+    version: super::args::VersionArgs,
     /// Watch events kept per resource; a watch from an older resourceVersion gets 410 Gone.
     #[arg(long, default_value_t = podgrace_api::store::DEFAULT_HISTORY)]
     watch_history: usize,
@@ -56,7 +54,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let api = Api::new(ApiConfig {
         node_name: args.node_name.clone(),
         history: args.watch_history,
-        kube_version: args.kubernetes_version,
+        kube_version: args.version.kubernetes_version,
         bookmark_interval: args.bookmark_interval,
         ..ApiConfig::default()
     });
@@ -85,7 +83,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let abs = std::fs::canonicalize(&args.kubeconfig_out).unwrap_or(args.kubeconfig_out.clone());
     println!(
         "podgrace serve: Kubernetes {} API on {server} (TLS, bearer token)",
-        args.kubernetes_version
+        args.version.kubernetes_version
     );
     println!("kubeconfig: {} (mode 0600)", abs.display());
     println!("export KUBECONFIG={}", abs.display());

@@ -1,0 +1,202 @@
+//! Flag groups shared by the verbs (`#[command(flatten)]`): each flag is spelled, documented and
+//! checked once, and means the same in every verb that takes it.
+
+use std::path::PathBuf;
+
+use podgrace_core::rules::apiserver::{kubectl_delete, KubectlDeleteFlags};
+use podgrace_core::KubeVersion;
+use podgrace_node::sandbox::{NetworkConfig, DEFAULT_POD_NETWORK};
+
+use crate::BadInput;
+
+/// `--output text|json`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// An output format.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// `--kubernetes-version X.Y`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct VersionArgs {
+    /// The Kubernetes version whose API server and kubelet to reproduce.
+    #[arg(long, value_name = "X.Y", default_value_t = KubeVersion::LATEST)]
+    pub kubernetes_version: KubeVersion,
+}
+
+/// `--pod-network A.B.C.0/24`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PodNetworkArgs {
+    /// The address range pods take their IPs from (host-only, A.B.C.0/24).
+    #[arg(long, value_name = "CIDR", default_value = DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
+    pub pod_network: NetworkConfig,
+}
+
+/// The kubelet settings every verb that terminates pods takes.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct KubeletArgs {
+    /// kubelet evictionMaxPodGracePeriod, seconds (a soft eviction's longest grace; the
+    /// kubelet's default 0).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub eviction_max_pod_grace_period: i64,
+}
+
+/// `kubectl delete`'s own flags, with kubectl's rules (`DeleteOptions.Complete` and
+/// `Validate`): `--grace-period` -1 (the default) means the pod's terminationGracePeriodSeconds,
+/// 0 without `--force` is sent as 1; `--force` with 0 or unset is a force delete; `--now` is a
+/// grace of 1 and cannot be given with `--grace-period`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct DeleteArgs {
+    /// The delete's --grace-period, seconds, as kubectl takes it: -1 is the pod's own
+    /// terminationGracePeriodSeconds; 0 without --force is sent as 1.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = -1,
+        allow_negative_numbers = true
+    )]
+    pub grace_period: i64,
+    /// The delete is --force: with --grace-period 0 or unset, a force delete (the API object is
+    /// removed at once).
+    #[arg(long)]
+    pub force: bool,
+    /// The delete is --now: a grace period of 1 s (cannot be given with --grace-period).
+    #[arg(long)]
+    pub now: bool,
+}
+
+impl DeleteArgs {
+    /// The flags, checked as kubectl checks them. Errors: kubectl's own wording
+    /// ("--now and --grace-period cannot be specified together"), as bad usage.
+    pub fn flags(&self) -> Result<KubectlDeleteFlags, BadInput> {
+        let flags = KubectlDeleteFlags {
+            grace_period: self.grace_period,
+            force: self.force,
+            now: self.now,
+        };
+        kubectl_delete(flags).map_err(|e| BadInput(format!("error: {e}")))?;
+        Ok(flags)
+    }
+
+    /// Whether any of the flags was given (away from its default).
+    pub fn given(&self) -> bool {
+        self.grace_period != -1 || self.force || self.now
+    }
+}
+
+/// Manifest files: positional, and with `-f/--filename` as kubectl takes them (repeatable;
+/// `-` for standard input).
+#[derive(clap::Args, Debug, Clone)]
+pub struct FilesArgs {
+    /// Manifest files or directories (`*.yaml`, `*.yml`, `*.json`, recursively); `-` for stdin.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// A manifest file or directory, as kubectl's -f (repeatable; beside or instead of FILE).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub filename: Vec<PathBuf>,
+}
+
+impl FilesArgs {
+    /// Every file given, positional first. Errors: none given (bad usage).
+    pub fn all(&self) -> Result<Vec<PathBuf>, BadInput> {
+        let all: Vec<PathBuf> = self.files.iter().chain(&self.filename).cloned().collect();
+        if all.is_empty() {
+            return Err(BadInput(
+                "no manifest given: name a FILE (or -f FILE; `-` reads standard input)".into(),
+            ));
+        }
+        Ok(all)
+    }
+}
+
+/// One manifest file: positional or `-f/--filename`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FileArgs {
+    /// A manifest with the pod or pod template (`-` for stdin).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The manifest, as kubectl's -f (instead of FILE).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        conflicts_with = "file"
+    )]
+    pub filename: Option<PathBuf>,
+}
+
+impl FileArgs {
+    /// The file given, if any.
+    pub fn get(&self) -> Option<&PathBuf> {
+        self.file.as_ref().or(self.filename.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        delete: DeleteArgs,
+        #[command(flatten)]
+        files: FilesArgs,
+    }
+
+    fn parse(args: &[&str]) -> T {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied())).expect("parses")
+    }
+
+    #[test]
+    fn kubectl_rules_for_the_delete_flags() {
+        let f = parse(&["x"]).delete;
+        assert!(!f.given());
+        assert_eq!(f.flags().map(|f| f.grace_period).ok(), Some(-1));
+        assert!(parse(&["--grace-period", "0", "x"]).delete.flags().is_ok());
+        assert!(parse(&["--force", "x"]).delete.flags().is_ok());
+        assert_eq!(
+            parse(&["--now", "--grace-period", "5", "x"])
+                .delete
+                .flags()
+                .err()
+                .map(|e| e.0),
+            Some("error: --now and --grace-period cannot be specified together".to_string())
+        );
+        assert_eq!(
+            parse(&["--force", "--grace-period", "5", "x"])
+                .delete
+                .flags()
+                .err()
+                .map(|e| e.0),
+            Some(
+                "error: --force and --grace-period greater than 0 cannot be specified together"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn filename_beside_the_positional_files() {
+        let t = parse(&["a.yaml", "-f", "b.yaml", "--filename", "c.yaml"]);
+        assert_eq!(
+            t.files.all().ok(),
+            Some(vec!["a.yaml".into(), "b.yaml".into(), "c.yaml".into()])
+        );
+        assert!(parse(&[]).files.all().is_err());
+    }
+}
