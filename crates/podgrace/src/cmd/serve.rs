@@ -102,7 +102,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let mut controllers = podgrace_controllers::spawn(
         podgrace_api::in_process_client(api.clone()),
         podgrace_controllers::Config {
-            kube_version: args.kubernetes_version,
+            kube_version: args.version.kubernetes_version,
         },
     );
     tokio::select! {
