@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use podgrace_core::rules::apiserver::{self, DeletionState, PodForDelete, PodPhase, StoredPod};
+use podgrace_core::rules::garbagecollector as gc;
 use podgrace_core::KubeVersion;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -110,7 +111,7 @@ impl PatchType {
     }
 }
 
-fn store_err(r: &Resource, name: &str, e: StoreError) -> ApiError {
+pub(crate) fn store_err(r: &Resource, name: &str, e: StoreError) -> ApiError {
     match e {
         StoreError::NotFound => ApiError::not_found(r, name),
         StoreError::AlreadyExists => ApiError::already_exists(r, name),
@@ -126,6 +127,7 @@ fn openapi_def(r: &Resource) -> String {
         "" => "core",
         "coordination.k8s.io" => "coordination",
         "events.k8s.io" => "events",
+        "discovery.k8s.io" => "discovery",
         g => g,
     };
     format!("io.k8s.api.{group}.{}.{}", r.version, r.kind)
@@ -164,7 +166,7 @@ impl Api {
         &self.0.cfg
     }
 
-    fn lock(&self) -> MutexGuard<'_, Store> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Store> {
         self.0.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -183,7 +185,7 @@ impl Api {
             .unwrap_or_else(|| watch::channel(0).1)
     }
 
-    fn wake(&self, storage: &str, rv: u64) {
+    pub(crate) fn wake(&self, storage: &str, rv: u64) {
         if let Some(tx) = self.0.notify.get(storage) {
             tx.send_replace(rv);
         }
@@ -334,14 +336,25 @@ impl Api {
         if r.plural == "services" {
             self.allocate_service(&s, &mut obj);
         }
-        let obj = Self::to_storage(r, obj);
+        let mut obj = Self::to_storage(r, obj);
         let key = r.key(ns, &name);
-        let bound = r.kind == "Pod"
+        let mut bound = r.kind == "Pod"
             && r.group.is_empty()
             && obj
                 .pointer("/status/conditions/0/type")
                 .and_then(Value::as_str)
                 == Some("PodScheduled");
+        if bound && self.node_refuses(&s, &obj) {
+            // A cordoned or tainted node: the pod stays unbound for the scheduler, which
+            // reports FailedScheduling and binds it once the node takes pods again.
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("nodeName");
+            }
+            if let Some(st) = obj.get_mut("status").and_then(Value::as_object_mut) {
+                st.remove("conditions");
+            }
+            bound = false;
+        }
         let stored = s
             .create(r.storage, &key, obj)
             .map_err(|e| store_err(r, &name, e))?;
@@ -363,6 +376,22 @@ impl Api {
             code: 201,
             warnings,
         })
+    }
+
+    /// Whether the node object (if one is registered) does not take `pod`: cordoned, or a
+    /// NoSchedule/NoExecute taint the pod does not tolerate (podgrace-core's
+    /// `rules::scheduling`).
+    fn node_refuses(&self, s: &Store, pod: &Value) -> bool {
+        let Some(node) = s.get("nodes", &self.0.cfg.node_name) else {
+            return false;
+        };
+        let (Ok(node), Ok(pod)) = (
+            serde_json::from_value::<k8s_openapi::api::core::v1::Node>(node.value()),
+            serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()),
+        ) else {
+            return false;
+        };
+        podgrace_core::rules::scheduling::unfit_reason(&pod, &node).is_some()
     }
 
     /// `GET` of one object.
@@ -557,7 +586,7 @@ impl Api {
 
     /// Decodes `new` as a body would be (unknown fields dropped) and updates with it.
     #[allow(clippy::too_many_arguments)]
-    fn write_update(
+    pub(crate) fn write_update(
         &self,
         r: &'static Resource,
         ns: &str,
@@ -622,7 +651,15 @@ impl Api {
             }
         }
         let has_status = r.subresources.contains(&"status");
-        if status_only {
+        if crate::kinds::handles(r) {
+            let mut causes = crate::kinds::prepare_update(r, &old, &mut new, status_only);
+            if !status_only {
+                causes.extend(decoded.invalid.iter().cloned());
+            }
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(r, name, causes));
+            }
+        } else if status_only {
             // Only the status changes (and, as upstream lets the status writer, nothing else).
             let mut merged = old.clone();
             merged["status"] = new.get("status").cloned().unwrap_or(json!({}));
@@ -764,7 +801,7 @@ impl Api {
         Ok(out)
     }
 
-    fn delete_locked(
+    pub(crate) fn delete_locked(
         &self,
         r: &'static Resource,
         ns: &str,
@@ -843,6 +880,21 @@ impl Api {
         };
         let is_pod = r.kind == "Pod" && r.group.is_empty();
         let is_ns = r.plural == "namespaces";
+        // The garbage collector's finalizers the options ask for (`orphan`,
+        // `foregroundDeletion`), as `deletionFinalizersForGarbageCollection` sets them.
+        let (finalizers, finalizers_changed) = if is_ns {
+            (stored.finalizers.clone(), false)
+        } else {
+            gc::deletion_finalizers(
+                &stored.finalizers,
+                gc::Cascade {
+                    propagation_policy: opts.propagation_policy.as_deref(),
+                    orphan_dependents: opts.orphan_dependents,
+                },
+            )
+        };
+        let mut stored = stored;
+        stored.finalizers = finalizers.clone();
         let clamp = apiserver::clamps_deletion_timestamp(self.0.cfg.kube_version);
         let outcome = if is_pod {
             // At the clock's milliseconds, stored in whole seconds, as the API server does.
@@ -893,9 +945,27 @@ impl Api {
             if is_ns {
                 v["status"]["phase"] = json!("Terminating");
             }
+            if finalizers_changed {
+                if finalizers.is_empty() {
+                    m_remove(&mut v, "finalizers");
+                } else {
+                    meta::meta_mut(&mut v).insert("finalizers".into(), json!(finalizers));
+                }
+            }
             v
         };
-        let result = if outcome.decision.graceful_pending {
+        let result = if outcome.decision.graceful_pending && finalizers_changed {
+            let marked = with_deletion(stored.deletion);
+            let out = s
+                .update(r.storage, &key, marked)
+                .map_err(|e| store_err(r, name, e))?
+                .value();
+            Written {
+                object: Self::present(r, &out),
+                code: 200,
+                warnings: Vec::new(),
+            }
+        } else if outcome.decision.graceful_pending {
             Written {
                 object: Self::present(r, &cur),
                 code: 200,
@@ -1069,6 +1139,52 @@ impl Api {
         }
     }
 
+    /// Writes `obj` over the stored object as the server itself does (no strategy, no
+    /// validation), provided the stored resourceVersion is still the one `obj` carries
+    /// (409 otherwise). Bindings and the eviction's condition go this way.
+    ///
+    /// # Errors
+    /// 404, 409.
+    pub(crate) fn store_replace(
+        &self,
+        r: &'static Resource,
+        ns: &str,
+        name: &str,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        let mut s = self.lock();
+        let key = r.key(ns, name);
+        let cur = s
+            .get(r.storage, &key)
+            .ok_or_else(|| ApiError::not_found(r, name))?;
+        let want = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !want.is_empty() && want != cur.rv().to_string() {
+            return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
+        }
+        let out = s
+            .update(r.storage, &key, obj)
+            .map_err(|e| store_err(r, name, e))?
+            .value();
+        let rv = s.current_rv();
+        drop(s);
+        self.wake(r.storage, rv);
+        Ok(out)
+    }
+
+    /// [`Api::store_replace`] for a pod's binding.
+    pub(crate) fn replace_pod_binding(
+        &self,
+        r: &'static Resource,
+        ns: &str,
+        name: &str,
+        pod: Value,
+    ) -> Result<Value, ApiError> {
+        self.store_replace(r, ns, name, pod)
+    }
+
     /// Every pod's `(namespace, name)`.
     pub fn pod_names(&self) -> Vec<(String, String)> {
         self.with_store(|s| {
@@ -1092,6 +1208,10 @@ impl Api {
                 .collect()
         })
     }
+}
+
+fn m_remove(v: &mut Value, key: &str) {
+    meta::meta_mut(v).remove(key);
 }
 
 /// The `Scheduled` Event the scheduler writes when it binds `pod` to `node`: `Normal`,

@@ -83,10 +83,26 @@ fn resource_json(r: &Resource) -> Vec<Value> {
         let verbs: &[&str] = match *sub {
             "log" => &["get"],
             "finalize" => &["update"],
+            "eviction" | "binding" => &["create"],
             _ => &["get", "patch", "update"],
         };
-        let kind = if *sub == "log" { "Pod" } else { r.kind };
-        out.push(json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": verbs}));
+        let mut e = json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs});
+        match *sub {
+            "log" => e["kind"] = json!("Pod"),
+            "binding" => e["kind"] = json!("Binding"),
+            "scale" => {
+                e["group"] = json!("autoscaling");
+                e["version"] = json!("v1");
+                e["kind"] = json!("Scale");
+            }
+            "eviction" => {
+                e["group"] = json!("policy");
+                e["version"] = json!("v1");
+                e["kind"] = json!("Eviction");
+            }
+            _ => {}
+        }
+        out.push(e);
     }
     out
 }

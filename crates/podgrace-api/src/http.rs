@@ -43,11 +43,13 @@ pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
 
 /// An error response (its `Status` body, in kube-apiserver's field order).
 pub fn error_response(e: &ApiError) -> Response {
-    Response::builder()
+    let mut b = Response::builder()
         .status(e.code)
-        .header("content-type", "application/json")
-        .body(Body::from(e.to_json()))
-        .unwrap_or_default()
+        .header("content-type", "application/json");
+    if let Some(n) = e.retry_after_seconds.filter(|n| *n > 0) {
+        b = b.header("retry-after", n.to_string());
+    }
+    b.body(Body::from(e.to_json())).unwrap_or_default()
 }
 
 /// What a request path names.
@@ -340,6 +342,38 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     Ok(json_response(200, &obj, &[]))
                 }
                 ("GET", Some(n), Some("log")) => logs::serve(api.clone(), &ns, n, &q).await,
+                ("GET", Some(n), Some("scale")) => {
+                    Ok(json_response(200, &api.get_scale(resource, &ns, n)?, &[]))
+                }
+                ("PUT", Some(n), Some("scale")) => {
+                    let body = read_body(api, req).await?;
+                    let w = api.write_scale(resource, &ns, n, &body, None)?;
+                    Ok(json_response(w.code, &w.object, &w.warnings))
+                }
+                ("PATCH", Some(n), Some("scale")) => {
+                    let pt = PatchType::from_content_type(header(&req, "content-type"))?;
+                    let body = read_body(api, req).await?;
+                    let w = api.write_scale(resource, &ns, n, &body, Some(pt))?;
+                    Ok(json_response(w.code, &w.object, &w.warnings))
+                }
+                ("POST", Some(n), Some("eviction")) => {
+                    let body = read_body(api, req).await?;
+                    let w = api.evict(resource, &ns, n, &body)?;
+                    Ok(Response::builder()
+                        .status(w.code)
+                        .header("content-type", "application/json")
+                        .body(Body::from(crate::status::ordered_status_json(&w.object)))
+                        .unwrap_or_default())
+                }
+                ("POST", Some(n), Some("binding")) => {
+                    let body = read_body(api, req).await?;
+                    let w = api.bind(resource, &ns, n, &body)?;
+                    Ok(Response::builder()
+                        .status(w.code)
+                        .header("content-type", "application/json")
+                        .body(Body::from(crate::status::ordered_status_json(&w.object)))
+                        .unwrap_or_default())
+                }
                 ("POST", None, None) => {
                     let body = read_body(api, req).await?;
                     let w = api.create(resource, &ns, &body, fv)?;

@@ -24,7 +24,9 @@
 
 pub mod api;
 pub mod discovery;
+pub mod eviction;
 pub mod http;
+pub mod kinds;
 pub mod kubeconfig;
 pub mod listener;
 pub mod logs;
@@ -38,11 +40,21 @@ pub mod resource;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod subresource;
 pub mod table;
 pub mod tls;
 pub mod watch;
 
 pub use api::{Api, ApiConfig};
+
+/// A kube-rs client of `api` in this process: requests go straight to [`http::router`] (no
+/// listener, no TLS, no token), with the same client code as against a real cluster.
+pub fn in_process_client(api: Api) -> kube::Client {
+    let svc = tower::ServiceBuilder::new()
+        .map_request(|req: ::http::Request<kube::client::Body>| req.map(axum::body::Body::new))
+        .service(http::router(api));
+    kube::Client::new(svc, "default")
+}
 
 /// Go's `%q` of a string, as upstream messages quote values.
 pub(crate) fn status_quote(s: &str) -> String {

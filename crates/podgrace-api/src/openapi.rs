@@ -67,6 +67,14 @@ fn schemas() -> &'static Map<String, Value> {
         g.subschema_for::<core::Service>();
         g.subschema_for::<coord::Lease>();
         g.subschema_for::<events::Event>();
+        g.subschema_for::<k8s_openapi::api::apps::v1::Deployment>();
+        g.subschema_for::<k8s_openapi::api::apps::v1::ReplicaSet>();
+        g.subschema_for::<k8s_openapi::api::policy::v1::PodDisruptionBudget>();
+        g.subschema_for::<k8s_openapi::api::discovery::v1::EndpointSlice>();
+        g.subschema_for::<k8s_openapi::api::apps::v1::Deployment>();
+        g.subschema_for::<k8s_openapi::api::apps::v1::ReplicaSet>();
+        g.subschema_for::<k8s_openapi::api::policy::v1::PodDisruptionBudget>();
+        g.subschema_for::<k8s_openapi::api::discovery::v1::EndpointSlice>();
         g.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
         let mut defs = g.take_definitions(true);
         decorate(&mut defs);
@@ -138,6 +146,7 @@ pub fn def_name(r: &Resource, kind: &str) -> String {
         "" => "core",
         "coordination.k8s.io" => "coordination",
         "events.k8s.io" => "events",
+        "discovery.k8s.io" => "discovery",
         g => g,
     };
     format!("io.k8s.api.{group}.{}.{kind}", r.version)
@@ -251,7 +260,16 @@ mod tests {
             .iter()
             .any(|x| x["name"] == "fieldValidation"));
         assert!(document("apis/events.k8s.io/v1").is_some());
-        assert!(document("apis/apps/v1").is_none());
+        let apps = document("apis/apps/v1").unwrap();
+        let t = &apps["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]
+            ["containers"];
+        assert_eq!(t["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(
+            apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]
+                ["x-kubernetes-group-version-kind"][0]["kind"],
+            "Deployment"
+        );
+        assert!(document("apis/batch/v1").is_none());
         assert!(index()["paths"]["api/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap()

@@ -41,6 +41,10 @@ fn definitions() -> Map<String, Value> {
     g.subschema_for::<core::Service>();
     g.subschema_for::<coord::Lease>();
     g.subschema_for::<events::Event>();
+    g.subschema_for::<k8s_openapi::api::apps::v1::Deployment>();
+    g.subschema_for::<k8s_openapi::api::apps::v1::ReplicaSet>();
+    g.subschema_for::<k8s_openapi::api::policy::v1::PodDisruptionBudget>();
+    g.subschema_for::<k8s_openapi::api::discovery::v1::EndpointSlice>();
     let mut defs = g.take_definitions(true);
     decorate(&mut defs);
     defs

@@ -285,6 +285,8 @@ pub struct DeleteOptions {
     pub present: bool,
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
+    /// The legacy `orphanDependents` (overrides `propagationPolicy`).
+    pub orphan_dependents: Option<bool>,
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
@@ -307,6 +309,7 @@ impl DeleteOptions {
                 .get("propagationPolicy")
                 .and_then(Value::as_str)
                 .map(str::to_string);
+            o.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
             o.precondition_uid = v
                 .pointer("/preconditions/uid")
                 .and_then(Value::as_str)

@@ -76,6 +76,14 @@ fn normalize_kind(r: &Resource, v: Value) -> Result<Value, String> {
         ("", "Service") => normalize::<core::Service>(v),
         ("coordination.k8s.io", "Lease") => normalize::<coord::Lease>(v),
         ("events.k8s.io", "Event") => normalize::<events::Event>(v),
+        ("apps", "Deployment") => normalize::<k8s_openapi::api::apps::v1::Deployment>(v),
+        ("apps", "ReplicaSet") => normalize::<k8s_openapi::api::apps::v1::ReplicaSet>(v),
+        ("policy", "PodDisruptionBudget") => {
+            normalize::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(v)
+        }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            normalize::<k8s_openapi::api::discovery::v1::EndpointSlice>(v)
+        }
         _ => Ok(v),
     }
 }
@@ -91,7 +99,7 @@ fn strict_issues(
     use k8s_openapi::api::core::v1 as core;
     use k8s_openapi::api::events::v1 as events;
     let errs = match (r.group, r.kind) {
-        ("", "Pod") => manifest::load_with(
+        ("", "Pod") | ("apps", "Deployment") | ("apps", "ReplicaSet") => manifest::load_with(
             text,
             "request",
             &LoadOptions {
@@ -109,6 +117,14 @@ fn strict_issues(
             manifest::load_typed::<coord::Lease>(text, "request").err()
         }
         ("events.k8s.io", "Event") => manifest::load_typed::<events::Event>(text, "request").err(),
+        ("policy", "PodDisruptionBudget") => manifest::load_typed::<
+            k8s_openapi::api::policy::v1::PodDisruptionBudget,
+        >(text, "request")
+        .err(),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            manifest::load_typed::<k8s_openapi::api::discovery::v1::EndpointSlice>(text, "request")
+                .err()
+        }
         _ => None,
     };
     let mut unknown = Vec::new();
@@ -297,7 +313,9 @@ pub fn prepare_create(
         if name.is_empty() {
             if let Some(g) = m.get("generateName").and_then(Value::as_str) {
                 if !g.is_empty() {
-                    let n = format!("{g}{}", meta::name_suffix());
+                    // names.SimpleNameGenerator: the base is cut to 58 characters.
+                    let base: String = g.chars().take(58).collect();
+                    let n = format!("{base}{}", meta::name_suffix());
                     m.insert("name".into(), json!(n));
                 }
             }
@@ -353,6 +371,10 @@ pub fn prepare_create(
                 });
             }
         }
+        _ if crate::kinds::handles(r) => {
+            causes.extend(crate::kinds::prepare_create(r, obj));
+            causes.extend(decoded.invalid);
+        }
         _ => causes.extend(decoded.invalid),
     }
     if !causes.is_empty() {
@@ -361,7 +383,8 @@ pub fn prepare_create(
     Ok(decoded.object)
 }
 
-fn set_default(m: &mut Map<String, Value>, k: &str, v: Value) {
+/// Sets `k` to `v` unless it is set (and not null).
+pub(crate) fn set_default(m: &mut Map<String, Value>, k: &str, v: Value) {
     if m.get(k).is_none_or(Value::is_null) {
         m.insert(k.into(), v);
     }
@@ -418,14 +441,31 @@ fn default_container(c: &mut Value) {
     }
 }
 
-/// `SetDefaults_PodSpec`/`SetDefaults_Container`/`SetDefaults_Probe` and the admission
-/// defaults a stock cluster adds (DefaultTolerationSeconds, Priority 0).
-pub fn default_pod(pod: &mut Value) {
-    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+/// `SetDefaults_PodSpec` with `SetDefaults_Container` and `SetDefaults_Probe` on the `spec`
+/// of `obj` (a pod or a pod template): what templates get too.
+pub fn default_pod_spec(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            cs.iter_mut().for_each(default_container);
+        }
+    }
+}
+
+/// [`default_pod_spec`], `SetDefaults_Pod` and the admission defaults a stock cluster adds to
+/// pods (DefaultTolerationSeconds, Priority 0).
+pub fn default_pod(pod: &mut Value) {
+    default_pod_spec(pod);
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     // A negative grace period is accepted and stored as 1 (`SetDefaults_Pod`, since 1.22).
     if spec
         .get("terminationGracePeriodSeconds")
@@ -434,17 +474,9 @@ pub fn default_pod(pod: &mut Value) {
     {
         spec.insert("terminationGracePeriodSeconds".into(), json!(1));
     }
-    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
-    set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
     set_default(spec, "priority", json!(0));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            cs.iter_mut().for_each(default_container);
-        }
-    }
     let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
     if let Some(t) = tolerations.as_array_mut() {
         for key in [

@@ -165,7 +165,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["po"],
         categories: &["all"],
-        subresources: &["status", "log"],
+        subresources: &["status", "log", "eviction", "binding"],
         storage: "pods",
         fields: POD_FIELDS,
     },
@@ -235,6 +235,32 @@ pub const RESOURCES: &[Resource] = &[
         fields: &["spec.clusterIP", "spec.type"],
     },
     Resource {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        storage: "deployments",
+        fields: &[],
+    },
+    Resource {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        namespaced: true,
+        short_names: &["rs"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        storage: "replicasets",
+        fields: &[],
+    },
+    Resource {
         group: "coordination.k8s.io",
         version: "v1",
         kind: "Lease",
@@ -271,6 +297,32 @@ pub const RESOURCES: &[Resource] = &[
             "type",
         ],
     },
+    Resource {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        namespaced: true,
+        short_names: &["pdb"],
+        categories: &[],
+        subresources: &["status"],
+        storage: "poddisruptionbudgets",
+        fields: &[],
+    },
+    Resource {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        storage: "endpointslices",
+        fields: &[],
+    },
 ];
 
 /// The resource `plural` of `group`/`version`, if served.
@@ -278,6 +330,13 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
     RESOURCES
         .iter()
         .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The served resource of `storage` with group `group` (the storage's own version).
+pub fn by_storage(group: &str, storage: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.storage == storage)
 }
 
 /// The resource of kind `kind` in `api_version` (`v1`, `events.k8s.io/v1`), if served.

@@ -216,6 +216,47 @@ impl ApiError {
         e
     }
 
+    /// 429 `TooManyRequests` (`NewTooManyRequests`) with a `DisruptionBudget` cause, as the
+    /// eviction subresource refuses; `retry_after_seconds` 0 sends no `Retry-After`.
+    pub fn too_many_requests(
+        message: &str,
+        retry_after_seconds: u32,
+        cause: Option<&str>,
+    ) -> ApiError {
+        let mut e = ApiError::new(429, "TooManyRequests", message);
+        e.retry_after_seconds = (retry_after_seconds > 0).then_some(retry_after_seconds);
+        if let Some(c) = cause {
+            e.causes = vec![Cause {
+                reason: "DisruptionBudget".into(),
+                message: c.into(),
+                field: String::new(),
+            }];
+        }
+        e
+    }
+
+    /// 409 on a group resource named as given (`Operation cannot be fulfilled on Pod "x": ...`,
+    /// as the eviction's preconditions word it).
+    pub fn conflict_on(group_resource: &str, name: &str, detail: &str) -> ApiError {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {group_resource} {name:?}: {detail}"),
+        )
+    }
+
+    /// 504 `Timeout: MESSAGE` with a retry after 10 s (`NewTimeoutError`).
+    pub fn new_timeout(message: &str) -> ApiError {
+        let mut e = ApiError::new(504, "Timeout", format!("Timeout: {message}"));
+        e.retry_after_seconds = Some(10);
+        e
+    }
+
+    /// 403 with a preformatted message (`X "name" is forbidden: why`).
+    pub fn forbidden_message(message: impl Into<String>) -> ApiError {
+        ApiError::new(403, "Forbidden", message)
+    }
+
     /// 500 `Internal error occurred: DETAIL`.
     pub fn internal(detail: impl std::fmt::Display) -> ApiError {
         let mut e = ApiError::new(
@@ -317,6 +358,34 @@ struct CauseBody<'a> {
     message: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     field: &'a str,
+}
+
+/// A `metav1.Status` value serialized in kube-apiserver's field order (kind, apiVersion,
+/// metadata, status, message, reason, details, code), as clients that print the raw body
+/// (`kubectl create --raw`) show it.
+pub fn ordered_status_json(v: &Value) -> String {
+    let mut out = String::from("{");
+    let mut first = true;
+    for k in [
+        "kind",
+        "apiVersion",
+        "metadata",
+        "status",
+        "message",
+        "reason",
+        "details",
+        "code",
+    ] {
+        if let Some(x) = v.get(k) {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&format!("{}:{x}", crate::status_quote(k)));
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// The `Success` status a delete returns for a resource deleted at once without a body to

@@ -10,6 +10,8 @@ doc = json.load(open(sys.argv[1]))
 defs = doc["definitions"]
 roots = ["io.k8s.api.core.v1." + k for k in ["Pod", "Namespace", "Node", "Event", "ConfigMap", "Secret", "Service"]]
 roots += ["io.k8s.api.coordination.v1.Lease", "io.k8s.api.events.v1.Event"]
+roots += ["io.k8s.api.apps.v1.Deployment", "io.k8s.api.apps.v1.ReplicaSet", "io.k8s.api.policy.v1.PodDisruptionBudget",
+          "io.k8s.api.policy.v1.Eviction", "io.k8s.api.discovery.v1.EndpointSlice", "io.k8s.api.autoscaling.v1.Scale"]
 def ref(s):
     r = s.get("$ref") or (s.get("items") or {}).get("$ref") or ((s.get("additionalProperties") or {}).get("$ref") if isinstance(s.get("additionalProperties"), dict) else None)
     return r.split("/")[-1] if r else None

@@ -299,6 +299,10 @@ pub struct ContainerPort {
     pub container_port: i32,
     /// `TCP` (default), `UDP` or `SCTP`.
     pub protocol: String,
+    /// `hostPort` (0 when absent: not mapped on the host).
+    pub host_port: i32,
+    /// `hostIP` (empty when absent).
+    pub host_ip: String,
 }
 
 /// One container of a pod, with the fields termination depends on.
@@ -309,6 +313,8 @@ pub struct ContainerPlan {
     /// Index in its list (`initContainers` or `containers`).
     pub index: usize,
     pub image: Option<String>,
+    /// `imagePullPolicy` as written (`Always`, `IfNotPresent`, `Never`); `None` when absent.
+    pub image_pull_policy: Option<String>,
     pub command: Vec<String>,
     pub args: Vec<String>,
     pub working_dir: Option<String>,
@@ -321,6 +327,10 @@ pub struct ContainerPlan {
     pub pre_stop: Option<Handler>,
     /// `lifecycle.stopSignal` (KEP-4960), as written (`SIGTERM`, `SIGQUIT`, ...).
     pub stop_signal: Option<String>,
+    /// The image's STOPSIGNAL as a container runtime holds it (`--image-source containerd`):
+    /// `Some(None)` when the image's config sets none; `None` when it was not read, and the
+    /// table of known official images applies ([`crate::rules::runtime::image_stop_signal`]).
+    pub image_config_stop_signal: Option<Option<String>>,
     pub liveness_probe: Option<Probe>,
     pub readiness_probe: Option<Probe>,
     pub startup_probe: Option<Probe>,

@@ -989,7 +989,7 @@ fn running_object(tgps: i64) -> apiserver::StoredPod {
 /// The stop signal the runtime sends to a container: `lifecycle.stopSignal`, else the image's
 /// STOPSIGNAL (for the official images podgrace knows), else SIGTERM.
 fn stop_signal(c: &ContainerPlan) -> String {
-    match runtime::container_stop_signal(c.stop_signal.as_deref(), c.image.as_deref()) {
+    match runtime::stop_signal_of(c) {
         Ok(sig) => sig.to_string(),
         // Manifest validation rejects unknown signal names; keep the text if one slips through.
         Err(_) => c.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),
@@ -1337,12 +1337,21 @@ pub fn container_findings_of(
         findings.push(Finding {
                 rule: "stop-signal-from-image",
                 severity: Severity::Info,
-                message: format!(
-                    "container {}: the stop signal {} is the STOPSIGNAL of the official image {} (inferred from the image name; set lifecycle.stopSignal to be explicit)",
-                    t.name,
-                    t.stop_signal,
-                    c.image.as_deref().unwrap_or_default()
-                ),
+                message: if c.image_config_stop_signal.is_some() {
+                    format!(
+                        "container {}: the stop signal {} is the STOPSIGNAL in the config of image {} (as containerd holds it; set lifecycle.stopSignal to be explicit)",
+                        t.name,
+                        t.stop_signal,
+                        c.image.as_deref().unwrap_or_default()
+                    )
+                } else {
+                    format!(
+                        "container {}: the stop signal {} is the STOPSIGNAL of the official image {} (inferred from the image name; set lifecycle.stopSignal to be explicit)",
+                        t.name,
+                        t.stop_signal,
+                        c.image.as_deref().unwrap_or_default()
+                    )
+                },
             });
     }
     if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {

@@ -17,6 +17,8 @@ fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> Cont
         role,
         index: 0,
         image: None,
+        image_pull_policy: None,
+        image_config_stop_signal: None,
         command: vec!["/app".into()],
         args: vec![],
         working_dir: None,

@@ -26,7 +26,9 @@ use podgrace_node::kubelet::{
     build_report, run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
 };
 use podgrace_node::process::namespaces_permitted;
-use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService, StopEventKind};
+use podgrace_node::runtime::{
+    CallContext, ContainerdRuntime, ProcessRuntime, RuntimeService, StopEvent, StopEventKind,
+};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -184,13 +186,72 @@ pub async fn run_drill(
     config: &DrillConfig,
     log: mpsc::UnboundedSender<String>,
 ) -> Result<DrillOutcome, DrillError> {
-    if !namespaces_permitted() {
-        return Err(DrillError::NoNamespaces);
+    run_drill_on(&PodRuntime::Process, template, config, log).await
+}
+
+/// Which runtime the drill's pods run on.
+#[derive(Clone)]
+pub enum PodRuntime {
+    /// The built-in process runtime (a new one per drill, on [`DrillConfig::network`]).
+    Process,
+    /// A real containerd, already connected (its output stream is the caller's); the pods'
+    /// addresses come from its CNI config.
+    Containerd(Arc<ContainerdRuntime>),
+}
+
+/// [`run_drill`] on the runtime `on`.
+///
+/// # Errors
+/// As [`run_drill`]; [`DrillError::NoNamespaces`] only for the process runtime.
+pub async fn run_drill_on(
+    on: &PodRuntime,
+    template: &PodPlan,
+    config: &DrillConfig,
+    log: mpsc::UnboundedSender<String>,
+) -> Result<DrillOutcome, DrillError> {
+    match on {
+        PodRuntime::Process => {
+            if !namespaces_permitted() {
+                return Err(DrillError::NoNamespaces);
+            }
+            let (runtime, mut output) = ProcessRuntime::new(config.network.clone());
+            let runtime = Arc::new(runtime);
+            // The pods' own output is not part of the drill's report.
+            tokio::spawn(async move { while output.recv().await.is_some() {} });
+            let events = runtime.clone();
+            drill(
+                runtime,
+                &move |id| events.stop_events(id),
+                true,
+                template,
+                config,
+                log,
+            )
+            .await
+        }
+        PodRuntime::Containerd(runtime) => {
+            let events = runtime.clone();
+            drill(
+                runtime.clone(),
+                &move |id| events.stop_events(id),
+                false,
+                template,
+                config,
+                log,
+            )
+            .await
+        }
     }
-    let (runtime, mut output) = ProcessRuntime::new(config.network.clone());
-    let runtime = Arc::new(runtime);
-    // The pods' own output is not part of the drill's report.
-    tokio::spawn(async move { while output.recv().await.is_some() {} });
+}
+
+async fn drill<R: RuntimeService + 'static>(
+    runtime: Arc<R>,
+    stop_events: &(dyn Fn(&str) -> Vec<StopEvent> + Send + Sync),
+    process: bool,
+    template: &PodPlan,
+    config: &DrillConfig,
+    log: mpsc::UnboundedSender<String>,
+) -> Result<DrillOutcome, DrillError> {
     let epoch = Instant::now();
     let lag = config.lag.nominal();
     // kube-proxy mode: the kernel's DNAT and conntrack, else the user-space L4 splice.
@@ -225,6 +286,7 @@ pub async fn run_drill(
             namespace: "default".into(),
             stop_signal_overrides: BTreeMap::new(),
             force_host: false,
+            images: !process,
         };
         // One recorder per pod: each pod's run report holds its own events only.
         let events = EventRecorder::new();
@@ -495,8 +557,8 @@ pub async fn run_drill(
         if !disrupted.contains(&i) {
             continue;
         }
-        let t = pod_termination(name, rep, &runtime, std_epoch);
-        container_stops.extend(container_stops_of(name, rep, &runtime, std_epoch));
+        let t = pod_termination(name, rep, stop_events, std_epoch);
+        container_stops.extend(container_stops_of(name, rep, stop_events, std_epoch));
         chart.push(ChartEvent {
             at: t.started,
             label: format!("{name}: terminating"),
@@ -519,11 +581,12 @@ pub async fn run_drill(
         });
         terminations.push(t);
     }
-    let namespaced = namespaces_permitted();
+    // containerd gives every container its own PID namespace.
+    let namespaced = !process || namespaces_permitted();
     let pods: Vec<serde_json::Value> = reports
         .iter()
         .map(|(_, r)| {
-            serde_json::to_value(build_report(r, |id| runtime.stop_events(id), namespaced))
+            serde_json::to_value(build_report(r, stop_events, namespaced))
                 .unwrap_or(serde_json::Value::Null)
         })
         .collect();
@@ -845,7 +908,7 @@ async fn feed_endpoints(
 fn pod_termination(
     name: &str,
     report: &PodReport,
-    runtime: &ProcessRuntime,
+    stop_events: &dyn Fn(&str) -> Vec<StopEvent>,
     epoch: std::time::Instant,
 ) -> PodTermination {
     let mut started = None;
@@ -855,7 +918,7 @@ fn pod_termination(
         for t in &c.terminations {
             let s = t.kill.started;
             started = Some(started.map_or(s, |x: std::time::Instant| x.min(s)));
-            for e in runtime.stop_events(&t.container_id) {
+            for e in stop_events(&t.container_id) {
                 if e.at < t.kill.started {
                     continue;
                 }
@@ -884,7 +947,7 @@ fn pod_termination(
 fn container_stops_of(
     name: &str,
     report: &PodReport,
-    runtime: &ProcessRuntime,
+    stop_events: &dyn Fn(&str) -> Vec<StopEvent>,
     epoch: std::time::Instant,
 ) -> Vec<ContainerStop> {
     let rel = |t: std::time::Instant| t.saturating_duration_since(epoch);
@@ -905,7 +968,7 @@ fn container_stops_of(
                 exited: None,
                 budget_seconds: t.kill.stop_timeout_seconds,
             };
-            for e in runtime.stop_events(&t.container_id) {
+            for e in stop_events(&t.container_id) {
                 if e.at < t.kill.started {
                     continue;
                 }

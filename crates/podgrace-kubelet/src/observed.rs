@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use podgrace_node::runtime::{
-    CallContext, ContainerConfig, ContainerEvent, ContainerStatus, ExecSyncResponse,
+    CallContext, ContainerConfig, ContainerEvent, ContainerStatus, ExecSyncResponse, ImageInfo,
     PodSandboxConfig, PodSandboxStatus, RuntimeError, RuntimeService,
 };
 use tokio::sync::Notify;
@@ -152,5 +152,25 @@ impl<R: RuntimeService> RuntimeService for ObservedRuntime<R> {
         id: &str,
     ) -> Result<ContainerStatus, RuntimeError> {
         self.inner.container_status(ctx, id).await
+    }
+
+    async fn remove_container(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.inner.remove_container(ctx, id).await
+    }
+
+    fn uses_images(&self) -> bool {
+        self.inner.uses_images()
+    }
+
+    async fn image_status(
+        &self,
+        ctx: &CallContext,
+        image: &str,
+    ) -> Result<Option<ImageInfo>, RuntimeError> {
+        self.inner.image_status(ctx, image).await
+    }
+
+    async fn pull_image(&self, ctx: &CallContext, image: &str) -> Result<String, RuntimeError> {
+        self.inner.pull_image(ctx, image).await
     }
 }

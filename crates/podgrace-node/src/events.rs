@@ -71,6 +71,15 @@ pub mod reason {
     /// there, not a constant of `event.go`; Kubernetes 1.26+), see
     /// [`super::message::lifecycle_http_fallback`].
     pub const LIFECYCLE_HTTP_FALLBACK: &str = "LifecycleHTTPFallback";
+    /// `PullingImage` (Normal), see [`super::message::pulling`].
+    pub const PULLING: &str = "Pulling";
+    /// `PulledImage` (Normal), see [`super::message::pulled`], [`super::message::image_present`].
+    pub const PULLED: &str = "Pulled";
+    /// `ErrImageNeverPullPolicy` (Warning), see [`super::message::image_never_pull`].
+    pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+    /// `MissingClusterDNS` (Warning, `pkg/kubelet/network/dns/dns.go` `GetPodDNS`), see
+    /// [`crate::kubelet::cri::missing_cluster_dns_message`].
+    pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
 }
 
 /// The kubelet's event messages, each with the upstream place that emits it.
@@ -141,6 +150,73 @@ pub mod message {
     /// `ProbeWarning`: `"Readiness probe warning: OUTPUT"` (`prober.go` `probe`).
     pub fn probe_warning(probe: &str, output: &str) -> String {
         format!("{probe} probe warning: {output}")
+    }
+
+    /// `Pulling`: `"Pulling image \"IMAGE\""` (`pkg/kubelet/images/image_manager.go`
+    /// `pullImage`).
+    pub fn pulling(image: &str) -> String {
+        format!("Pulling image {image:?}")
+    }
+
+    /// `Pulled` after a pull: `"Successfully pulled image \"IMAGE\" in 1.2s (1.2s including
+    /// waiting). Image size: N bytes."` (`image_manager.go` `pullImage`, Kubernetes 1.29+; Go's
+    /// duration format). podgrace pulls one image at a time, so both durations are the pull's.
+    pub fn pulled(image: &str, took: std::time::Duration, size_bytes: u64) -> String {
+        let d = go_duration(took);
+        format!("Successfully pulled image {image:?} in {d} ({d} including waiting). Image size: {size_bytes} bytes.")
+    }
+
+    /// `Pulled` without a pull: `"Container image \"IMAGE\" already present on machine"`
+    /// (`image_manager.go` `EnsureImageExists`; from 1.35, with KubeletEnsureSecretPulledImages
+    /// on by default, `... and can be accessed by the pod`).
+    pub fn image_present(image: &str, version: podgrace_core::KubeVersion) -> String {
+        if version.at_least(1, 35) {
+            format!("Container image {image:?} already present on machine and can be accessed by the pod")
+        } else {
+            format!("Container image {image:?} already present on machine")
+        }
+    }
+
+    /// `ErrImageNeverPull`: `"Container image \"IMAGE\" is not present with pull policy of
+    /// Never"` (`image_manager.go` `imageNotPresentOnNeverPolicyError`).
+    pub fn image_never_pull(image: &str) -> String {
+        format!("Container image {image:?} is not present with pull policy of Never")
+    }
+
+    /// `Failed` after a failed pull: `"Failed to pull image \"IMAGE\": ERR"`
+    /// (`image_manager.go` `pullImage`).
+    pub fn failed_to_pull(image: &str, error: &impl std::fmt::Display) -> String {
+        format!("Failed to pull image {image:?}: {error}")
+    }
+
+    /// Go's `time.Duration.String()` for durations under an hour: `1.234567s`, `523.1ms`,
+    /// `2m3.5s`.
+    pub fn go_duration(d: std::time::Duration) -> String {
+        let ns = d.as_nanos();
+        let trim = |int: u128, frac: u128, digits: usize| {
+            let f = format!("{frac:0digits$}");
+            let f = f.trim_end_matches('0');
+            if f.is_empty() {
+                int.to_string()
+            } else {
+                format!("{int}.{f}")
+            }
+        };
+        if ns == 0 {
+            "0s".into()
+        } else if ns < 1_000 {
+            format!("{ns}ns")
+        } else if ns < 1_000_000 {
+            format!("{}µs", trim(ns / 1_000, ns % 1_000, 3))
+        } else if ns < 1_000_000_000 {
+            format!("{}ms", trim(ns / 1_000_000, ns % 1_000_000, 6))
+        } else if ns < 60_000_000_000 {
+            format!("{}s", trim(ns / 1_000_000_000, ns % 1_000_000_000, 9))
+        } else {
+            let m = ns / 60_000_000_000;
+            let r = ns % 60_000_000_000;
+            format!("{m}m{}s", trim(r / 1_000_000_000, r % 1_000_000_000, 9))
+        }
     }
 
     /// `LifecycleHTTPFallback`: `"request to HTTPS lifecycle hook HOST:PORT got HTTP response,

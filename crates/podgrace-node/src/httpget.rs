@@ -653,6 +653,8 @@ mod tests {
             name: Some("http".into()),
             container_port: 8080,
             protocol: "TCP".into(),
+            host_port: 0,
+            host_ip: String::new(),
         }];
         let r = |p: PortRef| resolve_container_port(&p, &ports);
         assert_eq!(r(PortRef::Number(80)), Ok(80));

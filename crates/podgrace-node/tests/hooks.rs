@@ -229,6 +229,8 @@ async fn http_hook_goes_to_the_pod_ip_not_loopback() {
         name: Some("drain".into()),
         container_port: 8091,
         protocol: "TCP".into(),
+        host_port: 0,
+        host_ip: String::new(),
     }];
     let get = |port: PortRef| {
         Handler::HttpGet(HttpGet {

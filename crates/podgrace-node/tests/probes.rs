@@ -156,6 +156,8 @@ async fn tcp_probe_connects_by_number_or_port_name() {
         name: Some("db".into()),
         container_port: i32::from(port),
         protocol: "TCP".into(),
+        host_port: 0,
+        host_ip: String::new(),
     }];
     let (rt, _out) = ProcessRuntime::new(NetworkConfig::default());
     let ctx = CallContext::background();

@@ -105,6 +105,7 @@ async fn containers_join_the_pod_network() {
             PodSandboxConfig {
                 name: "web".into(),
                 host_network: false,
+                ..Default::default()
             },
         )
         .await
@@ -119,7 +120,7 @@ async fn containers_join_the_pod_network() {
             &pod,
             ContainerConfig {
                 name: "app".into(),
-                argv: common::argv(&["sleep", "1000"]),
+                command: common::argv(&["sleep", "1000"]),
                 ..Default::default()
             },
         )

@@ -19,6 +19,7 @@ async fn start(rt: &ProcessRuntime, name: &str, argv: &[&str]) -> String {
             PodSandboxConfig {
                 name: name.into(),
                 host_network: true,
+                ..Default::default()
             },
         )
         .await
@@ -29,7 +30,7 @@ async fn start(rt: &ProcessRuntime, name: &str, argv: &[&str]) -> String {
             &pod,
             ContainerConfig {
                 name: name.into(),
-                argv: common::argv(argv),
+                command: common::argv(argv),
                 ..Default::default()
             },
         )
@@ -291,13 +292,14 @@ async fn a_restart_waits_the_measured_restart_latency() {
             PodSandboxConfig {
                 name: "restarter".into(),
                 host_network: true,
+                ..Default::default()
             },
         )
         .await
         .expect("sandbox");
     let config = ContainerConfig {
         name: "app".into(),
-        argv: common::argv(&["true"]),
+        command: common::argv(&["true"]),
         ..Default::default()
     };
     let first_id = rt

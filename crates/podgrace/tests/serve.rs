@@ -1059,3 +1059,254 @@ spec:
     );
     eprintln!("{facts}");
 }
+
+/// The eviction API through real kubectl (`kubectl create --raw`), the pods' and the budget's
+/// status written with `kubectl patch --subresource=status` as the kubelet and the disruption
+/// controller would: the recorded 429 wording, then the 201 body once the budget allows one
+/// (`shared/cases/real-cluster-1.32.md` f).
+#[test]
+fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("evict", &[]);
+    let manifest = s.file(
+        "web.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web-a, labels: {app: web}}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers: [{name: app, image: busybox:1.36}]\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web-pdb}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n",
+    );
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", manifest.to_str().unwrap()]),
+        "apply",
+    );
+    let running =
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pod",
+                "web-a",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                running,
+            ],
+        ),
+        "pod status",
+    );
+    let budget = |allowed: i32| {
+        format!(
+            r#"{{"status":{{"observedGeneration":1,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1,"disruptionsAllowed":{allowed}}}}}"#
+        )
+    };
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pdb",
+                "web-pdb",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &budget(0),
+            ],
+        ),
+        "pdb status",
+    );
+    let ev = s.file(
+        "eviction.json",
+        r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"web-a","namespace":"default"}}"#,
+    );
+    let path = "/api/v1/namespaces/default/pods/web-a/eviction";
+    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert_eq!(
+        err(&o).trim(),
+        "Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "patch",
+                "pdb",
+                "web-pdb",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &budget(1),
+            ],
+        ),
+        "pdb status",
+    );
+    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    assert_ok(&o, "eviction");
+    assert_eq!(
+        out(&o).trim(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#
+    );
+    let o = s.kubectl(
+        &bin,
+        &["get", "pod", "web-a", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds} {.status.conditions[?(@.type==\"DisruptionTarget\")].reason}"],
+    );
+    assert_eq!(out(&o), "10 EvictionByEvictionAPI");
+    let o = s.kubectl(
+        &bin,
+        &[
+            "get",
+            "pdb",
+            "web-pdb",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+    );
+    assert_eq!(out(&o), "0");
+}
+
+/// A stand-in kubelet made of real kubectl: `kubectl get pods -w` and, for each pod, a
+/// `kubectl patch --subresource=status` to Running and Ready (a new pod) or a
+/// `kubectl delete --force --grace-period=0` (a pod marked for deletion: its containers
+/// exited). Stops when the watch ends (the server gone, or the child killed).
+fn kubectl_kubelet(s: &Serve, bin: &Path) -> Child {
+    let mut w = Command::new(bin)
+        .args(["get", "pods", "-w", "--request-timeout=0", "-o"])
+        .arg("jsonpath={.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{\"\\n\"}")
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(w.stdout.take().unwrap()).lines();
+    let (bin, kubeconfig) = (bin.to_path_buf(), s.kubeconfig.clone());
+    std::thread::spawn(move || {
+        let mut ip = 0;
+        for line in lines {
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let k = |args: &[&str]| {
+                let _ = Command::new(&bin)
+                    .args(args)
+                    .env("KUBECONFIG", &kubeconfig)
+                    .output();
+            };
+            match f.as_slice() {
+                [name, _, _deleting] => k(&["delete", "pod", name, "--force", "--grace-period=0"]),
+                [name, "Pending"] => {
+                    ip += 1;
+                    let st = format!(
+                        r#"{{"status":{{"phase":"Running","podIP":"10.0.0.{ip}","conditions":[{{"type":"Ready","status":"True"}}]}}}}"#
+                    );
+                    k(&[
+                        "patch",
+                        "pod",
+                        name,
+                        "--subresource=status",
+                        "--type=merge",
+                        "-p",
+                        &st,
+                    ]);
+                }
+                _ => {}
+            }
+        }
+    });
+    w
+}
+
+/// The Deployment and ReplicaSet controllers in serve through real kubectl: rollout status,
+/// scale (the scale subresource), rollout restart, set image, rollout history and undo print
+/// what they print on a cluster, and the controllers' events carry their wording.
+#[test]
+fn kubectl_rollouts_scale_and_undo_a_deployment() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("rollout", &[]);
+    let mut kubelet = kubectl_kubelet(&s, &bin);
+    let f = s.file(
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      terminationGracePeriodSeconds: 10\n      containers: [{name: app, image: 'busybox:1.36'}]\n",
+    );
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    let status = |s: &Serve| {
+        s.kubectl(
+            &bin,
+            &["rollout", "status", "deployment/web", "--timeout=60s"],
+        )
+    };
+    let o = status(&s);
+    assert_ok(&o, "rollout status");
+    assert!(
+        out(&o).ends_with("deployment \"web\" successfully rolled out\n"),
+        "{}",
+        out(&o)
+    );
+
+    let o = s.kubectl(&bin, &["scale", "deployment", "web", "--replicas=3"]);
+    assert_ok(&o, "scale");
+    assert_eq!(out(&o), "deployment.apps/web scaled\n");
+    assert_ok(&status(&s), "rollout status after scale");
+    let o = s.kubectl(
+        &bin,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}/{.status.replicas}",
+        ],
+    );
+    assert_eq!(out(&o), "3/3");
+
+    let o = s.kubectl(&bin, &["rollout", "restart", "deployment/web"]);
+    assert_eq!(out(&o), "deployment.apps/web restarted\n", "{}", err(&o));
+    assert_ok(&status(&s), "rollout status after restart");
+    let o = s.kubectl(
+        &bin,
+        &["set", "image", "deployment/web", "app=busybox:1.37"],
+    );
+    assert_eq!(
+        out(&o),
+        "deployment.apps/web image updated\n",
+        "{}",
+        err(&o)
+    );
+    assert_ok(&status(&s), "rollout status after set image");
+    let o = s.kubectl(&bin, &["rollout", "history", "deployment/web"]);
+    assert_ok(&o, "history");
+    let text = out(&o);
+    let revs: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(revs, ["1", "2", "3"], "{text}");
+
+    let o = s.kubectl(&bin, &["rollout", "undo", "deployment/web"]);
+    assert_eq!(out(&o), "deployment.apps/web rolled back\n", "{}", err(&o));
+    assert_ok(&status(&s), "rollout status after undo");
+    let o = s.kubectl(&bin, &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}"]);
+    assert_eq!(
+        out(&o),
+        "busybox:1.36 4",
+        "undo brings back revision 2's template as revision 4"
+    );
+
+    let o = s.kubectl(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"deployment-controller\")]}{.message}{\"\\n\"}{end}"]);
+    let first = out(&o).lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.starts_with("Scaled up replica set web-") && first.ends_with(" from 0 to 2"),
+        "{}",
+        out(&o)
+    );
+    let o = s.kubectl(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"replicaset-controller\")]}{.reason}{\"\\n\"}{end}"]);
+    assert!(
+        out(&o).lines().any(|l| l == "SuccessfulCreate")
+            && out(&o).lines().any(|l| l == "SuccessfulDelete"),
+        "{}",
+        out(&o)
+    );
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
+}

@@ -3,11 +3,11 @@
 use super::{Def, Prop};
 pub(crate) const DEFS: &[Def] = &[
     Def {
-        name: "io.k8s.api.coordination.v1.Lease",
+        name: "io.k8s.api.apps.v1.Deployment",
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -16,7 +16,260 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(1),
+                def: Some(2),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "status",
+                def: Some(3),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.DeploymentCondition",
+        props: &[
+            Prop {
+                name: "lastTransitionTime",
+                def: Some(202),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "lastUpdateTime",
+                def: Some(202),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.DeploymentSpec",
+        props: &[
+            Prop {
+                name: "selector",
+                def: Some(195),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "strategy",
+                def: Some(4),
+                array: false,
+                map: false,
+                strategy: "retainKeys",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "template",
+                def: Some(131),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.DeploymentStatus",
+        props: &[Prop {
+            name: "conditions",
+            def: Some(1),
+            array: true,
+            map: false,
+            strategy: "merge",
+            merge_key: "type",
+            list_type: "map",
+        }],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.DeploymentStrategy",
+        props: &[Prop {
+            name: "rollingUpdate",
+            def: Some(9),
+            array: false,
+            map: false,
+            strategy: "",
+            merge_key: "",
+            list_type: "",
+        }],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.ReplicaSet",
+        props: &[
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "spec",
+                def: Some(7),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "status",
+                def: Some(8),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.ReplicaSetCondition",
+        props: &[Prop {
+            name: "lastTransitionTime",
+            def: Some(202),
+            array: false,
+            map: false,
+            strategy: "",
+            merge_key: "",
+            list_type: "",
+        }],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.ReplicaSetSpec",
+        props: &[
+            Prop {
+                name: "selector",
+                def: Some(195),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "template",
+                def: Some(131),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.ReplicaSetStatus",
+        props: &[Prop {
+            name: "conditions",
+            def: Some(6),
+            array: true,
+            map: false,
+            strategy: "merge",
+            merge_key: "type",
+            list_type: "map",
+        }],
+    },
+    Def {
+        name: "io.k8s.api.apps.v1.RollingUpdateDeployment",
+        props: &[
+            Prop {
+                name: "maxSurge",
+                def: Some(203),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "maxUnavailable",
+                def: Some(203),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.autoscaling.v1.Scale",
+        props: &[
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "spec",
+                def: Some(11),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "status",
+                def: Some(12),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.autoscaling.v1.ScaleSpec",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.api.autoscaling.v1.ScaleStatus",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.api.coordination.v1.Lease",
+        props: &[
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "spec",
+                def: Some(14),
                 array: false,
                 map: false,
                 strategy: "",
@@ -30,7 +283,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "acquireTime",
-                def: Some(172),
+                def: Some(198),
                 array: false,
                 map: false,
                 strategy: "",
@@ -39,7 +292,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "renewTime",
-                def: Some(172),
+                def: Some(198),
                 array: false,
                 map: false,
                 strategy: "",
@@ -57,7 +310,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "nodeAffinity",
-                def: Some(77),
+                def: Some(90),
                 array: false,
                 map: false,
                 strategy: "",
@@ -66,7 +319,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "podAffinity",
-                def: Some(100),
+                def: Some(113),
                 array: false,
                 map: false,
                 strategy: "",
@@ -75,7 +328,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "podAntiAffinity",
-                def: Some(102),
+                def: Some(115),
                 array: false,
                 map: false,
                 strategy: "",
@@ -104,7 +357,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.CSIVolumeSource",
         props: &[Prop {
             name: "nodePublishSecretRef",
-            def: Some(69),
+            def: Some(82),
             array: false,
             map: false,
             strategy: "",
@@ -149,7 +402,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secretRef",
-                def: Some(69),
+                def: Some(82),
                 array: false,
                 map: false,
                 strategy: "",
@@ -162,7 +415,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.CinderVolumeSource",
         props: &[Prop {
             name: "secretRef",
-            def: Some(69),
+            def: Some(82),
             array: false,
             map: false,
             strategy: "",
@@ -178,7 +431,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ClusterTrustBundleProjection",
         props: &[Prop {
             name: "labelSelector",
-            def: Some(169),
+            def: Some(195),
             array: false,
             map: false,
             strategy: "",
@@ -190,7 +443,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ConfigMap",
         props: &[Prop {
             name: "metadata",
-            def: Some(173),
+            def: Some(199),
             array: false,
             map: false,
             strategy: "",
@@ -214,7 +467,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ConfigMapProjection",
         props: &[Prop {
             name: "items",
-            def: Some(63),
+            def: Some(76),
             array: true,
             map: false,
             strategy: "",
@@ -226,7 +479,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ConfigMapVolumeSource",
         props: &[Prop {
             name: "items",
-            def: Some(63),
+            def: Some(76),
             array: true,
             map: false,
             strategy: "",
@@ -257,7 +510,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "env",
-                def: Some(39),
+                def: Some(52),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -266,7 +519,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "envFrom",
-                def: Some(38),
+                def: Some(51),
                 array: true,
                 map: false,
                 strategy: "",
@@ -275,7 +528,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lifecycle",
-                def: Some(64),
+                def: Some(77),
                 array: false,
                 map: false,
                 strategy: "",
@@ -284,7 +537,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "livenessProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -293,7 +546,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ports",
-                def: Some(23),
+                def: Some(36),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -302,7 +555,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "readinessProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -311,7 +564,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resizePolicy",
-                def: Some(24),
+                def: Some(37),
                 array: true,
                 map: false,
                 strategy: "",
@@ -320,7 +573,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(128),
+                def: Some(142),
                 array: false,
                 map: false,
                 strategy: "",
@@ -329,7 +582,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "restartPolicyRules",
-                def: Some(25),
+                def: Some(38),
                 array: true,
                 map: false,
                 strategy: "",
@@ -338,7 +591,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "securityContext",
-                def: Some(138),
+                def: Some(152),
                 array: false,
                 map: false,
                 strategy: "",
@@ -347,7 +600,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "startupProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -356,7 +609,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumeDevices",
-                def: Some(155),
+                def: Some(169),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -365,7 +618,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumeMounts",
-                def: Some(156),
+                def: Some(170),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -402,7 +655,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ContainerRestartRule",
         props: &[Prop {
             name: "exitCodes",
-            def: Some(26),
+            def: Some(39),
             array: false,
             map: false,
             strategy: "",
@@ -427,7 +680,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "running",
-                def: Some(28),
+                def: Some(41),
                 array: false,
                 map: false,
                 strategy: "",
@@ -436,7 +689,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "terminated",
-                def: Some(29),
+                def: Some(42),
                 array: false,
                 map: false,
                 strategy: "",
@@ -445,7 +698,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "waiting",
-                def: Some(30),
+                def: Some(43),
                 array: false,
                 map: false,
                 strategy: "",
@@ -458,7 +711,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ContainerStateRunning",
         props: &[Prop {
             name: "startedAt",
-            def: Some(175),
+            def: Some(202),
             array: false,
             map: false,
             strategy: "",
@@ -471,7 +724,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "finishedAt",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -480,7 +733,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "startedAt",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -498,7 +751,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "allocatedResources",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -507,7 +760,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "allocatedResourcesStatus",
-                def: Some(129),
+                def: Some(143),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -516,7 +769,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lastState",
-                def: Some(27),
+                def: Some(40),
                 array: false,
                 map: false,
                 strategy: "",
@@ -525,7 +778,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(128),
+                def: Some(142),
                 array: false,
                 map: false,
                 strategy: "",
@@ -534,7 +787,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "state",
-                def: Some(27),
+                def: Some(40),
                 array: false,
                 map: false,
                 strategy: "",
@@ -543,7 +796,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "user",
-                def: Some(32),
+                def: Some(45),
                 array: false,
                 map: false,
                 strategy: "",
@@ -552,7 +805,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumeMounts",
-                def: Some(157),
+                def: Some(171),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -565,7 +818,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ContainerUser",
         props: &[Prop {
             name: "linux",
-            def: Some(66),
+            def: Some(79),
             array: false,
             map: false,
             strategy: "",
@@ -581,7 +834,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.DownwardAPIProjection",
         props: &[Prop {
             name: "items",
-            def: Some(35),
+            def: Some(48),
             array: true,
             map: false,
             strategy: "",
@@ -594,7 +847,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "fieldRef",
-                def: Some(93),
+                def: Some(106),
                 array: false,
                 map: false,
                 strategy: "",
@@ -603,7 +856,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resourceFieldRef",
-                def: Some(126),
+                def: Some(140),
                 array: false,
                 map: false,
                 strategy: "",
@@ -616,7 +869,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.DownwardAPIVolumeSource",
         props: &[Prop {
             name: "items",
-            def: Some(35),
+            def: Some(48),
             array: true,
             map: false,
             strategy: "",
@@ -628,7 +881,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.EmptyDirVolumeSource",
         props: &[Prop {
             name: "sizeLimit",
-            def: Some(166),
+            def: Some(191),
             array: false,
             map: false,
             strategy: "",
@@ -641,7 +894,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "configMapRef",
-                def: Some(15),
+                def: Some(28),
                 array: false,
                 map: false,
                 strategy: "",
@@ -650,7 +903,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secretRef",
-                def: Some(134),
+                def: Some(148),
                 array: false,
                 map: false,
                 strategy: "",
@@ -663,7 +916,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.EnvVar",
         props: &[Prop {
             name: "valueFrom",
-            def: Some(40),
+            def: Some(53),
             array: false,
             map: false,
             strategy: "",
@@ -676,7 +929,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "configMapKeyRef",
-                def: Some(16),
+                def: Some(29),
                 array: false,
                 map: false,
                 strategy: "",
@@ -685,7 +938,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "fieldRef",
-                def: Some(93),
+                def: Some(106),
                 array: false,
                 map: false,
                 strategy: "",
@@ -694,7 +947,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "fileKeyRef",
-                def: Some(48),
+                def: Some(61),
                 array: false,
                 map: false,
                 strategy: "",
@@ -703,7 +956,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resourceFieldRef",
-                def: Some(126),
+                def: Some(140),
                 array: false,
                 map: false,
                 strategy: "",
@@ -712,7 +965,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secretKeyRef",
-                def: Some(135),
+                def: Some(149),
                 array: false,
                 map: false,
                 strategy: "",
@@ -744,7 +997,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "env",
-                def: Some(39),
+                def: Some(52),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -753,7 +1006,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "envFrom",
-                def: Some(38),
+                def: Some(51),
                 array: true,
                 map: false,
                 strategy: "",
@@ -762,7 +1015,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lifecycle",
-                def: Some(64),
+                def: Some(77),
                 array: false,
                 map: false,
                 strategy: "",
@@ -771,7 +1024,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "livenessProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -780,7 +1033,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ports",
-                def: Some(23),
+                def: Some(36),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -789,7 +1042,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "readinessProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -798,7 +1051,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resizePolicy",
-                def: Some(24),
+                def: Some(37),
                 array: true,
                 map: false,
                 strategy: "",
@@ -807,7 +1060,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(128),
+                def: Some(142),
                 array: false,
                 map: false,
                 strategy: "",
@@ -816,7 +1069,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "restartPolicyRules",
-                def: Some(25),
+                def: Some(38),
                 array: true,
                 map: false,
                 strategy: "",
@@ -825,7 +1078,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "securityContext",
-                def: Some(138),
+                def: Some(152),
                 array: false,
                 map: false,
                 strategy: "",
@@ -834,7 +1087,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "startupProbe",
-                def: Some(121),
+                def: Some(135),
                 array: false,
                 map: false,
                 strategy: "",
@@ -843,7 +1096,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumeDevices",
-                def: Some(155),
+                def: Some(169),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -852,7 +1105,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumeMounts",
-                def: Some(156),
+                def: Some(170),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -865,7 +1118,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.EphemeralVolumeSource",
         props: &[Prop {
             name: "volumeClaimTemplate",
-            def: Some(96),
+            def: Some(109),
             array: false,
             map: false,
             strategy: "",
@@ -878,7 +1131,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "eventTime",
-                def: Some(172),
+                def: Some(198),
                 array: false,
                 map: false,
                 strategy: "",
@@ -887,7 +1140,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "firstTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -896,7 +1149,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "involvedObject",
-                def: Some(94),
+                def: Some(107),
                 array: false,
                 map: false,
                 strategy: "",
@@ -905,7 +1158,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lastTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -914,7 +1167,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -923,7 +1176,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "related",
-                def: Some(94),
+                def: Some(107),
                 array: false,
                 map: false,
                 strategy: "",
@@ -932,7 +1185,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "series",
-                def: Some(44),
+                def: Some(57),
                 array: false,
                 map: false,
                 strategy: "",
@@ -941,7 +1194,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "source",
-                def: Some(45),
+                def: Some(58),
                 array: false,
                 map: false,
                 strategy: "",
@@ -954,7 +1207,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.EventSeries",
         props: &[Prop {
             name: "lastObservedTime",
-            def: Some(172),
+            def: Some(198),
             array: false,
             map: false,
             strategy: "",
@@ -1009,7 +1262,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.FlexVolumeSource",
         props: &[Prop {
             name: "secretRef",
-            def: Some(69),
+            def: Some(82),
             array: false,
             map: false,
             strategy: "",
@@ -1042,7 +1295,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "httpHeaders",
-                def: Some(56),
+                def: Some(69),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1051,7 +1304,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "port",
-                def: Some(176),
+                def: Some(203),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1098,7 +1351,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secretRef",
-                def: Some(69),
+                def: Some(82),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1124,7 +1377,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "postStart",
-                def: Some(65),
+                def: Some(78),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1133,7 +1386,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "preStop",
-                def: Some(65),
+                def: Some(78),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1147,7 +1400,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "exec",
-                def: Some(46),
+                def: Some(59),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1156,7 +1409,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "httpGet",
-                def: Some(55),
+                def: Some(68),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1165,7 +1418,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "sleep",
-                def: Some(145),
+                def: Some(159),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1174,7 +1427,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "tcpSocket",
-                def: Some(148),
+                def: Some(162),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1199,7 +1452,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.LoadBalancerIngress",
         props: &[Prop {
             name: "ports",
-            def: Some(118),
+            def: Some(132),
             array: true,
             map: false,
             strategy: "",
@@ -1211,7 +1464,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.LoadBalancerStatus",
         props: &[Prop {
             name: "ingress",
-            def: Some(67),
+            def: Some(80),
             array: true,
             map: false,
             strategy: "",
@@ -1232,7 +1485,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1241,7 +1494,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(73),
+                def: Some(86),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1250,7 +1503,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "status",
-                def: Some(74),
+                def: Some(87),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1263,7 +1516,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NamespaceCondition",
         props: &[Prop {
             name: "lastTransitionTime",
-            def: Some(175),
+            def: Some(202),
             array: false,
             map: false,
             strategy: "",
@@ -1287,7 +1540,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NamespaceStatus",
         props: &[Prop {
             name: "conditions",
-            def: Some(72),
+            def: Some(85),
             array: true,
             map: false,
             strategy: "merge",
@@ -1300,7 +1553,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1309,7 +1562,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(89),
+                def: Some(102),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1318,7 +1571,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "status",
-                def: Some(90),
+                def: Some(103),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1336,7 +1589,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "preferredDuringSchedulingIgnoredDuringExecution",
-                def: Some(120),
+                def: Some(134),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1345,7 +1598,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "requiredDuringSchedulingIgnoredDuringExecution",
-                def: Some(86),
+                def: Some(99),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1368,7 +1621,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -1382,7 +1635,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "lastHeartbeatTime",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1391,7 +1644,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lastTransitionTime",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1404,7 +1657,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NodeConfigSource",
         props: &[Prop {
             name: "configMap",
-            def: Some(17),
+            def: Some(30),
             array: false,
             map: false,
             strategy: "",
@@ -1417,7 +1670,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "active",
-                def: Some(80),
+                def: Some(93),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1426,7 +1679,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "assigned",
-                def: Some(80),
+                def: Some(93),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1435,7 +1688,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lastKnownGood",
-                def: Some(80),
+                def: Some(93),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1448,7 +1701,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NodeDaemonEndpoints",
         props: &[Prop {
             name: "kubeletEndpoint",
-            def: Some(33),
+            def: Some(46),
             array: false,
             map: false,
             strategy: "",
@@ -1464,7 +1717,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NodeRuntimeHandler",
         props: &[Prop {
             name: "features",
-            def: Some(85),
+            def: Some(98),
             array: false,
             map: false,
             strategy: "",
@@ -1480,7 +1733,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NodeSelector",
         props: &[Prop {
             name: "nodeSelectorTerms",
-            def: Some(88),
+            def: Some(101),
             array: true,
             map: false,
             strategy: "",
@@ -1505,7 +1758,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "matchExpressions",
-                def: Some(87),
+                def: Some(100),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1514,7 +1767,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "matchFields",
-                def: Some(87),
+                def: Some(100),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1528,7 +1781,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "configSource",
-                def: Some(80),
+                def: Some(93),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1546,7 +1799,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "taints",
-                def: Some(149),
+                def: Some(163),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1560,7 +1813,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "addresses",
-                def: Some(76),
+                def: Some(89),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -1569,7 +1822,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "allocatable",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -1578,7 +1831,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "capacity",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -1587,7 +1840,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "conditions",
-                def: Some(79),
+                def: Some(92),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -1596,7 +1849,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "config",
-                def: Some(81),
+                def: Some(94),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1605,7 +1858,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "daemonEndpoints",
-                def: Some(82),
+                def: Some(95),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1623,7 +1876,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "features",
-                def: Some(83),
+                def: Some(96),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1632,7 +1885,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "images",
-                def: Some(22),
+                def: Some(35),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1641,7 +1894,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "nodeInfo",
-                def: Some(92),
+                def: Some(105),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1650,7 +1903,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "runtimeHandlers",
-                def: Some(84),
+                def: Some(97),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1659,7 +1912,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumesAttached",
-                def: Some(5),
+                def: Some(18),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1685,7 +1938,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.NodeSystemInfo",
         props: &[Prop {
             name: "swap",
-            def: Some(91),
+            def: Some(104),
             array: false,
             map: false,
             strategy: "",
@@ -1715,7 +1968,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "dataSource",
-                def: Some(152),
+                def: Some(166),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1724,7 +1977,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "dataSourceRef",
-                def: Some(153),
+                def: Some(167),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1733,7 +1986,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(159),
+                def: Some(173),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1742,7 +1995,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "selector",
-                def: Some(169),
+                def: Some(195),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1756,7 +2009,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1765,7 +2018,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(95),
+                def: Some(108),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1787,7 +2040,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1796,7 +2049,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(116),
+                def: Some(129),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1805,7 +2058,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "status",
-                def: Some(117),
+                def: Some(130),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1819,7 +2072,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "preferredDuringSchedulingIgnoredDuringExecution",
-                def: Some(162),
+                def: Some(176),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1828,7 +2081,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "requiredDuringSchedulingIgnoredDuringExecution",
-                def: Some(101),
+                def: Some(114),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1842,7 +2095,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "labelSelector",
-                def: Some(169),
+                def: Some(195),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1869,7 +2122,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "namespaceSelector",
-                def: Some(169),
+                def: Some(195),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1892,7 +2145,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "preferredDuringSchedulingIgnoredDuringExecution",
-                def: Some(162),
+                def: Some(176),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1901,7 +2154,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "requiredDuringSchedulingIgnoredDuringExecution",
-                def: Some(101),
+                def: Some(114),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1919,7 +2172,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "lastProbeTime",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1928,7 +2181,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "lastTransitionTime",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -1951,7 +2204,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "options",
-                def: Some(106),
+                def: Some(119),
                 array: true,
                 map: false,
                 strategy: "",
@@ -1977,7 +2230,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.PodExtendedResourceClaimStatus",
         props: &[Prop {
             name: "requestMappings",
-            def: Some(21),
+            def: Some(34),
             array: true,
             map: false,
             strategy: "",
@@ -2018,7 +2271,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "appArmorProfile",
-                def: Some(4),
+                def: Some(17),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2027,7 +2280,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "seLinuxOptions",
-                def: Some(130),
+                def: Some(144),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2036,7 +2289,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "seccompProfile",
-                def: Some(132),
+                def: Some(146),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2054,7 +2307,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "sysctls",
-                def: Some(147),
+                def: Some(161),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2063,7 +2316,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "windowsOptions",
-                def: Some(163),
+                def: Some(177),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2077,7 +2330,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "affinity",
-                def: Some(3),
+                def: Some(16),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2086,7 +2339,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "containers",
-                def: Some(20),
+                def: Some(33),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2095,7 +2348,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "dnsConfig",
-                def: Some(105),
+                def: Some(118),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2104,7 +2357,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ephemeralContainers",
-                def: Some(41),
+                def: Some(54),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2113,7 +2366,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "hostAliases",
-                def: Some(57),
+                def: Some(70),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2122,7 +2375,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "imagePullSecrets",
-                def: Some(69),
+                def: Some(82),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2131,7 +2384,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "initContainers",
-                def: Some(20),
+                def: Some(33),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2140,7 +2393,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "os",
-                def: Some(109),
+                def: Some(122),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2149,7 +2402,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "overhead",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -2158,7 +2411,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "readinessGates",
-                def: Some(110),
+                def: Some(123),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2167,7 +2420,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resourceClaims",
-                def: Some(111),
+                def: Some(124),
                 array: true,
                 map: false,
                 strategy: "merge,retainKeys",
@@ -2176,7 +2429,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(128),
+                def: Some(142),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2185,7 +2438,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "schedulingGates",
-                def: Some(113),
+                def: Some(126),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2194,7 +2447,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "schedulingGroup",
-                def: Some(114),
+                def: Some(127),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2203,7 +2456,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "securityContext",
-                def: Some(115),
+                def: Some(128),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2212,7 +2465,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "tolerations",
-                def: Some(150),
+                def: Some(164),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2221,7 +2474,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "topologySpreadConstraints",
-                def: Some(151),
+                def: Some(165),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2230,7 +2483,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "volumes",
-                def: Some(154),
+                def: Some(168),
                 array: true,
                 map: false,
                 strategy: "merge,retainKeys",
@@ -2244,7 +2497,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "allocatedResources",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -2253,7 +2506,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "conditions",
-                def: Some(104),
+                def: Some(117),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2262,7 +2515,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "containerStatuses",
-                def: Some(31),
+                def: Some(44),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2271,7 +2524,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ephemeralContainerStatuses",
-                def: Some(31),
+                def: Some(44),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2280,7 +2533,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "extendedResourceClaimStatus",
-                def: Some(107),
+                def: Some(120),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2289,7 +2542,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "hostIPs",
-                def: Some(58),
+                def: Some(71),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2298,7 +2551,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "initContainerStatuses",
-                def: Some(31),
+                def: Some(44),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2307,7 +2560,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "nodeAllocatableResourceClaimStatuses",
-                def: Some(78),
+                def: Some(91),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2316,7 +2569,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "podIPs",
-                def: Some(108),
+                def: Some(121),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2325,7 +2578,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resourceClaimStatuses",
-                def: Some(112),
+                def: Some(125),
                 array: true,
                 map: false,
                 strategy: "merge,retainKeys",
@@ -2334,7 +2587,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "resources",
-                def: Some(128),
+                def: Some(142),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2343,7 +2596,30 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "startTime",
-                def: Some(175),
+                def: Some(202),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.core.v1.PodTemplateSpec",
+        props: &[
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "spec",
+                def: Some(129),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2364,7 +2640,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.PreferredSchedulingTerm",
         props: &[Prop {
             name: "preference",
-            def: Some(88),
+            def: Some(101),
             array: false,
             map: false,
             strategy: "",
@@ -2377,7 +2653,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "exec",
-                def: Some(46),
+                def: Some(59),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2386,7 +2662,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "grpc",
-                def: Some(52),
+                def: Some(65),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2395,7 +2671,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "httpGet",
-                def: Some(55),
+                def: Some(68),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2404,7 +2680,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "tcpSocket",
-                def: Some(148),
+                def: Some(162),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2417,7 +2693,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ProjectedVolumeSource",
         props: &[Prop {
             name: "sources",
-            def: Some(158),
+            def: Some(172),
             array: true,
             map: false,
             strategy: "",
@@ -2443,7 +2719,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secretRef",
-                def: Some(69),
+                def: Some(82),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2460,7 +2736,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ResourceFieldSelector",
         props: &[Prop {
             name: "divisor",
-            def: Some(166),
+            def: Some(191),
             array: false,
             map: false,
             strategy: "",
@@ -2477,7 +2753,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "claims",
-                def: Some(125),
+                def: Some(139),
                 array: true,
                 map: false,
                 strategy: "",
@@ -2486,7 +2762,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "limits",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -2495,7 +2771,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "requests",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -2508,7 +2784,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ResourceStatus",
         props: &[Prop {
             name: "resources",
-            def: Some(127),
+            def: Some(141),
             array: true,
             map: false,
             strategy: "",
@@ -2524,7 +2800,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ScaleIOVolumeSource",
         props: &[Prop {
             name: "secretRef",
-            def: Some(69),
+            def: Some(82),
             array: false,
             map: false,
             strategy: "",
@@ -2540,7 +2816,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.Secret",
         props: &[Prop {
             name: "metadata",
-            def: Some(173),
+            def: Some(199),
             array: false,
             map: false,
             strategy: "",
@@ -2560,7 +2836,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.SecretProjection",
         props: &[Prop {
             name: "items",
-            def: Some(63),
+            def: Some(76),
             array: true,
             map: false,
             strategy: "",
@@ -2572,7 +2848,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.SecretVolumeSource",
         props: &[Prop {
             name: "items",
-            def: Some(63),
+            def: Some(76),
             array: true,
             map: false,
             strategy: "",
@@ -2585,7 +2861,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "appArmorProfile",
-                def: Some(4),
+                def: Some(17),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2594,7 +2870,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "capabilities",
-                def: Some(9),
+                def: Some(22),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2603,7 +2879,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "seLinuxOptions",
-                def: Some(130),
+                def: Some(144),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2612,7 +2888,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "seccompProfile",
-                def: Some(132),
+                def: Some(146),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2621,7 +2897,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "windowsOptions",
-                def: Some(163),
+                def: Some(177),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2635,7 +2911,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2644,7 +2920,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "spec",
-                def: Some(142),
+                def: Some(156),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2653,7 +2929,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "status",
-                def: Some(143),
+                def: Some(157),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2670,7 +2946,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.ServicePort",
         props: &[Prop {
             name: "targetPort",
-            def: Some(176),
+            def: Some(203),
             array: false,
             map: false,
             strategy: "",
@@ -2719,7 +2995,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ports",
-                def: Some(141),
+                def: Some(155),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2728,7 +3004,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "sessionAffinityConfig",
-                def: Some(144),
+                def: Some(158),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2742,7 +3018,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "conditions",
-                def: Some(167),
+                def: Some(192),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -2751,7 +3027,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "loadBalancer",
-                def: Some(68),
+                def: Some(81),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2764,7 +3040,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.SessionAffinityConfig",
         props: &[Prop {
             name: "clientIP",
-            def: Some(12),
+            def: Some(25),
             array: false,
             map: false,
             strategy: "",
@@ -2780,7 +3056,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.StorageOSVolumeSource",
         props: &[Prop {
             name: "secretRef",
-            def: Some(69),
+            def: Some(82),
             array: false,
             map: false,
             strategy: "",
@@ -2796,7 +3072,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.TCPSocketAction",
         props: &[Prop {
             name: "port",
-            def: Some(176),
+            def: Some(203),
             array: false,
             map: false,
             strategy: "",
@@ -2808,7 +3084,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.Taint",
         props: &[Prop {
             name: "timeAdded",
-            def: Some(175),
+            def: Some(202),
             array: false,
             map: false,
             strategy: "",
@@ -2825,7 +3101,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "labelSelector",
-                def: Some(169),
+                def: Some(195),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2856,7 +3132,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "awsElasticBlockStore",
-                def: Some(2),
+                def: Some(15),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2865,42 +3141,6 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "azureDisk",
-                def: Some(6),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "azureFile",
-                def: Some(7),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "cephfs",
-                def: Some(10),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "cinder",
-                def: Some(11),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "configMap",
                 def: Some(19),
                 array: false,
                 map: false,
@@ -2909,8 +3149,44 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
+                name: "azureFile",
+                def: Some(20),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "cephfs",
+                def: Some(23),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "cinder",
+                def: Some(24),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "configMap",
+                def: Some(32),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
                 name: "csi",
-                def: Some(8),
+                def: Some(21),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2919,42 +3195,6 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "downwardAPI",
-                def: Some(36),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "emptyDir",
-                def: Some(37),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "ephemeral",
-                def: Some(42),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "fc",
-                def: Some(47),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "flexVolume",
                 def: Some(49),
                 array: false,
                 map: false,
@@ -2963,7 +3203,7 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
-                name: "flocker",
+                name: "emptyDir",
                 def: Some(50),
                 array: false,
                 map: false,
@@ -2972,8 +3212,8 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
-                name: "gcePersistentDisk",
-                def: Some(51),
+                name: "ephemeral",
+                def: Some(55),
                 array: false,
                 map: false,
                 strategy: "",
@@ -2981,43 +3221,7 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
-                name: "gitRepo",
-                def: Some(53),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "glusterfs",
-                def: Some(54),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "hostPath",
-                def: Some(59),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "image",
-                def: Some(61),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "iscsi",
+                name: "fc",
                 def: Some(60),
                 array: false,
                 map: false,
@@ -3026,8 +3230,80 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
+                name: "flexVolume",
+                def: Some(62),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "flocker",
+                def: Some(63),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "gcePersistentDisk",
+                def: Some(64),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "gitRepo",
+                def: Some(66),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "glusterfs",
+                def: Some(67),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "hostPath",
+                def: Some(72),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "image",
+                def: Some(74),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "iscsi",
+                def: Some(73),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
                 name: "nfs",
-                def: Some(70),
+                def: Some(83),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3036,7 +3312,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "persistentVolumeClaim",
-                def: Some(97),
+                def: Some(110),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3045,7 +3321,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "photonPersistentDisk",
-                def: Some(98),
+                def: Some(111),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3054,7 +3330,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "portworxVolume",
-                def: Some(119),
+                def: Some(133),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3063,7 +3339,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "projected",
-                def: Some(122),
+                def: Some(136),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3072,33 +3348,6 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "quobyte",
-                def: Some(123),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "rbd",
-                def: Some(124),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "scaleIO",
-                def: Some(131),
-                array: false,
-                map: false,
-                strategy: "",
-                merge_key: "",
-                list_type: "",
-            },
-            Prop {
-                name: "secret",
                 def: Some(137),
                 array: false,
                 map: false,
@@ -3107,8 +3356,35 @@ pub(crate) const DEFS: &[Def] = &[
                 list_type: "",
             },
             Prop {
+                name: "rbd",
+                def: Some(138),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "scaleIO",
+                def: Some(145),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "secret",
+                def: Some(151),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
                 name: "storageos",
-                def: Some(146),
+                def: Some(160),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3117,7 +3393,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "vsphereVolume",
-                def: Some(161),
+                def: Some(175),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3138,7 +3414,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.VolumeMountStatus",
         props: &[Prop {
             name: "volumeStatus",
-            def: Some(160),
+            def: Some(174),
             array: false,
             map: false,
             strategy: "",
@@ -3151,7 +3427,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "clusterTrustBundle",
-                def: Some(13),
+                def: Some(26),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3160,7 +3436,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "configMap",
-                def: Some(18),
+                def: Some(31),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3169,7 +3445,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "downwardAPI",
-                def: Some(34),
+                def: Some(47),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3178,7 +3454,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "podCertificate",
-                def: Some(103),
+                def: Some(116),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3187,7 +3463,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "secret",
-                def: Some(136),
+                def: Some(150),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3196,7 +3472,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "serviceAccountToken",
-                def: Some(140),
+                def: Some(154),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3210,7 +3486,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "limits",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -3219,7 +3495,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "requests",
-                def: Some(166),
+                def: Some(191),
                 array: false,
                 map: true,
                 strategy: "",
@@ -3232,7 +3508,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.VolumeStatus",
         props: &[Prop {
             name: "image",
-            def: Some(62),
+            def: Some(75),
             array: false,
             map: false,
             strategy: "",
@@ -3248,7 +3524,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.core.v1.WeightedPodAffinityTerm",
         props: &[Prop {
             name: "podAffinityTerm",
-            def: Some(101),
+            def: Some(114),
             array: false,
             map: false,
             strategy: "",
@@ -3261,11 +3537,123 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[],
     },
     Def {
+        name: "io.k8s.api.discovery.v1.Endpoint",
+        props: &[
+            Prop {
+                name: "addresses",
+                def: None,
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "set",
+            },
+            Prop {
+                name: "conditions",
+                def: Some(179),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "hints",
+                def: Some(180),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "targetRef",
+                def: Some(107),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.EndpointConditions",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.EndpointHints",
+        props: &[
+            Prop {
+                name: "forNodes",
+                def: Some(183),
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "atomic",
+            },
+            Prop {
+                name: "forZones",
+                def: Some(184),
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "atomic",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.EndpointPort",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.EndpointSlice",
+        props: &[
+            Prop {
+                name: "endpoints",
+                def: Some(178),
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "atomic",
+            },
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "ports",
+                def: Some(181),
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "atomic",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.ForNode",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.api.discovery.v1.ForZone",
+        props: &[],
+    },
+    Def {
         name: "io.k8s.api.events.v1.Event",
         props: &[
             Prop {
                 name: "deprecatedFirstTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3274,7 +3662,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "deprecatedLastTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3283,7 +3671,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "deprecatedSource",
-                def: Some(45),
+                def: Some(58),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3292,7 +3680,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "eventTime",
-                def: Some(172),
+                def: Some(198),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3301,7 +3689,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "metadata",
-                def: Some(173),
+                def: Some(199),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3310,7 +3698,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "regarding",
-                def: Some(94),
+                def: Some(107),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3319,7 +3707,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "related",
-                def: Some(94),
+                def: Some(107),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3328,7 +3716,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "series",
-                def: Some(165),
+                def: Some(186),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3341,13 +3729,123 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.api.events.v1.EventSeries",
         props: &[Prop {
             name: "lastObservedTime",
-            def: Some(172),
+            def: Some(198),
             array: false,
             map: false,
             strategy: "",
             merge_key: "",
             list_type: "",
         }],
+    },
+    Def {
+        name: "io.k8s.api.policy.v1.Eviction",
+        props: &[
+            Prop {
+                name: "deleteOptions",
+                def: Some(193),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.policy.v1.PodDisruptionBudget",
+        props: &[
+            Prop {
+                name: "metadata",
+                def: Some(199),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "spec",
+                def: Some(189),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "status",
+                def: Some(190),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.policy.v1.PodDisruptionBudgetSpec",
+        props: &[
+            Prop {
+                name: "maxUnavailable",
+                def: Some(203),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "minAvailable",
+                def: Some(203),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+            Prop {
+                name: "selector",
+                def: Some(195),
+                array: false,
+                map: false,
+                strategy: "replace",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
+    },
+    Def {
+        name: "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
+        props: &[
+            Prop {
+                name: "conditions",
+                def: Some(192),
+                array: true,
+                map: false,
+                strategy: "merge",
+                merge_key: "type",
+                list_type: "map",
+            },
+            Prop {
+                name: "disruptedPods",
+                def: Some(202),
+                array: false,
+                map: true,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
     },
     Def {
         name: "io.k8s.apimachinery.pkg.api.resource.Quantity",
@@ -3357,13 +3855,36 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition",
         props: &[Prop {
             name: "lastTransitionTime",
-            def: Some(175),
+            def: Some(202),
             array: false,
             map: false,
             strategy: "",
             merge_key: "",
             list_type: "",
         }],
+    },
+    Def {
+        name: "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+        props: &[
+            Prop {
+                name: "dryRun",
+                def: None,
+                array: true,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "atomic",
+            },
+            Prop {
+                name: "preconditions",
+                def: Some(201),
+                array: false,
+                map: false,
+                strategy: "",
+                merge_key: "",
+                list_type: "",
+            },
+        ],
     },
     Def {
         name: "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
@@ -3373,7 +3894,7 @@ pub(crate) const DEFS: &[Def] = &[
         name: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
         props: &[Prop {
             name: "matchExpressions",
-            def: Some(170),
+            def: Some(196),
             array: true,
             map: false,
             strategy: "",
@@ -3398,7 +3919,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "fieldsV1",
-                def: Some(168),
+                def: Some(194),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3407,7 +3928,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "time",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3425,7 +3946,7 @@ pub(crate) const DEFS: &[Def] = &[
         props: &[
             Prop {
                 name: "creationTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3434,7 +3955,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "deletionTimestamp",
-                def: Some(175),
+                def: Some(202),
                 array: false,
                 map: false,
                 strategy: "",
@@ -3452,7 +3973,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "managedFields",
-                def: Some(171),
+                def: Some(197),
                 array: true,
                 map: false,
                 strategy: "",
@@ -3461,7 +3982,7 @@ pub(crate) const DEFS: &[Def] = &[
             },
             Prop {
                 name: "ownerReferences",
-                def: Some(174),
+                def: Some(200),
                 array: true,
                 map: false,
                 strategy: "merge",
@@ -3472,6 +3993,10 @@ pub(crate) const DEFS: &[Def] = &[
     },
     Def {
         name: "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference",
+        props: &[],
+    },
+    Def {
+        name: "io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions",
         props: &[],
     },
     Def {

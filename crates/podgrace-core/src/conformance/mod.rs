@@ -10,6 +10,7 @@
 //! The shared vector file is compiled in as [`BUILTIN_VECTORS`].
 
 mod apiserver;
+mod controllers;
 mod endpoints;
 mod eviction;
 mod kuberuntime;
@@ -175,6 +176,7 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         "containerd toCRIContainerStatus (reason)" => status::exit_reason_vector(&mut c)?,
         "validation.ValidateEndpointIP" => validation::validate_endpoint_ip_vector(&mut c)?,
         f if f.starts_with("containerd ") || f.starts_with("moby ") => runtime::evaluate(&mut c)?,
+        f if f.starts_with("deployment.") => controllers::evaluate(&mut c)?,
         _ => return Err(c.unknown_function()),
     }
     c.finish()
@@ -431,7 +433,7 @@ mod tests {
             "failed vectors:\n{}",
             failures.join("\n")
         );
-        assert_eq!(report.passed(), 96 + 124);
+        assert_eq!(report.passed(), 96 + 142);
     }
 
     #[test]
@@ -515,10 +517,11 @@ mod owner_tests {
             (&["kubelet.statusManager."], 6),
             (&["printers."], 30),
             (&["validation."], 17),
+            (&["deployment."], 18),
         ];
         for (prefixes, count) in owners {
             assert_eq!(assert_vectors_pass(prefixes), *count, "{prefixes:?}");
         }
-        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 124);
+        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 142);
     }
 }

@@ -265,7 +265,7 @@ fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     if !nginx_like(image) {
         return;
     }
-    let image_sig = runtime::image_stop_signal(image).map(Signal::name);
+    let image_sig = runtime::container_image_stop_signal(c);
     let sig = runtime::effective_stop_signal(c.stop_signal.as_deref(), image_sig.as_deref());
     if sig == Ok(Signal::SIGQUIT) {
         return;

@@ -55,6 +55,15 @@ impl Manifest {
         })
     }
 
+    /// The pods and pod templates of the file, to fill in what a runtime knows of their images
+    /// ([`crate::plan::ContainerPlan::image_config_stop_signal`]).
+    pub fn pods_mut(&mut self) -> impl Iterator<Item = &mut PodPlan> {
+        self.objects.iter_mut().filter_map(|o| match &mut o.body {
+            ObjectBody::Workload(plan) => Some(plan.as_mut()),
+            _ => None,
+        })
+    }
+
     /// The data of the ConfigMap or Secret `kind`/`name` in the file, if it holds one (namespace
     /// as written on the object, `None` matching any).
     pub fn env_source(&self, kind: &str, name: &str) -> Option<&BTreeMap<String, String>> {

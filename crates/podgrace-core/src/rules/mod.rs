@@ -5,13 +5,21 @@
 //! name says otherwise (`_ms` for milliseconds).
 
 pub mod apiserver;
+pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
+pub mod endpointslice;
 pub mod eviction;
+pub mod garbagecollector;
 pub mod kuberuntime;
+pub mod labels;
 pub mod latency;
 pub mod nodeshutdown;
 pub mod podstatus;
+pub mod podutil;
 pub mod podworker;
 pub mod printers;
+pub mod replicaset;
 pub mod runtime;
+pub mod scheduling;
 pub mod validation;

@@ -498,6 +498,32 @@ pub fn container_stop_signal(
     effective_stop_signal(lifecycle_stop_signal, from_image.as_deref())
 }
 
+/// The image's STOPSIGNAL of a container, by name: the one a runtime read from the image's
+/// config ([`ContainerPlan::image_config_stop_signal`], `--image-source containerd`), else the
+/// table of known official images ([`image_stop_signal`]). `None`: none known (SIGTERM applies).
+pub fn container_image_stop_signal(c: &crate::plan::ContainerPlan) -> Option<String> {
+    match &c.image_config_stop_signal {
+        Some(read) => read.clone(),
+        None => c
+            .image
+            .as_deref()
+            .and_then(image_stop_signal)
+            .map(|s| s.to_string()),
+    }
+}
+
+/// [`container_stop_signal`] of a container, its image's STOPSIGNAL from
+/// [`container_image_stop_signal`].
+///
+/// # Errors
+/// As [`container_stop_signal`].
+pub fn stop_signal_of(c: &crate::plan::ContainerPlan) -> Result<Signal, ParseSignalError> {
+    effective_stop_signal(
+        c.stop_signal.as_deref(),
+        container_image_stop_signal(c).as_deref(),
+    )
+}
+
 /// The STOPSIGNAL of a well-known official image, when its Dockerfile sets one.
 ///
 ///

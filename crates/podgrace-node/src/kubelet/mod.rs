@@ -6,6 +6,8 @@
 //! (API server delete, pod worker grace, `killContainer` arithmetic, sidecar ordering,
 //! eviction override). One concept per module:
 //! * [`spec`]: a container of the plan → the runtime's container config;
+//! * [`cri`]: the rest of what the kubelet hands CRI (sandbox config, labels, annotations, log
+//!   paths, DNS, the pull policy's default);
 //! * [`ordering`]: the sidecar termination ordering with real waits;
 //! * [`kill`]: `killContainer` with real timers;
 //! * [`pod`]: the pod task (start, supervise, delete/evict, terminate);
@@ -13,6 +15,7 @@
 //!   row, watch events, the final delete);
 //! * [`report`]: the run report (the `run` JSON contract) from the records and measured stops.
 
+pub mod cri;
 pub mod kill;
 pub mod object;
 pub mod ordering;

@@ -43,6 +43,7 @@ use tokio::task::JoinHandle;
 
 use crate::events::{message, reason, Event, EventRecorder};
 use crate::hooks::{format_pod, run_handler, HookTarget};
+use crate::kubelet::cri::{new_uid, PodIdentity};
 use crate::kubelet::kill::{kill_container, KillRecord, KillTarget, LateHooks};
 use crate::kubelet::object::{ApiObject, DeleteApi, ObjectEvent};
 use crate::kubelet::ordering::TerminationOrdering;
@@ -52,9 +53,7 @@ use crate::probes::{
     RuntimeProber,
 };
 use crate::process::ExitStatus;
-use crate::runtime::{
-    CallContext, Canceller, ContainerEventKind, PodSandboxConfig, RuntimeError, RuntimeService,
-};
+use crate::runtime::{CallContext, Canceller, ContainerEventKind, RuntimeError, RuntimeService};
 
 /// The node name the local kubelet registers as (`spec.nodeName` of its pods).
 pub const NODE_NAME: &str = "podgrace";
@@ -70,6 +69,9 @@ pub struct PodOptions {
     pub stop_signal_overrides: BTreeMap<String, String>,
     /// Run every container as a plain host process even when namespaces are permitted.
     pub force_host: bool,
+    /// The runtime runs images (containerd): a container without `command` runs the image's
+    /// ENTRYPOINT. [`run_pod`] sets it from the runtime; [`check_pod`] reads it.
+    pub images: bool,
 }
 
 /// What can be asked of a running pod.
@@ -297,7 +299,7 @@ impl PodHandle {
 pub fn check_pod(plan: &PodPlan, opts: &PodOptions) -> Result<(), PodError> {
     for c in plan.init_containers.iter().chain(plan.containers.iter()) {
         let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
-        container_spec(c, over, opts.force_host).map_err(|source| PodError::Spec {
+        container_spec(c, over, opts.force_host, opts.images).map_err(|source| PodError::Spec {
             pod: plan.name.clone(),
             source,
         })?;
@@ -309,9 +311,10 @@ pub fn check_pod(plan: &PodPlan, opts: &PodOptions) -> Result<(), PodError> {
 pub fn run_pod<R: RuntimeService + 'static>(
     runtime: Arc<R>,
     plan: PodPlan,
-    opts: PodOptions,
+    mut opts: PodOptions,
     events: EventRecorder,
 ) -> PodHandle {
+    opts.images = runtime.uses_images();
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (status_tx, status_rx) = watch::channel(PodStatus {
         phase: PodPhase::Starting,
@@ -384,6 +387,8 @@ struct Pod<R> {
     started: Instant,
     /// `namespace/name`.
     display: String,
+    /// Name, namespace and uid, as the CRI labels carry them.
+    identity: PodIdentity,
     /// `format.Pod`, as the kubelet names the pod in messages.
     kubelet_name: String,
     sandbox: Option<String>,
@@ -449,46 +454,47 @@ impl<R: RuntimeService + 'static> Pod<R> {
         } else {
             namespace
         };
-        let ctrs = plan
-            .init_containers
-            .iter()
-            .chain(plan.containers.iter())
-            .map(|c| {
-                let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
-                // check_pod above made sure every spec builds.
-                let spec =
-                    container_spec(c, over, opts.force_host).map_err(|source| PodError::Spec {
-                        pod: plan.name.clone(),
-                        source,
-                    })?;
-                Ok(Ctr {
-                    plan: c.clone(),
-                    spec,
-                    id: None,
-                    running: false,
-                    exit: None,
-                    started_at: None,
-                    restarts: 0,
-                    attempts: 0,
-                    restart_at: None,
-                    probe_killed: false,
-                    want_start: true,
-                    ever_started: false,
-                    completed: false,
-                    failures_seen: 0,
-                    probe_kill_in_flight: false,
-                    probes: Vec::new(),
-                    report: ContainerReport {
-                        name: c.name.clone(),
-                        role: c.role,
-                        ids: Vec::new(),
+        let ctrs =
+            plan.init_containers
+                .iter()
+                .chain(plan.containers.iter())
+                .map(|c| {
+                    let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
+                    // check_pod above made sure every spec builds.
+                    let spec = container_spec(c, over, opts.force_host, opts.images).map_err(
+                        |source| PodError::Spec {
+                            pod: plan.name.clone(),
+                            source,
+                        },
+                    )?;
+                    Ok(Ctr {
+                        plan: c.clone(),
+                        spec,
+                        id: None,
+                        running: false,
+                        exit: None,
+                        started_at: None,
                         restarts: 0,
-                        terminations: Vec::new(),
-                        exits: Vec::new(),
-                    },
+                        attempts: 0,
+                        restart_at: None,
+                        probe_killed: false,
+                        want_start: true,
+                        ever_started: false,
+                        completed: false,
+                        failures_seen: 0,
+                        probe_kill_in_flight: false,
+                        probes: Vec::new(),
+                        report: ContainerReport {
+                            name: c.name.clone(),
+                            role: c.role,
+                            ids: Vec::new(),
+                            restarts: 0,
+                            terminations: Vec::new(),
+                            exits: Vec::new(),
+                        },
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, PodError>>()?;
+                .collect::<Result<Vec<_>, PodError>>()?;
         let tgps = plan.termination_grace_period_seconds;
         let version = opts.version;
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
@@ -497,6 +503,11 @@ impl<R: RuntimeService + 'static> Pod<R> {
         worker.update_pod(PodUpdate::new(UpdateType::SyncPodCreate, Some(tgps)));
         Ok(Pod {
             display: format!("{namespace}/{}", plan.name),
+            identity: PodIdentity {
+                name: plan.name.clone(),
+                namespace: namespace.clone(),
+                uid: new_uid(),
+            },
             kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
             rt,
             api: ApiObject::new(&plan, NODE_NAME, version),
@@ -608,15 +619,31 @@ impl<R: RuntimeService + 'static> Pod<R> {
         mut commands: mpsc::UnboundedReceiver<PodCommand>,
     ) -> Result<PodReport, PodError> {
         let ctx = CallContext::background();
+        let dns = if self.opts.images {
+            if !self.plan.host_network {
+                // dnsPolicy ClusterFirst (the default) with no cluster DNS: the host's.
+                self.events.warning(
+                    reason::MISSING_CLUSTER_DNS,
+                    None,
+                    crate::kubelet::cri::missing_cluster_dns_message(&self.kubelet_name),
+                );
+            }
+            std::fs::read_to_string("/etc/resolv.conf")
+                .ok()
+                .map(|r| crate::kubelet::cri::host_dns(&r))
+        } else {
+            None
+        };
+        let config = crate::kubelet::cri::pod_sandbox_config(
+            &self.plan,
+            &self.identity,
+            0,
+            Some(std::path::Path::new("")),
+            dns,
+        );
         let sandbox = self
             .rt
-            .run_pod_sandbox(
-                &ctx,
-                PodSandboxConfig {
-                    name: self.plan.name.clone(),
-                    host_network: self.plan.host_network,
-                },
-            )
+            .run_pod_sandbox(&ctx, config)
             .await
             .map_err(|source| PodError::Sandbox {
                 pod: self.display.clone(),
@@ -1402,8 +1429,23 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let Some(sandbox) = self.sandbox.clone() else {
             return;
         };
-        let config = self.ctrs[i].spec.config.clone();
+        let mut config = self.ctrs[i].spec.config.clone();
         let name = self.ctrs[i].plan.name.clone();
+        let restart_count = self.ctrs[i].attempts;
+        crate::kubelet::cri::complete_container_config(
+            &mut config,
+            &self.ctrs[i].plan,
+            &self.plan,
+            &self.identity,
+            restart_count,
+            self.api.deletion().deletion_grace_period_seconds,
+        );
+        if self.rt.uses_images() {
+            if let Err(e) = self.ensure_image(&ctx, &name, &config).await {
+                self.start_failed(i, &e);
+                return;
+            }
+        }
         self.ctrs[i].attempts += 1;
         let id = match self.rt.create_container(&ctx, &sandbox, config).await {
             Ok(id) => id,
@@ -1415,6 +1457,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
         };
         self.events
             .normal(reason::CREATED, Some(&name), message::created(&name));
+        if self.rt.uses_images() {
+            // The signal the runtime will stop it with (containerd: the image's STOPSIGNAL
+            // when the config names none), for the kill's records.
+            if let Ok(Some(n)) = self
+                .rt
+                .container_status(&ctx, &id)
+                .await
+                .map(|st| st.stop_signal)
+            {
+                if let Some(sig) = Signal::from_number(n) {
+                    self.ctrs[i].spec.stop_signal = sig;
+                }
+            }
+        }
         if let Err(e) = self.rt.start_container(&ctx, &id).await {
             tracing::debug!(container = %name, error = %e, "StartContainer failed");
             self.start_failed(i, &e);
@@ -1461,6 +1517,72 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
         }
         self.publish(PodPhase::Running);
+    }
+
+    /// `EnsureImageExists` (`pkg/kubelet/images/image_manager.go`): per `imagePullPolicy`,
+    /// the `Pulled` (already present), `Pulling`/`Pulled`, `Failed` or `ErrImageNeverPull`
+    /// events, and the pull itself.
+    async fn ensure_image(
+        &self,
+        ctx: &CallContext,
+        container: &str,
+        config: &crate::runtime::ContainerConfig,
+    ) -> Result<(), RuntimeError> {
+        use crate::runtime::PullPolicy;
+        let image = config.image.as_str();
+        let present = if config.pull_policy == PullPolicy::Always {
+            None
+        } else {
+            self.rt.image_status(ctx, image).await?
+        };
+        if present.is_some() {
+            self.events.normal(
+                reason::PULLED,
+                Some(container),
+                message::image_present(image, self.opts.version),
+            );
+            return Ok(());
+        }
+        if config.pull_policy == PullPolicy::Never {
+            let e = RuntimeError::ImageNeverPull {
+                image: image.to_string(),
+            };
+            self.events.warning(
+                reason::ERR_IMAGE_NEVER_PULL,
+                Some(container),
+                message::image_never_pull(image),
+            );
+            return Err(e);
+        }
+        self.events
+            .normal(reason::PULLING, Some(container), message::pulling(image));
+        let started = Instant::now();
+        match self.rt.pull_image(ctx, image).await {
+            Ok(_) => {
+                let took = started.elapsed();
+                let size = self
+                    .rt
+                    .image_status(ctx, image)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or(0, |i| i.size_bytes);
+                self.events.normal(
+                    reason::PULLED,
+                    Some(container),
+                    message::pulled(image, took, size),
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.events.warning(
+                    reason::FAILED,
+                    Some(container),
+                    message::failed_to_pull(image, &e),
+                );
+                Err(e)
+            }
+        }
     }
 
     /// The runtime could not create or start container `i`: the `Failed` warning

@@ -31,21 +31,27 @@ pub struct ContainerSpec {
     pub unresolved_env: Vec<String>,
 }
 
-/// Builds the runtime config of `container`: argv is `command` + `args` (no image, so no
-/// ENTRYPOINT/CMD), literal `env` values, `workingDir`, and the stop signal from
+/// Builds the runtime config of `container`: `command` and `args`, literal `env` values,
+/// `workingDir`, the image and its pull policy, and the stop signal from
 /// `lifecycle.stopSignal`, `stop_signal_override` (a user's `--stop-signal`), the known image
 /// STOPSIGNAL, or SIGTERM. `POD_IP`-style downward-API values are not known here; they are left
 /// out and listed in `unresolved_env`.
 ///
+/// With `images` (a runtime that runs images, containerd), a container without `command` runs
+/// the image's ENTRYPOINT, and without `lifecycle.stopSignal` or an override the config holds no
+/// stop signal: the runtime decides (containerd: the image's STOPSIGNAL, else SIGTERM), and
+/// [`ContainerSpec::stop_signal`] is a first guess that the runtime's answer replaces.
+///
 /// # Errors
-/// [`SpecError::NoCommand`] for a container without `command`; [`SpecError::StopSignal`] for a
-/// stop signal that is not a signal name.
+/// [`SpecError::NoCommand`] for a container without `command` when not `images`;
+/// [`SpecError::StopSignal`] for a stop signal that is not a signal name.
 pub fn container_spec(
     container: &ContainerPlan,
     stop_signal_override: Option<&str>,
     force_host: bool,
+    images: bool,
 ) -> Result<ContainerSpec, SpecError> {
-    if container.command.is_empty() {
+    if container.command.is_empty() && !images {
         return Err(SpecError::NoCommand {
             container: container.name.clone(),
             span: container.field_span("command"),
@@ -67,20 +73,23 @@ pub fn container_spec(
             None => unresolved_env.push(name.clone()),
         }
     }
-    let argv = container
-        .command
-        .iter()
-        .chain(container.args.iter())
-        .cloned()
-        .collect();
+    let config_signal = if images && requested.is_none() {
+        None
+    } else {
+        Some(stop_signal.number())
+    };
     Ok(ContainerSpec {
         config: ContainerConfig {
             name: container.name.clone(),
-            argv,
+            image: container.image.clone().unwrap_or_default(),
+            pull_policy: crate::kubelet::cri::pull_policy(container),
+            command: container.command.clone(),
+            args: container.args.clone(),
             env,
             working_dir: container.working_dir.as_ref().map(PathBuf::from),
-            stop_signal: Some(stop_signal.number()),
+            stop_signal: config_signal,
             force_host,
+            ..ContainerConfig::default()
         },
         stop_signal,
         unresolved_env,

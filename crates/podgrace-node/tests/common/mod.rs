@@ -72,6 +72,7 @@ pub async fn pod_with(
             podgrace_node::runtime::PodSandboxConfig {
                 name: name.into(),
                 host_network: false,
+                ..Default::default()
             },
         )
         .await
@@ -82,7 +83,7 @@ pub async fn pod_with(
             &sb,
             podgrace_node::runtime::ContainerConfig {
                 name: "app".into(),
-                argv,
+                command: argv,
                 env,
                 ..Default::default()
             },

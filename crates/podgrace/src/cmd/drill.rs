@@ -5,6 +5,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -17,8 +18,9 @@ use podgrace_drill::html::{html_report, write_report};
 use podgrace_drill::load::{scheduled_requests, ClientKind, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
-use podgrace_drill::scenario::{run_drill, DrillConfig, DrillOutcome, Scenario};
+use podgrace_drill::scenario::{run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario};
 use podgrace_node::kubelet::spec::SpecError;
+use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
 
 use super::args::{
     DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
@@ -109,6 +111,8 @@ pub struct Args {
     /// `-without-prestop` and `-with-prestop` added to the name).
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: super::RuntimeArgs,
 }
 
 /// Defaults of the request and stream flags, shared by their declarations and by
@@ -331,11 +335,25 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    match args.file.get() {
-        Some(file) => {
-            let (plan, replicas, port) = load_template(file, &args)?;
+    let images = args.runtime.runtime != RuntimeChoice::Process;
+    // Bad input is found before anything starts, containerd included.
+    let template = match args.file.get() {
+        Some(file) => Some(load_template(file, &args, images)?),
+        None => None,
+    };
+    let pods = match &args.runtime.runtime {
+        RuntimeChoice::Process => PodRuntime::Process,
+        RuntimeChoice::Containerd { socket } => {
+            let (rt, mut output) = runtime.block_on(super::connect_containerd(socket))?;
+            // The pods' own output is not part of the drill's report.
+            runtime.spawn(async move { while output.recv().await.is_some() {} });
+            PodRuntime::Containerd(Arc::new(rt))
+        }
+    };
+    match template {
+        Some((plan, replicas, port)) => {
             let cfg = config(port, args.replicas.unwrap_or(replicas));
-            let outcome = runtime.block_on(drill_once(&plan, &cfg, &args, "drill"))?;
+            let outcome = runtime.block_on(drill_once(&pods, &plan, &cfg, &args, "drill"))?;
             match args.output.output {
                 Format::Json => print_json(&outcome.report)?,
                 Format::Text => write!(Out, "{}", summary(&outcome))?,
@@ -349,7 +367,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 Outcome::CheckFailed
             })
         }
-        None => demo(&runtime, &args, config),
+        None => demo(&runtime, &pods, &args, config),
     }
 }
 
@@ -389,6 +407,7 @@ fn warn_unused_flags(args: &Args) {
 /// sleep longer than the endpoint lag and an app that drains.
 fn demo(
     runtime: &tokio::runtime::Runtime,
+    pods: &PodRuntime,
     args: &Args,
     config: impl Fn(u16, usize) -> DrillConfig,
 ) -> anyhow::Result<Outcome> {
@@ -398,8 +417,12 @@ fn demo(
         .model(args.iptables_min_sync_period)
         .nominal();
     let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
-    let unfixed = demo_plan(&exe, None)?;
-    let fixed = demo_plan(&exe, Some(pre_stop))?;
+    let image = match pods {
+        PodRuntime::Process => None,
+        PodRuntime::Containerd(rt) => Some(demo_image(runtime, rt, &exe)?),
+    };
+    let unfixed = demo_plan(&exe, image.as_deref(), None)?;
+    let fixed = demo_plan(&exe, image.as_deref(), Some(pre_stop))?;
     let mut cfg = config(8080, args.replicas.unwrap_or(2));
     // The fixed run's stop signals come a preStop after each deletion; the load must still run
     // then, or its PASS would say nothing (a rollout deletes one pod every few seconds).
@@ -413,8 +436,14 @@ fn demo(
         );
         cfg.duration = needed;
     }
-    let a = runtime.block_on(drill_once(&unfixed, &cfg, args, "1/2 without preStop"))?;
-    let b = runtime.block_on(drill_once(&fixed, &cfg, args, "2/2 with preStop"))?;
+    let a = runtime.block_on(drill_once(
+        pods,
+        &unfixed,
+        &cfg,
+        args,
+        "1/2 without preStop",
+    ))?;
+    let b = runtime.block_on(drill_once(pods, &fixed, &cfg, args, "2/2 with preStop"))?;
     match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
@@ -456,9 +485,37 @@ fn demo(
     })
 }
 
+/// The demo app's image for containerd: podgrace's own executable and the libraries it loads,
+/// imported as `podgrace.local/demo-app:SHA` (SHA: the executable's first 12 hex digits of
+/// sha256, so a rebuilt podgrace gets a new image and an unchanged one is not imported twice).
+fn demo_image(
+    runtime: &tokio::runtime::Runtime,
+    rt: &podgrace_node::runtime::ContainerdRuntime,
+    exe: &Path,
+) -> anyhow::Result<String> {
+    let bytes = std::fs::read(exe).with_context(|| format!("reading {}", exe.display()))?;
+    let tag = &podgrace_node::runtime::oci::sha256_hex(&bytes)[..12];
+    let reference = format!("podgrace.local/demo-app:{tag}");
+    let ctx = podgrace_node::runtime::CallContext::background();
+    let have = runtime
+        .block_on(rt.image_status(&ctx, &reference))
+        .context("asking containerd for the demo image")?;
+    if have.is_none() {
+        eprintln!("drill: importing the demo app's image {reference} (podgrace's own binary) into containerd");
+        podgrace_node::runtime::oci::import_executable(rt.socket(), exe, &reference)
+            .context("building the demo app's image")?;
+    }
+    Ok(reference)
+}
+
 /// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, a
-/// readiness probe, and (fixed) a preStop sleep with an app that drains.
-fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPlan> {
+/// readiness probe, and (fixed) a preStop sleep with an app that drains. With `image` (the
+/// containerd runtime), the container runs that image of podgrace's binary, at its root.
+fn demo_plan(
+    exe: &Path,
+    image: Option<&str>,
+    pre_stop_seconds: Option<i64>,
+) -> anyhow::Result<PodPlan> {
     // The grace covers the preStop plus the app's drain (20 s), as the fix needs.
     let tgps = pre_stop_seconds.unwrap_or(0) + 30;
     let (on_sigterm, lifecycle) = match pre_stop_seconds {
@@ -471,8 +528,16 @@ fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPla
         ),
     };
     let yaml = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: podgrace/demo-app\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
-        exe.display()
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: {image}\n        imagePullPolicy: {policy}\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
+        match image {
+            Some(_) => Path::new("/")
+                .join(exe.file_name().unwrap_or_default())
+                .display()
+                .to_string(),
+            None => exe.display().to_string(),
+        },
+        image = image.unwrap_or("podgrace/demo-app"),
+        policy = if image.is_some() { "Never" } else { "IfNotPresent" },
     );
     let m = manifest::load(&yaml, "<built-in demo>").map_err(|e| anyhow::anyhow!("{e}"))?;
     let plan = m
@@ -484,7 +549,7 @@ fn demo_plan(exe: &Path, pre_stop_seconds: Option<i64>) -> anyhow::Result<PodPla
 }
 
 /// The pod template of FILE, the replicas it asks for, and the port it serves on.
-fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u16)> {
+fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodPlan, usize, u16)> {
     let doc = input::read_one(file)?;
     let m = manifest::load_with(
         &doc.text,
@@ -511,13 +576,15 @@ fn load_template(file: &Path, args: &Args) -> anyhow::Result<(PodPlan, usize, u1
     };
     // What cannot run as a local process is found now, before any pod starts.
     for c in plan.init_containers.iter().chain(plan.containers.iter()) {
-        podgrace_node::kubelet::spec::container_spec(c, None, false).map_err(|e| match e {
-            // Placed at FILE:LINE:COL: PATH already.
-            SpecError::NoCommand { .. } => BadInput(e.to_string()),
-            SpecError::StopSignal { .. } => {
-                BadInput(format!("{}: pod {}: {e}", doc.name, plan.name))
-            }
-        })?;
+        podgrace_node::kubelet::spec::container_spec(c, None, false, images).map_err(
+            |e| match e {
+                // Placed at FILE:LINE:COL: PATH already.
+                SpecError::NoCommand { .. } => BadInput(e.to_string()),
+                SpecError::StopSignal { .. } => {
+                    BadInput(format!("{}: pod {}: {e}", doc.name, plan.name))
+                }
+            },
+        )?;
     }
     let port = match args.port {
         Some(p) => p,
@@ -577,6 +644,7 @@ fn service_port(plan: &PodPlan) -> Option<u16> {
 
 /// Runs one drill with a progress bar (text) or log lines on stderr (JSON).
 async fn drill_once(
+    pods: &PodRuntime,
     plan: &PodPlan,
     cfg: &DrillConfig,
     args: &Args,
@@ -620,10 +688,16 @@ async fn drill_once(
         })
     });
     let result = tokio::select! {
-        r = run_drill(plan, cfg, tx) => r,
+        r = run_drill_on(pods, plan, cfg, tx) => r,
         code = interrupted() => {
             if let Some(b) = &bar {
                 b.abandon();
+            }
+            if let PodRuntime::Containerd(rt) = pods {
+                // containerd's containers outlive podgrace: this drill's pods go first.
+                let n = rt.remove_own_sandboxes(&podgrace_node::runtime::CallContext::background()).await;
+                eprintln!("interrupted: the drill's {n} pods on containerd are stopped and removed");
+                std::process::exit(code);
             }
             // The pods die with podgrace (their death signal); their namespaces are removed
             // here, since no pod task will get to tear its sandbox down.

@@ -52,6 +52,8 @@ pub struct Args {
     runtime: Option<RuntimeProfile>,
     #[command(flatten)]
     output: OutputArgs,
+    #[command(flatten)]
+    image_source: super::ImageSourceArgs,
 }
 
 /// podgrace's node-shutdown settings when the user gives none: the kubelet's own default is 0
@@ -188,7 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         manifests.push(m);
     }
-    let pods: Vec<PodPlan> = manifests.iter().flat_map(|m| m.pods().cloned()).collect();
+    let mut pods: Vec<PodPlan> = manifests.iter().flat_map(|m| m.pods().cloned()).collect();
+    super::read_image_stop_signals(&args.image_source.image_source, pods.iter_mut())?;
     if pods.is_empty() && problems.is_empty() {
         return Err(BadInput(input::no_pod_found(&files, &docs)).into());
     }

@@ -33,6 +33,8 @@ pub struct Args {
     /// Print a rule's documentation (`all` lists every rule) and exit.
     #[arg(long, value_name = "RULE")]
     explain: Option<String>,
+    #[command(flatten)]
+    image_source: super::ImageSourceArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,6 +100,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         problems.extend(rest.iter().map(InputError::manifest));
         manifests.push(m);
     }
+    super::read_image_stop_signals(
+        &args.image_source.image_source,
+        manifests.iter_mut().flat_map(Manifest::pods_mut),
+    )?;
     findings.extend(lint::lint(&manifests, &opts));
     // Nothing to lint is not a failure (a chart may render no pod for some values), but it is
     // said, so that a wrong path does not pass silently.

@@ -28,3 +28,153 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
 }
+
+use anyhow::Context as _;
+
+/// The `--runtime` flag group of `run`, `drill` and `serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RuntimeArgs {
+    /// Which runtime runs the pods: `process` (containers as local processes, the default) or
+    /// `containerd[:SOCKET]` (a real containerd over CRI v1, namespace k8s.io; default socket
+    /// /run/containerd/containerd.sock): the images run unchanged, networking through
+    /// containerd's CNI config.
+    #[arg(long, value_name = "RUNTIME", default_value = "process")]
+    pub runtime: podgrace_node::runtime::RuntimeChoice,
+}
+
+/// Connects to containerd and stops, with their grace, the pods an earlier podgrace left
+/// running there (its containers outlive it), saying so.
+pub async fn connect_containerd(
+    socket: &std::path::Path,
+) -> anyhow::Result<(
+    podgrace_node::runtime::ContainerdRuntime,
+    tokio::sync::mpsc::UnboundedReceiver<podgrace_node::process::OutputLine>,
+)> {
+    let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
+    let (rt, output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
+        .await
+        .with_context(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)")?;
+    let rt = rt.with_pull_progress();
+    let v = rt.version();
+    eprintln!(
+        "runtime: {} {} (CRI {}) at {}{}",
+        v.runtime_name,
+        v.runtime_version,
+        v.runtime_api_version,
+        socket.display(),
+        if rt.evented() {
+            ""
+        } else {
+            "; no GetContainerEvents, so exits are seen by a relist every 1 s as the kubelet's generic PLEG"
+        }
+    );
+    let ctx = podgrace_node::runtime::CallContext::background();
+    for sb in rt
+        .own_sandboxes(&ctx)
+        .await
+        .context("listing the pod sandboxes of an earlier podgrace")?
+    {
+        if sb.owner_alive {
+            // Another podgrace that still runs: its pods are its own.
+            continue;
+        }
+        let running = sb.containers.iter().filter(|c| c.running).count();
+        eprintln!(
+            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
+            sb.namespace,
+            sb.pod,
+            &sb.id[..sb.id.len().min(13)]
+        );
+        rt.stop_found(&ctx, &sb)
+            .await
+            .with_context(|| format!("stopping the earlier pod {}/{}", sb.namespace, sb.pod))?;
+    }
+    Ok((rt, output))
+}
+
+/// Where `explain` and `lint` take an image's STOPSIGNAL from: `known` (the table of official
+/// images podgrace knows, the default) or `containerd[:SOCKET]` (the image's config as the
+/// containerd at SOCKET holds it, when the image is present there).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ImageSource {
+    #[default]
+    Known,
+    Containerd(std::path::PathBuf),
+}
+
+impl std::str::FromStr for ImageSource {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "known" {
+            return Ok(ImageSource::Known);
+        }
+        match s.parse::<podgrace_node::runtime::RuntimeChoice>() {
+            Ok(podgrace_node::runtime::RuntimeChoice::Containerd { socket }) => {
+                Ok(ImageSource::Containerd(socket))
+            }
+            _ => Err(format!(
+                "expected known, containerd or containerd:SOCKET, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// The `--image-source` flag of `explain` and `lint`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImageSourceArgs {
+    /// Where an image's STOPSIGNAL comes from: `known` (the official images podgrace knows) or
+    /// `containerd[:SOCKET]` (the image's config in containerd, namespace k8s.io, when the
+    /// image is present there; default socket /run/containerd/containerd.sock).
+    #[arg(long, value_name = "SOURCE", default_value = "known")]
+    pub image_source: ImageSource,
+}
+
+/// With `--image-source containerd`, reads the STOPSIGNAL of every container's image from
+/// containerd into the plans ([`podgrace_core::plan::ContainerPlan::image_config_stop_signal`]);
+/// an image containerd does not hold keeps the table of known images, with a note on stderr.
+///
+/// # Errors
+/// containerd cannot be reached (a failure of the machine, not of the input).
+pub fn read_image_stop_signals<'a>(
+    source: &ImageSource,
+    pods: impl Iterator<Item = &'a mut podgrace_core::plan::PodPlan>,
+) -> anyhow::Result<()> {
+    let ImageSource::Containerd(socket) = source else {
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        let logs = std::env::temp_dir().join(format!("podgrace-images-{}", std::process::id()));
+        let (cri, _output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
+            .await
+            .context("--image-source containerd: is containerd running, and is its socket readable?")?;
+        let ctx = podgrace_node::runtime::CallContext::background();
+        let mut absent = std::collections::BTreeSet::new();
+        for pod in pods {
+            for c in pod.init_containers.iter_mut().chain(pod.containers.iter_mut()) {
+                let Some(image) = c.image.clone() else {
+                    continue;
+                };
+                match cri.image_stop_signal(&ctx, &image).await {
+                    Ok(sig) => {
+                        c.image_config_stop_signal = Some(sig.and_then(|n| {
+                            podgrace_core::rules::runtime::Signal::from_number(n)
+                                .map(|s| s.to_string())
+                        }));
+                    }
+                    Err(_) => {
+                        absent.insert(image);
+                    }
+                }
+            }
+        }
+        for image in absent {
+            eprintln!("note: image {image} is not present in containerd at {}: its stop signal comes from the table of known images", socket.display());
+        }
+        Ok(())
+    })
+}

@@ -25,7 +25,7 @@ use podgrace_node::kubelet::{
     PodOptions, RunReport,
 };
 use podgrace_node::process::{namespaces_permitted, OutputLine, Stream};
-use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
+use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeChoice, RuntimeService};
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::{
@@ -82,6 +82,8 @@ pub struct Args {
     pod_network: PodNetworkArgs,
     #[command(flatten)]
     output: OutputArgs,
+    #[command(flatten)]
+    runtime: super::RuntimeArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -151,6 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .cloned()
             .collect::<BTreeMap<_, _>>(),
         force_host: false,
+        images: args.runtime.runtime != RuntimeChoice::Process,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
@@ -174,7 +177,44 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(supervise(plan, opts, &args, flags))?;
+    if args.runtime_latency.is_some() && args.runtime.runtime != RuntimeChoice::Process {
+        return Err(BadInput(
+            "--runtime-latency adds a real runtime's latencies to the process runtime; with --runtime containerd the real ones apply".into(),
+        )
+        .into());
+    }
+    let report = runtime.block_on(async {
+        match &args.runtime.runtime {
+            RuntimeChoice::Process => {
+                let (rt, output) = ProcessRuntime::new(args.pod_network.pod_network.clone());
+                let rt = match args.runtime_latency {
+                    Some(profile) => {
+                        let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
+                        let l = profile.latencies();
+                        eprintln!(
+                            "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
+                            l.runtime
+                        );
+                        rt.with_latencies(*l, seed)
+                    }
+                    None => rt,
+                };
+                let rt = Arc::new(rt);
+                let namespaced = namespaces_permitted();
+                if !namespaced {
+                    eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+                }
+                let events = rt.clone();
+                supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
+            }
+            RuntimeChoice::Containerd { socket } => {
+                let (rt, output) = super::connect_containerd(socket).await?;
+                let rt = Arc::new(rt);
+                let events = rt.clone();
+                supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags).await
+            }
+        }
+    })?;
     match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
@@ -236,30 +276,17 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
 }
 
 /// Runs the pod until it has terminated; prints container output and events as they happen.
-async fn supervise(
+#[allow(clippy::too_many_arguments)]
+async fn supervise<R: RuntimeService + 'static>(
+    runtime: Arc<R>,
+    mut output: tokio::sync::mpsc::UnboundedReceiver<OutputLine>,
+    stop_events: impl Fn(&str) -> Vec<podgrace_node::runtime::StopEvent>,
+    namespaced: bool,
     plan: PodPlan,
     opts: PodOptions,
     args: &Args,
     flags: KubectlDeleteFlags,
 ) -> anyhow::Result<RunReport> {
-    let (runtime, mut output) = ProcessRuntime::new(args.pod_network.pod_network.clone());
-    let runtime = match args.runtime_latency {
-        Some(profile) => {
-            let seed = args.runtime_latency_seed.unwrap_or_else(fresh_seed);
-            let l = profile.latencies();
-            eprintln!(
-                "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
-                l.runtime
-            );
-            runtime.with_latencies(*l, seed)
-        }
-        None => runtime,
-    };
-    let runtime = Arc::new(runtime);
-    let namespaced = namespaces_permitted();
-    if !namespaced {
-        eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
-    }
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
     let json = args.output.output == Format::Json;
@@ -369,7 +396,7 @@ async fn supervise(
         }
     }
     let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
-    let run = build_report(&report, |id| runtime.stop_events(id), namespaced);
+    let run = build_report(&report, stop_events, namespaced);
     if let Some(sb) = &report.sandbox {
         let _ = runtime
             .remove_pod_sandbox(&CallContext::background(), sb)

@@ -12,7 +12,6 @@ use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
 
 use podgrace_kubelet::{KubeletConfig, ProcessRuntimes};
-use podgrace_node::sandbox::NetworkConfig;
 
 use crate::{BadInput, Outcome};
 
@@ -36,19 +35,8 @@ pub struct Args {
     /// How often a watch that allows bookmarks gets one (kube-apiserver: 1m).
     #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
     bookmark_interval: Duration,
-    /// The pods' address range (one /24; each pod gets its own network namespace and address
-    /// when run as root).
-    #[arg(long, value_name = "CIDR", default_value = podgrace_node::sandbox::DEFAULT_POD_NETWORK, value_parser = super::parse_pod_network)]
-    pod_network: NetworkConfig,
-}
-
-/// A client of `api` in this process, through its router (no listener, no token), as the
-/// local kubelet uses it.
-fn in_process_client(api: &Api) -> kube::Client {
-    let svc = tower::ServiceBuilder::new()
-        .map_request(|req: http::Request<kube::client::Body>| req.map(axum::body::Body::new))
-        .service(podgrace_api::http::router(api.clone()));
-    kube::Client::new(svc, "default")
+    #[command(flatten)]
+    pod_network: super::args::PodNetworkArgs,
 }
 
 /// The container logs of this serve (the kubelet's `/var/log/pods`), removed at exit.
@@ -136,9 +124,9 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     ));
     // The local kubelet: a client of this API like any other (in-process, over the router).
     let kubelet = podgrace_kubelet::start(
-        in_process_client(&api),
+        podgrace_api::in_process_client(api.clone()),
         ProcessRuntimes {
-            network: args.pod_network.clone(),
+            network: args.pod_network.pod_network.clone(),
         },
         KubeletConfig {
             node_name: args.node_name.clone(),
@@ -147,10 +135,20 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             ..KubeletConfig::default()
         },
     );
+    // The controllers (ReplicaSet, Deployment, garbage collector, EndpointSlice, disruption),
+    // clients of the API in this process as kube-controller-manager's are of a cluster's.
+    let mut controllers = podgrace_controllers::spawn(
+        podgrace_api::in_process_client(api.clone()),
+        podgrace_controllers::Config {
+            kube_version: args.version.kubernetes_version,
+        },
+    );
     tokio::select! {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
     }
+    // Stopped first, so that the drain's deletes are not answered with replacement pods.
+    controllers.abort_all();
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
     drain(&api);
     let drained = tokio::select! {

@@ -1,0 +1,547 @@
+//! The CRI-RuntimeService-shaped trait the kubelet side calls, and its two runtimes.
+//!
+//! The kubelet-side parts of podgrace (pod worker, hooks, probes) call only [`RuntimeService`],
+//! as the kubelet calls CRI. Every method takes a [`CallContext`] (Go's `ctx`: deadline and
+//! cancellation). The runtimes:
+//! * [`ProcessRuntime`] (`process.rs`): containers are local processes in namespaces of their
+//!   own; the embedded default, with no dependency;
+//! * [`ContainerdRuntime`] (`containerd.rs`): a real containerd over CRI v1 (gRPC on its
+//!   socket), images and CNI networking included.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::process::{ExitStatus, Isolation, ProcessError};
+use crate::sandbox::SandboxError;
+
+pub mod containerd;
+pub mod oci;
+mod process;
+
+pub use containerd::ContainerdRuntime;
+pub use process::ProcessRuntime;
+
+/// Which runtime runs the pods: `process` (the built-in one) or `containerd[:SOCKET]`
+/// (a real containerd over CRI, default socket [`containerd::DEFAULT_SOCKET`]), as the
+/// `--runtime` flag of `run`, `drill` and `serve` spells it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    #[default]
+    Process,
+    Containerd {
+        socket: PathBuf,
+    },
+}
+
+impl std::str::FromStr for RuntimeChoice {
+    type Err = String;
+
+    /// `process`, `containerd` or `containerd:/path/to/containerd.sock`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "process" => Ok(RuntimeChoice::Process),
+            None if s == "containerd" => Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from(containerd::DEFAULT_SOCKET),
+            }),
+            Some(("containerd", sock)) if !sock.is_empty() => Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from(sock),
+            }),
+            _ => Err(format!(
+                "expected process, containerd or containerd:SOCKET, got {s:?}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuntimeChoice::Process => f.write_str("process"),
+            RuntimeChoice::Containerd { socket } => write!(f, "containerd:{}", socket.display()),
+        }
+    }
+}
+
+/// Errors of the runtime module.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("run pod sandbox {name}: {source}")]
+    RunPodSandbox { name: String, source: SandboxError },
+    #[error("pod sandbox {id} not found")]
+    PodSandboxNotFound { id: String },
+    #[error("container {id} not found")]
+    ContainerNotFound { id: String },
+    #[error("start container {id}: it is not in state Created")]
+    StartContainerState { id: String },
+    #[error("start container {id}: {source}")]
+    StartContainer { id: String, source: ProcessError },
+    #[error("stop container {id}: signal {signal}: {source}")]
+    StopContainerSignal {
+        id: String,
+        signal: i32,
+        source: ProcessError,
+    },
+    #[error("stop container {id}: caller's context ended before the container exited")]
+    StopContainerCancelled { id: String },
+    #[error("exec in container {id}: {source}")]
+    ExecSync { id: String, source: ProcessError },
+    #[error("exec in container {id}: caller's context ended first; the exec was killed")]
+    ExecSyncCancelled { id: String },
+    /// The exec ran past its CRI timeout and was killed (the kubelet's `exec.TimeoutError`).
+    #[error("exec in container {id}: command timed out after {timeout_seconds} s")]
+    ExecSyncTimeout { id: String, timeout_seconds: i64 },
+    #[error("exec in container {id}: it is not running")]
+    ExecSyncNotRunning { id: String },
+    /// The runtime's socket could not be reached.
+    #[error("cannot reach the container runtime at {socket}: {source}")]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A CRI call failed (the gRPC status, with the runtime's message).
+    #[error("CRI {call}: {}: {}", status.code(), status.message())]
+    Cri {
+        call: &'static str,
+        #[source]
+        status: Box<tonic::Status>,
+    },
+    /// A CRI call's answer lacked what it must hold.
+    #[error("CRI {call}: {what}")]
+    CriAnswer { call: &'static str, what: String },
+    /// The image is absent and `imagePullPolicy: Never` forbids pulling it (`ErrImageNeverPull`).
+    #[error("container image \"{image}\" is not present with pull policy of Never")]
+    ImageNeverPull { image: String },
+    /// A host-side step (log directory, mount source) failed.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The caller's context: an optional deadline and an optional cancellation, like Go's
+/// `context.Context` that every CRI call carries.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    deadline: Option<Instant>,
+    cancel: Option<watch::Receiver<bool>>,
+}
+
+/// Cancels the [`CallContext`] made by [`CallContext::with_cancel`]; dropping it cancels nothing.
+#[derive(Debug)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Canceller {
+    /// Cancels every context made from this canceller.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl CallContext {
+    /// No deadline, never cancelled (Go's `context.Background()`).
+    pub fn background() -> Self {
+        Self::default()
+    }
+
+    /// This context with a deadline (monotonic).
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+        self
+    }
+
+    /// The deadline, if any (monotonic).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// This context plus a cancellation handle.
+    pub fn with_cancel(mut self) -> (Self, Canceller) {
+        let (tx, rx) = watch::channel(false);
+        self.cancel = Some(rx);
+        (self, Canceller(tx))
+    }
+
+    /// Completes when the deadline passes or the context is cancelled; never otherwise.
+    pub async fn done(&self) {
+        let deadline = async {
+            match self.deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &self.cancel {
+                Some(rx) => {
+                    let mut rx = rx.clone();
+                    // A dropped canceller never cancels.
+                    if rx.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! { _ = deadline => {}, _ = cancelled => {} }
+    }
+}
+
+/// CRI `PodSandboxConfig`, the parts podgrace uses, as the kubelet's
+/// `generatePodSandboxConfig` fills them (`pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`).
+/// The process runtime uses `name` and `host_network`; containerd gets all of it.
+#[derive(Debug, Clone, Default)]
+pub struct PodSandboxConfig {
+    /// Pod name (metadata.name).
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// How many sandboxes of this pod were created before this one.
+    pub attempt: u32,
+    /// `spec.hostNetwork`: no network namespace.
+    pub host_network: bool,
+    /// The pod's hostname (none on the host network, where the node's applies).
+    pub hostname: Option<String>,
+    /// `newPodLabels`: the pod's labels plus `io.kubernetes.pod.{name,namespace,uid}`.
+    pub labels: BTreeMap<String, String>,
+    /// `newPodAnnotations`: the pod's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The DNS the pod's resolv.conf gets (`GetPodDNS`).
+    pub dns: Option<DnsConfig>,
+    /// Every declared container port (`MakePortMappings`); the runtime maps those with a host
+    /// port.
+    pub port_mappings: Vec<PortMapping>,
+    /// The pod's cgroup (`GetPodCgroupParent`), with the cgroupfs driver's path syntax.
+    pub cgroup_parent: Option<String>,
+    /// `spec.shareProcessNamespace`: one PID namespace for the pod.
+    pub share_process_namespace: bool,
+    /// The directory the runtime writes container logs under (`BuildPodLogsDirectory`).
+    pub log_directory: Option<PathBuf>,
+}
+
+/// CRI `DNSConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+/// CRI `PortMapping`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMapping {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    pub container_port: i32,
+    /// 0: not mapped on the host.
+    pub host_port: i32,
+    pub host_ip: String,
+}
+
+/// CRI `Mount`: a host path bind-mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub container_path: PathBuf,
+    pub host_path: PathBuf,
+    pub readonly: bool,
+}
+
+/// When the image is pulled (`imagePullPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PullPolicy {
+    Always,
+    #[default]
+    IfNotPresent,
+    Never,
+}
+
+/// CRI `ContainerConfig`, the parts podgrace uses, as the kubelet's `generateContainerConfig`
+/// fills them (`pkg/kubelet/kuberuntime/kuberuntime_container.go`). The process runtime runs
+/// `command` + `args` with `env` and `working_dir`; containerd gets all of it and applies the
+/// image's ENTRYPOINT and CMD where `command` (and `args`) are empty, as upstream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerConfig {
+    pub name: String,
+    /// `metadata.attempt`: the container's restart count.
+    pub attempt: u32,
+    /// `spec.containers[].image` (empty for the process runtime's manifests without one).
+    pub image: String,
+    pub pull_policy: PullPolicy,
+    /// `command` (empty: the image's ENTRYPOINT).
+    pub command: Vec<String>,
+    /// `args` (empty with an empty `command`: the image's CMD).
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+    /// The stop signal as a Linux signal number; `None`: the runtime's default (the image's
+    /// STOPSIGNAL for containerd, SIGTERM for the process runtime). containerd captures it at
+    /// create time (`container_create.go`).
+    pub stop_signal: Option<i32>,
+    /// `newContainerLabels`: `io.kubernetes.pod.{name,namespace,uid}`,
+    /// `io.kubernetes.container.name`.
+    pub labels: BTreeMap<String, String>,
+    /// `newContainerAnnotations`: hash, restart count, termination message path and policy,
+    /// the pod's grace, the preStop handler and ports as JSON.
+    pub annotations: BTreeMap<String, String>,
+    /// Volume mounts (emptyDir, hostPath, configMap, secret), resolved to host paths.
+    pub mounts: Vec<Mount>,
+    /// The log file, relative to the sandbox's log directory (`NAME/ATTEMPT.log`).
+    pub log_path: Option<PathBuf>,
+    /// Run as a plain host process even when namespaces are permitted (process runtime).
+    pub force_host: bool,
+}
+
+impl ContainerConfig {
+    /// `command` followed by `args`, the argv the process runtime runs.
+    pub fn argv(&self) -> Vec<String> {
+        self.command
+            .iter()
+            .chain(self.args.iter())
+            .cloned()
+            .collect()
+    }
+}
+
+/// CRI `Image`, the parts podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The image id (`sha256:...`).
+    pub id: String,
+    /// Its size, bytes.
+    pub size_bytes: u64,
+}
+
+/// CRI `PodSandboxStatus`, the parts podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSandboxStatus {
+    pub id: String,
+    /// `network.ip`: the pod IP; `None` for a sandbox on the host network.
+    pub ip: Option<std::net::IpAddr>,
+}
+
+/// CRI `ContainerEventResponse` (`GetContainerEvents`, the evented PLEG's stream), the parts
+/// podgrace uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    pub container_id: String,
+    pub kind: ContainerEventKind,
+}
+
+/// CRI `ContainerEventType`, the kinds podgrace emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEventKind {
+    /// `CONTAINER_STARTED_EVENT`.
+    Started { at: Instant },
+    /// `CONTAINER_STOPPED_EVENT`: PID 1 exited (collected by the reaper at `at`).
+    Stopped { at: Instant, status: ExitStatus },
+}
+
+/// CRI container state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+}
+
+/// CRI `ContainerStatus`, the parts podgrace uses. Times are monotonic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    pub id: String,
+    pub name: String,
+    pub state: ContainerState,
+    /// Host pid of PID 1 while it runs or after.
+    pub pid: Option<i32>,
+    pub isolation: Option<Isolation>,
+    pub started_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    pub exit: Option<ExitStatus>,
+    /// The signal the runtime stops it with (a Linux signal number), when it says.
+    pub stop_signal: Option<i32>,
+}
+
+/// CRI `ExecSyncResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSyncResponse {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Exit code; 128 + signal if killed.
+    pub exit_code: i32,
+}
+
+/// What happened during stops of a container, with monotonic timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopEvent {
+    pub at: Instant,
+    pub kind: StopEventKind,
+}
+
+/// The kinds of [`StopEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopEventKind {
+    /// `StopContainer(timeout)` was called (timeout in seconds).
+    StopRequested { timeout_seconds: i64 },
+    /// The stop signal (number) was sent to PID 1.
+    StopSignalSent { signal: i32 },
+    /// A later call with timeout > 0 found the stop signal already sent and did not resend it.
+    StopSignalSkipped { signal: i32 },
+    /// SIGKILL was sent to PID 1.
+    KillSent,
+    /// The container exited (collected by the reaper at `at`).
+    Exited { status: ExitStatus },
+}
+
+/// The CRI RuntimeService, as far as termination needs it. All durations in seconds as in CRI.
+pub trait RuntimeService: Send + Sync {
+    /// `RunPodSandbox`: creates the pod's network namespace (unless host network) and returns
+    /// the sandbox id.
+    fn run_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        config: PodSandboxConfig,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
+    /// `StopPodSandbox`: SIGKILLs containers still running (containerd stops them with
+    /// timeout 0) and tears the network down. Unknown id → Ok.
+    fn stop_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `RemovePodSandbox`: stops it if needed and forgets it and its containers. Unknown id → Ok.
+    fn remove_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `CreateContainer` in a sandbox; returns the container id.
+    fn create_container(
+        &self,
+        ctx: &CallContext,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
+    /// `StartContainer`: spawns the entry process.
+    fn start_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `StopContainer(id, timeout)`, timeout in seconds. See [`ProcessRuntime`] for semantics.
+    fn stop_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        timeout_seconds: i64,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// `ExecSync(id, cmd, timeout)`; `timeout_seconds <= 0` means no timeout (CRI).
+    fn exec_sync(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> impl Future<Output = Result<ExecSyncResponse, RuntimeError>> + Send;
+    /// `PodSandboxStatus`: the pod IP.
+    fn pod_sandbox_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<PodSandboxStatus, RuntimeError>> + Send;
+    /// `GetContainerEvents` for the containers of one sandbox: their lifecycle events from now
+    /// on (lossy if a receiver lags by more than the channel's capacity, as a stream behind a
+    /// slow client would be). The kubelet's evented PLEG dispatches CRI's one stream to the pod
+    /// workers; a stream per sandbox saves every pod task from waking for every other pod's
+    /// containers. `None` for an unknown sandbox.
+    fn container_events(
+        &self,
+        pod_sandbox_id: &str,
+    ) -> Option<tokio::sync::broadcast::Receiver<ContainerEvent>>;
+    /// `ContainerStatus`.
+    fn container_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerStatus, RuntimeError>> + Send;
+    /// `RemoveContainer`: forgets a stopped container (SIGKILLs it first if it runs). Unknown
+    /// id → Ok.
+    fn remove_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Whether containers run from images: then the kubelet ensures each container's image
+    /// ([`Self::image_status`], [`Self::pull_image`]) before creating it, and a container
+    /// without `command` runs the image's ENTRYPOINT. The process runtime runs host commands.
+    fn uses_images(&self) -> bool {
+        false
+    }
+    /// `ImageService.ImageStatus`: the image when it is present, `None` when it is not.
+    fn image_status(
+        &self,
+        _ctx: &CallContext,
+        _image: &str,
+    ) -> impl Future<Output = Result<Option<ImageInfo>, RuntimeError>> + Send {
+        async { Ok(None) }
+    }
+    /// `ImageService.PullImage`: pulls the image, returns its reference.
+    fn pull_image(
+        &self,
+        _ctx: &CallContext,
+        image: &str,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send {
+        let image = image.to_string();
+        async move { Err(RuntimeError::ImageNeverPull { image }) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn runtime_choices() {
+        assert_eq!("process".parse(), Ok(RuntimeChoice::Process));
+        assert_eq!(
+            "containerd".parse(),
+            Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from("/run/containerd/containerd.sock")
+            })
+        );
+        assert_eq!(
+            "containerd:/tmp/c.sock".parse(),
+            Ok(RuntimeChoice::Containerd {
+                socket: PathBuf::from("/tmp/c.sock")
+            })
+        );
+        assert!("containerd:".parse::<RuntimeChoice>().is_err());
+        assert!("docker".parse::<RuntimeChoice>().is_err());
+    }
+
+    #[tokio::test]
+    async fn context_done_fires_at_the_deadline() {
+        let start = Instant::now();
+        let ctx = CallContext::background().with_deadline(start + Duration::from_millis(50));
+        ctx.done().await;
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn context_done_fires_on_cancel_only() {
+        let (ctx, cancel) = CallContext::background().with_cancel();
+        let not_yet = tokio::time::timeout(Duration::from_millis(20), ctx.done()).await;
+        assert!(not_yet.is_err());
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_secs(1), ctx.done())
+            .await
+            .expect("cancelled");
+    }
+}
