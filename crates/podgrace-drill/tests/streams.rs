@@ -249,10 +249,22 @@ async fn a_rejected_stream_is_a_failure_and_retried_every_100_ms() {
             "{r:?}"
         );
     }
-    for pair in rejected.windows(2) {
-        let gap = ms(pair[1].opened - pair[0].opened);
-        assert!((100.0..150.0).contains(&gap), "{gap} ms between attempts");
+    // Never sooner than 100 ms; the typical wait is the 100 ms plus the exchange. A loaded
+    // machine can delay one wake-up (161 ms was seen at a load average of 12), so the spacing
+    // is judged by the median gap, each gap only by its lower bound.
+    let mut gaps: Vec<f64> = rejected
+        .windows(2)
+        .map(|pair| ms(pair[1].opened - pair[0].opened))
+        .collect();
+    for gap in &gaps {
+        assert!(*gap >= 100.0, "{gap} ms between attempts: {gaps:?}");
     }
+    gaps.sort_by(f64::total_cmp);
+    let median = gaps[gaps.len() / 2];
+    assert!(
+        median < 150.0,
+        "median {median} ms between attempts: {gaps:?}"
+    );
     assert_eq!(server.connections(), 1);
 }
 
