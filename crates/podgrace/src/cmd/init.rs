@@ -55,49 +55,21 @@ impl Args {
             ready_file: None,
             command: Vec::new(),
         };
-        let mut i = 0;
-        while i < args.len() {
-            let s = args[i].to_str()?;
-            if s == "--" || !s.starts_with('-') {
-                let from = if s == "--" { i + 1 } else { i };
-                a.command = args[from..].to_vec();
-                break;
-            }
-            let (flag, inline) = match s.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-                _ => (s, None),
-            };
-            if matches!(flag, "-g" | "--process-group") {
-                if inline.is_some() || a.group {
-                    return None;
+        let lean = super::lean::split(args, &["-g", "--process-group"], true)?;
+        for (flag, value) in lean.flags {
+            match (flag, value) {
+                ("-g" | "--process-group", None) if !a.group => a.group = true,
+                ("--map", Some(v)) => a.map.push(v),
+                ("--drain-delay", Some(v)) if a.drain_delay.is_none() => {
+                    a.drain_delay = Some(super::parse_duration(&v).ok()?)
                 }
-                a.group = true;
-                i += 1;
-                continue;
-            }
-            let value = match inline {
-                Some(v) => v,
-                None => {
-                    i += 1;
-                    let v = args.get(i)?.to_str()?;
-                    if v.starts_with('-') {
-                        return None;
-                    }
-                    v.to_string()
-                }
-            };
-            match flag {
-                "--map" => a.map.push(value),
-                "--drain-delay" if a.drain_delay.is_none() => {
-                    a.drain_delay = Some(super::parse_duration(&value).ok()?)
-                }
-                "--ready-file" if a.ready_file.is_none() && !value.is_empty() => {
-                    a.ready_file = Some(PathBuf::from(value))
+                ("--ready-file", Some(v)) if a.ready_file.is_none() && !v.is_empty() => {
+                    a.ready_file = Some(PathBuf::from(v))
                 }
                 _ => return None,
             }
-            i += 1;
         }
+        a.command = lean.rest.to_vec();
         (!a.command.is_empty()).then_some(a)
     }
 }

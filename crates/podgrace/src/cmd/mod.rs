@@ -6,6 +6,7 @@ pub mod demo_app;
 pub mod drill;
 pub mod explain;
 pub mod init;
+pub mod lean;
 pub mod lint;
 pub mod prestop_wait;
 pub mod run;

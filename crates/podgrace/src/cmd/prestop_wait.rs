@@ -57,49 +57,26 @@ impl Args {
             ports: Vec::new(),
             endpoints: false,
         };
-        let mut i = 0;
-        while i < args.len() {
-            let s = args[i].to_str()?;
-            let (flag, inline) = match s.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-                _ => (s, None),
-            };
-            if flag == "--endpoints" {
-                if inline.is_some() || a.endpoints {
-                    return None;
-                }
-                a.endpoints = true;
-                i += 1;
-                continue;
-            }
-            let value = match inline {
-                Some(v) => v,
-                None => {
-                    i += 1;
-                    let v = args.get(i)?.to_str()?;
-                    if v.starts_with('-') {
-                        return None;
-                    }
-                    v.to_string()
-                }
-            };
-            let slot = match flag {
-                "--quiet" => &mut quiet,
-                "--min" => &mut min,
-                "--max" => &mut max,
-                "--port" => {
-                    for p in value.split(',') {
-                        a.ports.push(p.parse::<u16>().ok().filter(|p| *p > 0)?);
-                    }
-                    i += 1;
+        for (flag, value) in super::lean::split(args, &["--endpoints"], false)?.flags {
+            let (slot, v) = match (flag, value) {
+                ("--endpoints", None) if !a.endpoints => {
+                    a.endpoints = true;
                     continue;
                 }
+                ("--port", Some(v)) => {
+                    for p in v.split(',') {
+                        a.ports.push(p.parse::<u16>().ok().filter(|p| *p > 0)?);
+                    }
+                    continue;
+                }
+                ("--quiet", Some(v)) => (&mut quiet, v),
+                ("--min", Some(v)) => (&mut min, v),
+                ("--max", Some(v)) => (&mut max, v),
                 _ => return None,
             };
-            if slot.replace(super::parse_duration(&value).ok()?).is_some() {
+            if slot.replace(super::parse_duration(&v).ok()?).is_some() {
                 return None;
             }
-            i += 1;
         }
         a.quiet = quiet.unwrap_or(Duration::from_secs(1));
         a.min = min.unwrap_or(Duration::ZERO);
