@@ -170,6 +170,19 @@ fn include_object(q: &HashMap<String, String>) -> Result<IncludeObject, ApiError
 /// Reads the request body up to the limit (3 MiB by default; 413 above it). An oversized body
 /// is still read and discarded up to 8 times the limit (for at most 2 s) before the answer, so
 /// that an HTTP/2 client gets the 413 instead of a reset stream; past that the stream is reset.
+/// The body of a create, update or subresource write: JSON only (no Content-Type is taken as
+/// JSON, as Go's decoder sniffs it).
+///
+/// # Errors
+/// 415 for another media type (protobuf included), then as [`read_body`].
+async fn read_object_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
+    let ct = header(&req, "content-type");
+    match ct.split(';').next().unwrap_or("").trim() {
+        "" | "application/json" | "*/*" => read_body(api, req).await,
+        other => Err(ApiError::unsupported_body_media_type(other)),
+    }
+}
+
 async fn read_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
     let limit = api.config().max_body_bytes;
     let mut body = req.into_body();
@@ -346,7 +359,7 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     Ok(json_response(200, &api.get_scale(resource, &ns, n)?, &[]))
                 }
                 ("PUT", Some(n), Some("scale")) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_object_body(api, req).await?;
                     let w = api.write_scale(resource, &ns, n, &body, None)?;
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }
@@ -357,7 +370,7 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }
                 ("POST", Some(n), Some("eviction")) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_object_body(api, req).await?;
                     let w = api.evict(resource, &ns, n, &body)?;
                     Ok(Response::builder()
                         .status(w.code)
@@ -366,7 +379,7 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                         .unwrap_or_default())
                 }
                 ("POST", Some(n), Some("binding")) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_object_body(api, req).await?;
                     let w = api.bind(resource, &ns, n, &body)?;
                     Ok(Response::builder()
                         .status(w.code)
@@ -375,12 +388,12 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                         .unwrap_or_default())
                 }
                 ("POST", None, None) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_object_body(api, req).await?;
                     let w = api.create(resource, &ns, &body, fv)?;
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }
                 ("PUT", Some(n), sub) if sub.is_none() || sub == Some("status") => {
-                    let body = read_body(api, req).await?;
+                    let body = read_object_body(api, req).await?;
                     let w = api.update(resource, &ns, n, &body, fv, sub == Some("status"))?;
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }

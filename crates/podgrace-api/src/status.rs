@@ -192,12 +192,26 @@ impl ApiError {
         )
     }
 
-    /// 415 for a patch or body content type the server does not decode.
+    /// 415 for a patch content type the server does not decode (server-side apply is not
+    /// served, so `application/apply-patch+yaml` is not among the accepted ones).
     pub fn unsupported_media_type(content_type: &str) -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"),
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
+        )
+    }
+
+    /// 415 for an object body in a content type the server does not decode, in
+    /// kube-apiserver's words (`apimachinery/pkg/apis/meta/internalversion` negotiation,
+    /// `NewUnsupportedMediaTypeError`): protobuf (`application/vnd.kubernetes.protobuf`, which
+    /// kubectl's typed clients send for `kubectl create configmap` and its siblings) is not
+    /// served, only JSON.
+    pub fn unsupported_body_media_type(content_type: &str) -> ApiError {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json (got {content_type:?})"),
         )
     }
 

@@ -1258,3 +1258,26 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
         out(&o)
     );
 }
+
+/// kubectl's typed commands (`create configmap`, `create namespace`, ...) send protobuf, which
+/// serve does not decode: the 415 names the media type and what is accepted, in
+/// kube-apiserver's words, and the server goes on serving JSON.
+#[test]
+fn a_protobuf_body_gets_415_unsupported_media_type() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("protobuf", &[]);
+    let o = s.kubectl(&bin, &["create", "configmap", "c", "--from-literal=a=b"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert_eq!(
+        err(&o).trim(),
+        "error: failed to create configmap: the body of the request was in an unknown format - accepted media types include: application/json (got \"application/vnd.kubernetes.protobuf\")"
+    );
+    let f = s.file(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n",
+    );
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+}

@@ -92,7 +92,8 @@ mod tests {
             ]
         );
         assert_eq!(l.rest, &os(&["nginx", "-g"])[..]);
-        let l = split(&os(&["--quiet", "2s", "cmd"]), &[], true).unwrap();
+        let b = os(&["--quiet", "2s", "cmd"]);
+        let l = split(&b, &[], true).unwrap();
         assert_eq!(l.rest, &os(&["cmd"])[..]);
     }
 
@@ -101,7 +102,8 @@ mod tests {
         assert!(split(&os(&["--endpoints=yes"]), &["--endpoints"], false).is_none());
         assert!(split(&os(&["--quiet"]), &[], false).is_none());
         assert!(split(&os(&["--quiet", "-1s"]), &[], false).is_none());
-        let l = split(&os(&["--max", "3s"]), &[], false).unwrap();
+        let b = os(&["--max", "3s"]);
+        let l = split(&b, &[], false).unwrap();
         assert!(l.rest.is_empty());
     }
 }
