@@ -129,13 +129,21 @@ async fn sync(client: &kube::Client, ars: &[ApiResource], stores: &[Store<Dynami
         let m = n.obj.meta();
         let deps = dependents.get(uid).cloned().unwrap_or_default();
         if m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_ORPHAN) {
-            // orphanDependents, then the finalizer goes.
+            // orphanDependents, then the finalizer goes; a dependent whose reference could not
+            // be removed (a conflict with a newer write) keeps the finalizer for the next pass,
+            // as upstream requeues the owner, or the dependent would be collected once the owner
+            // is gone.
+            let mut orphaned = true;
             for d in &deps {
                 if let Some(dn) = by_uid.get(d) {
-                    remove_refs(client, &ars[dn.ar], &dn.obj, &BTreeSet::from([uid.clone()])).await;
+                    orphaned &=
+                        remove_refs(client, &ars[dn.ar], &dn.obj, &BTreeSet::from([uid.clone()]))
+                            .await;
                 }
             }
-            remove_finalizer(client, &ars[n.ar], &n.obj, rules::FINALIZER_ORPHAN).await;
+            if orphaned {
+                remove_finalizer(client, &ars[n.ar], &n.obj, rules::FINALIZER_ORPHAN).await;
+            }
             continue;
         }
         if m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_FOREGROUND) {
@@ -178,7 +186,8 @@ async fn sync(client: &kube::Client, ars: &[ApiResource], stores: &[Store<Dynami
         match action {
             Action::Keep => {}
             Action::RemoveOwnerRefs(uids) => {
-                remove_refs(client, &ars[n.ar], &n.obj, &uids.into_iter().collect()).await;
+                // A failed patch is retried on the next pass (the dependent keeps its refs).
+                let _ = remove_refs(client, &ars[n.ar], &n.obj, &uids.into_iter().collect()).await;
             }
             Action::Delete(policy) => {
                 let api = namespaced(client, &ars[n.ar], m.namespace.as_deref());
@@ -255,7 +264,7 @@ async fn remove_refs(
     ar: &ApiResource,
     obj: &DynamicObject,
     uids: &BTreeSet<String>,
-) {
+) -> bool {
     let m = obj.meta();
     let kept: Vec<&OwnerReference> = m
         .owner_references
@@ -274,7 +283,9 @@ async fn remove_refs(
         .await
     {
         tracing::debug!("gc remove owner refs: {e}");
+        return false;
     }
+    true
 }
 
 async fn remove_finalizer(client: &kube::Client, ar: &ApiResource, obj: &DynamicObject, f: &str) {

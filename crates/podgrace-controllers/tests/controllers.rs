@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use podgrace_api::{Api as Server, ApiConfig};
 use serde_json::json;
 
@@ -47,7 +47,10 @@ async fn kubelet(client: kube::Client, hold: Arc<Mutex<BTreeSet<String>>>) {
     let pods: Api<Pod> = Api::all(client.clone());
     let mut ips = 0u32;
     let mut seen = BTreeSet::new();
-    let mut w = std::pin::pin!(watcher::watcher(pods, watcher::Config::default()));
+    // With the back-off a kubelet's watch has: a failed watch retried at once, without it,
+    // spins and starves the runtime.
+    let mut w =
+        std::pin::pin!(watcher::watcher(pods, watcher::Config::default()).default_backoff());
     while let Some(ev) = w.next().await {
         let pod = match ev {
             Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => p,
@@ -89,17 +92,36 @@ where
     F: FnMut(&[K]) -> bool,
 {
     let api: Api<K> = Api::all(client.clone());
-    let mut w = std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()));
+    let mut w =
+        std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let items = api.list(&ListParams::default()).await.unwrap().items;
         if check(&items) {
             return items;
         }
+        // The deadline holds even while changes keep coming (a stream that is always ready
+        // would never let the timeout fire).
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}: {items:#?}");
+        }
         match tokio::time::timeout_at(deadline, w.next()).await {
             Ok(_) => {}
             Err(_) => panic!("timed out waiting for {what}: {items:#?}"),
         }
+    }
+}
+
+/// Deletes a released pod with grace 0, as its kubelet would once its containers exited. The test
+/// kubelet may have removed it first (it acts on every change): gone is what is wanted either way.
+async fn delete_now(pods: &Api<Pod>, name: &str) {
+    match pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("delete {name}: {e}"),
     }
 }
 
@@ -328,12 +350,7 @@ async fn recreate_scales_the_old_to_zero_and_waits_for_its_pods() {
     c.hold.lock().unwrap().clear();
     let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     for p in pods.list(&ListParams::default()).await.unwrap().items {
-        pods.delete(
-            p.metadata.name.as_deref().unwrap(),
-            &DeleteParams::default().grace_period(0),
-        )
-        .await
-        .unwrap();
+        delete_now(&pods, p.metadata.name.as_deref().unwrap()).await;
     }
     let now = until::<Pod, _>(&c.client, "2 new pods", |p| {
         live(p).len() == 2 && p.len() == 2
@@ -398,12 +415,7 @@ async fn the_garbage_collector_deletes_in_background_foreground_and_orphans() {
     );
     c.hold.lock().unwrap().clear();
     for p in r {
-        pods.delete(
-            p.metadata.name.as_deref().unwrap(),
-            &DeleteParams::default().grace_period(0),
-        )
-        .await
-        .unwrap();
+        delete_now(&pods, p.metadata.name.as_deref().unwrap()).await;
     }
     until::<ReplicaSet, _>(&c.client, "rs gone", |r| r.is_empty()).await;
 
