@@ -331,10 +331,11 @@ pub async fn sync_pod<S: RuntimeSource>(
             }
         }
         let st = status_rx.borrow().clone();
-        if st.phase == PodPhase::Terminating {
-            // The pod worker is in SyncTerminatingPod: the next status it generates is the one
-            // with every container stopped (a real 1.32 node went from Running, Ready straight
-            // to Failed with the container terminated).
+        if st.phase == PodPhase::Terminating || sent_grace.is_some() {
+            // The pod worker is in SyncTerminatingPod, or has been handed the delete and is
+            // about to be: the next status it generates is the one with every container
+            // stopped (a real 1.32 node went from Running, Ready straight to Failed with the
+            // container terminated; a write in between showed `0/1 Terminating`).
             continue;
         }
         let status = compute(&s, &plan, &observed, &st, &back_offs, false).await;
