@@ -11,75 +11,19 @@
 use serde_json::{json, Value};
 
 use podgrace_core::rules::podstatus::{ContainerState, ContainerStatus, Terminated};
-use podgrace_core::rules::printers::{print_pod, PodForPrint};
+use podgrace_core::rules::printers::{human_duration, print_pod, PodForPrint};
 use podgrace_core::KubeVersion;
 
 use crate::meta;
-
-/// `duration.HumanDuration`: `<invalid>` below -1 s, then `0s`, `45s`, `2m5s`, `3h`, `5d2h`...
-pub fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    if seconds < 0 {
-        return "0s".into();
-    }
-    if seconds < 120 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
 
 /// `translateTimestampSince`: `<unknown>` for a missing time, else the age at `now`.
 fn since(ts: Option<&Value>, now: jiff::Timestamp) -> String {
     match ts.and_then(Value::as_str).and_then(meta::parse_time) {
         None => "<unknown>".into(),
         Some(t) => {
+            // The age whole seconds down, as before; kubectl's rule itself is core's.
             let d = now.as_millisecond() - t.as_millisecond();
-            human_duration(d.div_euclid(1000))
+            human_duration(d.div_euclid(1000).saturating_mul(1000))
         }
     }
 }
@@ -746,7 +690,7 @@ mod tests {
             (50 * 3600, "2d2h"),
             (30 * 86400, "30d"),
         ] {
-            assert_eq!(human_duration(s), want, "{s}");
+            assert_eq!(human_duration(s * 1000), want, "{s}");
         }
     }
 

@@ -257,6 +257,15 @@ async fn within<T>(
     }
 }
 
+/// `e`, or `missing()` when CRI answered NotFound (the id is unknown to containerd).
+fn not_found_as(e: RuntimeError, missing: impl FnOnce() -> RuntimeError) -> RuntimeError {
+    if is_not_found(&e) {
+        missing()
+    } else {
+        e
+    }
+}
+
 fn is_not_found(e: &RuntimeError) -> bool {
     matches!(e, RuntimeError::Cri { status, .. } if status.code() == tonic::Code::NotFound)
 }
@@ -1165,13 +1174,9 @@ impl RuntimeService for ContainerdRuntime {
         )
         .await
         .map_err(|e| {
-            if is_not_found(&e) {
-                RuntimeError::PodSandboxNotFound {
-                    id: pod_sandbox_id.into(),
-                }
-            } else {
-                e
-            }
+            not_found_as(e, || RuntimeError::PodSandboxNotFound {
+                id: pod_sandbox_id.into(),
+            })
         })?
         .status
         .map(|s| cri::PodSandboxConfig {
@@ -1231,11 +1236,9 @@ impl RuntimeService for ContainerdRuntime {
         )
         .await;
         if let Err(e) = r {
-            return Err(if is_not_found(&e) {
-                RuntimeError::ContainerNotFound { id: id.into() }
-            } else {
-                e
-            });
+            return Err(not_found_as(e, || RuntimeError::ContainerNotFound {
+                id: id.into(),
+            }));
         }
         let started = self.container_status(ctx, id).await.ok();
         let sandbox = {
@@ -1437,13 +1440,7 @@ impl RuntimeService for ContainerdRuntime {
             )),
         )
         .await
-        .map_err(|e| {
-            if is_not_found(&e) {
-                RuntimeError::PodSandboxNotFound { id: id.into() }
-            } else {
-                e
-            }
-        })?;
+        .map_err(|e| not_found_as(e, || RuntimeError::PodSandboxNotFound { id: id.into() }))?;
         let ip = r
             .status
             .and_then(|s| s.network)
@@ -1475,13 +1472,7 @@ impl RuntimeService for ContainerdRuntime {
             )),
         )
         .await
-        .map_err(|e| {
-            if is_not_found(&e) {
-                RuntimeError::ContainerNotFound { id: id.into() }
-            } else {
-                e
-            }
-        })?;
+        .map_err(|e| not_found_as(e, || RuntimeError::ContainerNotFound { id: id.into() }))?;
         let s = r.status.ok_or_else(|| RuntimeError::CriAnswer {
             call: "ContainerStatus",
             what: format!("no status for container {id}"),
