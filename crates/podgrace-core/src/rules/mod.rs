@@ -5,6 +5,7 @@
 //! name says otherwise (`_ms` for milliseconds).
 
 pub mod apiserver;
+pub mod backoff;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
@@ -20,6 +21,7 @@ pub mod podutil;
 pub mod podworker;
 pub mod printers;
 pub mod replicaset;
+pub mod restart;
 pub mod runtime;
 pub mod scheduling;
 pub mod validation;
