@@ -20,6 +20,7 @@ pub mod podstatus;
 pub mod podutil;
 pub mod podworker;
 pub mod printers;
+pub mod prober;
 pub mod replicaset;
 pub mod restart;
 pub mod runtime;
