@@ -58,7 +58,9 @@ pub enum ClusterError {
     #[error("Error in configuration: {0}")]
     Configuration(String),
     /// The server refused the connection (`HOST:PORT`).
-    #[error("The connection to the server {0} was refused - did you specify the right host or port?")]
+    #[error(
+        "The connection to the server {0} was refused - did you specify the right host or port?"
+    )]
     Refused(String),
     /// Any other transport failure (DNS, TLS, a timeout).
     #[error("Unable to connect to the server: {0}")]
@@ -191,8 +193,8 @@ pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config)
-        .map_err(|e| ClusterError::Configuration(e.to_string()))?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| ClusterError::Configuration(e.to_string()))?;
     Ok(Cluster {
         client,
         namespace,
@@ -313,8 +315,10 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with(&format!("error: error loading config file \"{}\": ", p.display())),
+            e.to_string().starts_with(&format!(
+                "error: error loading config file \"{}\": ",
+                p.display()
+            )),
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -271,9 +271,24 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
     let meta = pod.map(|p| &p.metadata);
     let dt_ms = meta.and_then(|m| m.deletion_timestamp.as_ref()).map(ms);
     let dgps = meta.and_then(|m| m.deletion_grace_period_seconds);
-    // The delete's time: deletionTimestamp − grace (both whole seconds), for a grace > 0.
+    let terminal = matches!(
+        status.and_then(|s| s.phase.as_deref()),
+        Some("Failed" | "Succeeded")
+    );
+    // The delete's time: deletionTimestamp − grace (both whole seconds); with a grace of 0 the
+    // timestamp is the delete's time itself (a force delete sets it to now; the kubelet's
+    // final delete moves it back by the old grace, to the first delete's time).
     let deleted_ms = match (dt_ms, dgps) {
         (Some(dt), Some(g)) if g > 0 => Some(dt - g.saturating_mul(1000)),
+        (Some(dt), _) => Some(dt),
+        _ => None,
+    };
+    // The grace that set the kill's deadline: the stored one; 0 on a pod still running is a
+    // force delete (the kubelet's minimum, 1 s); 0 on a terminal pod is the final delete's, and
+    // the grace used is no longer stored.
+    let kill_grace = match dgps {
+        Some(g) if g > 0 => Some(g),
+        Some(_) if !terminal => Some(1),
         _ => None,
     };
     let deletion = dt_ms.map(|dt| Deletion {
@@ -385,12 +400,22 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
                 tgps.unwrap_or(DEFAULT_TGPS)
             ),
         )),
+        (Some(dt), _) if terminal => f.push(finding(
+            "deleted",
+            None,
+            false,
+            format!(
+                "deleted at {} (deletionGracePeriodSeconds is 0: the kubelet's final delete moved deletionTimestamp back to the delete's time once every container had stopped; the grace the kill used is no longer stored, TGPS is {} s)",
+                rfc3339_s(dt),
+                tgps.unwrap_or(DEFAULT_TGPS)
+            ),
+        )),
         (Some(dt), _) => f.push(finding(
             "forceDeleted",
             None,
             false,
             format!(
-                "deletionGracePeriodSeconds is 0 (deletionTimestamp {}): a force delete, or the kubelet's final delete once every container had stopped; the processes got at least the kubelet's minimum grace of 1 s",
+                "force deleted at {} (deletionGracePeriodSeconds 0): the object may go at once, while the kubelet still kills with its minimum grace of 1 s (a preStop gets at most 1 s, SIGKILL about 2 s after the stop signal)",
                 rfc3339_s(dt)
             ),
         )),
@@ -549,26 +574,48 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
                 continue;
             }
         }
-        let (Some(fin), Some(dt)) = (e.finished_ms, dt_ms) else {
+        let (Some(fin), Some(deleted)) = (e.finished_ms, deleted_ms) else {
             continue;
         };
         // Offsets in whole seconds: finishedAt and deletionTimestamp are both truncated.
-        let past_deadline = secs_floor(fin) - secs_floor(dt);
-        let after = deleted_ms.map(|d| secs_floor(fin) - secs_floor(d));
-        let grace = dgps.filter(|g| *g > 0);
-        let at_text = match (after, grace) {
-            (Some(a), Some(g)) => format!("{a} s after the delete (grace {g} s)"),
-            _ => format!("at {}", rfc3339_s(fin)),
+        let after = secs_floor(fin) - secs_floor(deleted);
+        let grace = kill_grace;
+        let at_text = match grace {
+            Some(g) => format!("{after} s after the delete (grace {g} s)"),
+            None => format!("{after} s after the delete"),
         };
         let killed = code == 137 || e.t.signal == Some(9);
+        let Some(g) = grace else {
+            // The final delete erased the grace: say what the exit's time means.
+            if killed {
+                f.push(finding(
+                    "killedAtGraceDeadline",
+                    Some(e.name),
+                    true,
+                    format!(
+                        "exit 137 {at_text}: SIGKILL, at the grace deadline if the delete's grace was about {after} s (or {} s with a preStop that used it all); the app did not exit on the stop signal (PID 1 without a handler? a shell that does not pass it on?)",
+                        after - MINIMUM_GRACE_SECONDS
+                    ),
+                ));
+            } else {
+                f.push(finding(
+                    "exitedOnStopSignal",
+                    Some(e.name),
+                    true,
+                    format!("exited with code {code} {at_text}: it stopped on the stop signal"),
+                ));
+            }
+            continue;
+        };
+        let past_deadline = after - g;
         if killed {
-            if past_deadline > MINIMUM_GRACE_SECONDS + 1 && grace.is_some() {
+            if past_deadline > MINIMUM_GRACE_SECONDS + 1 {
                 f.push(finding(
                     "secondDeleteDidNotShorten",
                     Some(e.name),
                     true,
                     format!(
-                        "exit 137 {past_deadline} s after the deletionTimestamp the object shows: a later, shorter delete moved the timestamp earlier but did not shorten the kill already running (the kubelet keeps the grace it started with); SIGKILL came at the first delete's deadline"
+                        "exit 137 {past_deadline} s after the deletionTimestamp the object shows ({at_text}): a later, shorter delete moved the timestamp earlier but did not shorten the kill already running (the kubelet keeps the grace it started with); SIGKILL came at the first delete's deadline"
                     ),
                 ));
             } else if past_deadline >= MINIMUM_GRACE_SECONDS - 1 && hook.is_some() {
@@ -602,7 +649,7 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
                     ),
                 ));
             }
-        } else if grace.is_some() || dt_ms.is_some() {
+        } else {
             let how = match code {
                 0 => "exited 0".to_string(),
                 143 => "was ended by SIGTERM's default action (exit 143)".to_string(),

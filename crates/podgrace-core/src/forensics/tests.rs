@@ -126,11 +126,47 @@ fn case_a_after_the_final_delete_dgps_0_is_read_as_such() {
             terminated(137, "Error", "2026-12-01T09:12:40Z", "2026-12-01T09:12:58Z")]}),
     );
     let f = explain(Some(&p), "default", "term-a", &[]);
-    assert_eq!(f.deletion.as_ref().unwrap().deleted_at, None);
-    assert_eq!(ids(&f)[0], "forceDeleted");
-    assert!(find(&f, "forceDeleted")
+    // The timestamp is now the delete's time itself.
+    assert_eq!(
+        f.deletion.as_ref().unwrap().deleted_at.as_deref(),
+        Some("2026-12-01T09:12:53Z")
+    );
+    assert_eq!(ids(&f), ["deleted", "killedAtGraceDeadline"]);
+    assert!(find(&f, "deleted")
         .message
-        .contains("the kubelet's final delete"));
+        .contains("the kubelet's final delete moved deletionTimestamp back"));
+    let k = find(&f, "killedAtGraceDeadline");
+    assert!(
+        k.message.starts_with("exit 137 5 s after the delete: SIGKILL, at the grace deadline if the delete's grace was about 5 s (or 3 s with a preStop that used it all)"),
+        "{}",
+        k.message
+    );
+    assert_eq!(
+        f.containers[0]
+            .terminated
+            .as_ref()
+            .unwrap()
+            .after_delete_seconds,
+        Some(5)
+    );
+}
+
+#[test]
+fn a_force_deleted_pod_kept_by_a_finalizer_is_read_with_the_kubelets_minimum_grace() {
+    // Case b's arithmetic with the object kept: DGPS 0 while the container still ran; the
+    // preStop (exec sleep 3) cut at 1 s, SIGKILL 2 s later: exit 137 3 s after the delete.
+    let p = term_pod(
+        "term-b",
+        json!({"deletionTimestamp": "2026-12-01T09:01:52Z", "deletionGracePeriodSeconds": 0,
+               "finalizers": ["example.com/keep"]}),
+        json!({"phase": "Running", "containerStatuses": [
+            terminated(137, "Error", "2026-12-01T09:01:00Z", "2026-12-01T09:01:55Z")]}),
+    );
+    let f = explain(Some(&p), "default", "term-b", &[]);
+    assert_eq!(ids(&f), ["forceDeleted", "preStopCut"]);
+    assert!(find(&f, "preStopCut")
+        .message
+        .contains("3 s after the delete (grace 1 s)"));
 }
 
 #[test]

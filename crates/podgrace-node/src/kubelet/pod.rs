@@ -768,7 +768,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
         // or Succeeded, or the eviction's Failed/Evicted).
         let (init, main) = self.api_statuses();
         let terminal_at = Instant::now();
-        self.api.terminated(terminal_at, self.worker.evicted, init, main);
+        self.api
+            .terminated(terminal_at, self.worker.evicted, init, main);
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
         }
