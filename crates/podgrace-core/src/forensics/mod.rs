@@ -278,8 +278,32 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
     // The delete's time: deletionTimestamp − grace (both whole seconds); with a grace of 0 the
     // timestamp is the delete's time itself (a force delete sets it to now; the kubelet's
     // final delete moves it back by the old grace, to the first delete's time).
+    //
+    // From 1.33 (PR #122646) a shortened deletionTimestamp is never put in the past: the final
+    // delete then sets it to its own time, after every container stopped. A timestamp not
+    // before the last finishedAt is read that way, and the delete's time is taken from the
+    // kubelet's first Killing event (whole seconds; the kubelet sees a delete within
+    // milliseconds) instead.
+    let last_finished_ms = status
+        .into_iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+        .map(ms)
+        .max();
+    let first_killing_ms = evs
+        .iter()
+        .filter(|e| e.reason == "Killing" && !e.message.contains(" probe"))
+        .filter_map(|e| e.at_ms)
+        .min();
+    let mut deleted_from_event = false;
     let deleted_ms = match (dt_ms, dgps) {
         (Some(dt), Some(g)) if g > 0 => Some(dt - g.saturating_mul(1000)),
+        (Some(dt), _)
+            if terminal && last_finished_ms.is_some_and(|f| secs_floor(dt) >= secs_floor(f)) =>
+        {
+            deleted_from_event = first_killing_ms.is_some();
+            first_killing_ms
+        }
         (Some(dt), _) => Some(dt),
         _ => None,
     };
@@ -403,12 +427,24 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
         (Some(dt), _) if terminal => f.push(finding(
             "deleted",
             None,
-            false,
-            format!(
-                "deleted at {} (deletionGracePeriodSeconds is 0: the kubelet's final delete moved deletionTimestamp back to the delete's time once every container had stopped; the grace the kill used is no longer stored, TGPS is {} s)",
-                rfc3339_s(dt),
-                tgps.unwrap_or(DEFAULT_TGPS)
-            ),
+            deleted_from_event,
+            match (deleted_ms, deleted_from_event) {
+                (Some(d), true) => format!(
+                    "deleted at about {} (the kubelet's Killing event): deletionGracePeriodSeconds is 0 and deletionTimestamp {} is the kubelet's final delete, made once every container had stopped (from 1.33 the API server does not move it into the past); the grace the kill used is no longer stored, TGPS is {} s",
+                    rfc3339_s(d),
+                    rfc3339_s(dt),
+                    tgps.unwrap_or(DEFAULT_TGPS)
+                ),
+                (None, _) => format!(
+                    "deletionTimestamp {} with deletionGracePeriodSeconds 0 is the kubelet's final delete, made once every container had stopped; when the delete came is no longer stored (no Killing event left)",
+                    rfc3339_s(dt)
+                ),
+                (Some(_), false) => format!(
+                    "deleted at {} (deletionGracePeriodSeconds is 0: the kubelet's final delete moved deletionTimestamp back to the delete's time once every container had stopped, as before 1.33; the grace the kill used is no longer stored, TGPS is {} s)",
+                    rfc3339_s(dt),
+                    tgps.unwrap_or(DEFAULT_TGPS)
+                ),
+            },
         )),
         (Some(dt), _) => f.push(finding(
             "forceDeleted",
@@ -585,6 +621,23 @@ pub fn explain(pod: Option<&Pod>, namespace: &str, name: &str, events: &[Event])
             None => format!("{after} s after the delete"),
         };
         let killed = code == 137 || e.t.signal == Some(9);
+        // The final delete erased the grace: a kill at TGPS (or TGPS + 2 s with a preStop) is
+        // read as a delete with the default grace, TGPS, and says so.
+        let assumed = grace.is_none()
+            && tgps.is_some_and(|t| {
+                killed
+                    && ((after - t).abs() <= 1
+                        || (hook.is_some() && (after - t - MINIMUM_GRACE_SECONDS).abs() <= 1))
+            });
+        let grace = if assumed { tgps } else { grace };
+        let at_text = if assumed {
+            format!(
+                "{after} s after the delete (grace {} s: the delete's grace is no longer stored, TGPS assumed)",
+                tgps.unwrap_or(DEFAULT_TGPS)
+            )
+        } else {
+            at_text
+        };
         let Some(g) = grace else {
             // The final delete erased the grace: say what the exit's time means.
             if killed {

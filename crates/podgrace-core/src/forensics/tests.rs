@@ -152,6 +152,54 @@ fn case_a_after_the_final_delete_dgps_0_is_read_as_such() {
 }
 
 #[test]
+fn from_1_33_the_final_delete_leaves_its_own_time_and_the_killing_event_dates_the_delete() {
+    // The same termination on 1.33+: the final delete's timestamp is not put in the past, so
+    // it is the final delete's time (after the exit); the Killing event dates the delete.
+    let p = term_pod(
+        "term-a",
+        json!({"deletionTimestamp": "2026-12-01T09:12:59Z", "deletionGracePeriodSeconds": 0,
+               "finalizers": ["example.com/keep"]}),
+        json!({"phase": "Failed", "containerStatuses": [
+            terminated(137, "Error", "2026-12-01T09:12:40Z", "2026-12-01T09:12:58Z")]}),
+    );
+    let events = [kubelet_event(
+        "term-a",
+        "app",
+        "Normal",
+        "Killing",
+        "2026-12-01T09:12:53Z",
+        "Stopping container app",
+    )];
+    let f = explain(Some(&p), "default", "term-a", &events);
+    assert_eq!(
+        f.deletion.as_ref().unwrap().deleted_at.as_deref(),
+        Some("2026-12-01T09:12:53Z")
+    );
+    let d = find(&f, "deleted");
+    assert!(d.inferred);
+    assert!(
+        d.message
+            .starts_with("deleted at about 2026-12-01T09:12:53Z (the kubelet's Killing event)"),
+        "{}",
+        d.message
+    );
+    assert_eq!(
+        f.containers[0]
+            .terminated
+            .as_ref()
+            .unwrap()
+            .after_delete_seconds,
+        Some(5)
+    );
+    // Without the event the delete's time is unknown, and said so.
+    let f = explain(Some(&p), "default", "term-a", &[]);
+    assert_eq!(f.deletion.as_ref().unwrap().deleted_at, None);
+    assert!(find(&f, "deleted")
+        .message
+        .contains("when the delete came is no longer stored"));
+}
+
+#[test]
 fn a_force_deleted_pod_kept_by_a_finalizer_is_read_with_the_kubelets_minimum_grace() {
     // Case b's arithmetic with the object kept: DGPS 0 while the container still ran; the
     // preStop (exec sleep 3) cut at 1 s, SIGKILL 2 s later: exit 137 3 s after the delete.

@@ -132,7 +132,7 @@ async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterErr
         return Err(ClusterError::Api {
             code: 404,
             reason: "NotFound".into(),
-            message: format!("pods \"{name}\" not found (and no events about it are left)"),
+            message: format!("pods \"{name}\" not found"),
         });
     }
     Ok(forensics::explain(
