@@ -136,8 +136,14 @@ fn case_a_delete_with_grace_5_then_failed_error_then_the_kubelets_final_delete()
     // The final delete the recorded 650 ms after the terminal status (0.49-0.77 s recorded:
     // +5223 ms Failed, +5811 ms the final delete's MODIFIED, +5816 ms DELETED).
     let after_terminal = secs(&ev[2]["seconds"]) - secs(&ev[1]["seconds"]);
-    assert!((0.6..=0.8).contains(&after_terminal), "{after_terminal} s: {r}");
-    assert!(secs(&ev[3]["seconds"]) - secs(&ev[2]["seconds"]) < 0.05, "{r}");
+    assert!(
+        (0.6..=0.8).contains(&after_terminal),
+        "{after_terminal} s: {r}"
+    );
+    assert!(
+        secs(&ev[3]["seconds"]) - secs(&ev[2]["seconds"]) < 0.05,
+        "{r}"
+    );
     // The only kubelet event of the termination is Killing ("Stopping container app").
     let during: Vec<&Value> = r["events"]
         .as_array()
