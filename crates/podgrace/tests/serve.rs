@@ -1292,3 +1292,71 @@ fn a_protobuf_body_gets_415_unsupported_media_type() {
         "apply",
     );
 }
+
+/// Issue 19 item 5: pods take addresses kube-apiserver accepts in EndpointSlices (198.18.0.0/15
+/// by default), the endpointslice controller publishes them, and a link-local address is
+/// refused in kube-apiserver's words (recorded on 1.32: `may not be in the link-local range`).
+#[test]
+fn pod_addresses_are_ones_endpointslices_accept_and_link_local_is_refused() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("addresses", &[]);
+    let svc = s.file(
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n",
+    );
+    let pod = s.file("pod.yaml", POD);
+    for f in [&svc, &pod] {
+        assert_ok(
+            &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+            "apply",
+        );
+    }
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
+        ),
+        "wait Ready",
+    );
+    let ip = out(&s.kubectl(
+        &bin,
+        &["get", "pod", "web", "-o", "jsonpath={.status.podIP}"],
+    ));
+    let octets: Vec<u8> = ip.split('.').map(|o| o.parse().unwrap()).collect();
+    assert!(
+        octets.len() == 4 && octets[0] == 198 && (octets[1] & 0xfe) == 18,
+        "podIP {ip:?} is not in 198.18.0.0/15"
+    );
+    let start = Instant::now();
+    loop {
+        let got = out(&s.kubectl(
+            &bin,
+            &[
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=web",
+                "-o",
+                "jsonpath={.items[*].endpoints[*].addresses[*]}",
+            ],
+        ));
+        if got.trim() == ip {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the slice has {got:?}, not {ip}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ll = s.file(
+        "ll.yaml",
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: ll}\naddressType: IPv4\nendpoints:\n- addresses: [169.254.88.2]\nports:\n- port: 80\n",
+    );
+    let o = s.kubectl(&bin, &["apply", "-f", ll.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o).trim_end(),
+        "The EndpointSlice \"ll\" is invalid: endpoints[0].addresses[0]: Invalid value: \"169.254.88.2\": may not be in the link-local range (169.254.0.0/16, fe80::/10)"
+    );
+}
