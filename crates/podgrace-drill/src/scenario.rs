@@ -199,7 +199,7 @@ pub enum PodRuntime {
     /// and restart (`drill --runtime-latency containerd`), drawn by a sampler seeded with the
     /// `u64` (`podgrace_core::rules::latency`): a native sidecar then outlives its app as on
     /// containerd 1.6.
-    ProcessWithLatencies(RuntimeLatencies, u64),
+    ProcessWithLatencies(&'static RuntimeLatencies, u64),
     /// A real containerd, already connected (its output stream is the caller's); the pods'
     /// addresses come from its CNI config.
     Containerd(Arc<ContainerdRuntime>),
@@ -222,7 +222,7 @@ pub async fn run_drill_on(
             }
             let (runtime, mut output) = ProcessRuntime::new(config.network.clone());
             let runtime = match on {
-                PodRuntime::ProcessWithLatencies(l, seed) => runtime.with_latencies(*l, *seed),
+                PodRuntime::ProcessWithLatencies(l, seed) => runtime.with_latencies(**l, *seed),
                 _ => runtime,
             };
             let runtime = Arc::new(runtime);

@@ -366,7 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
                     l.runtime
                 );
-                PodRuntime::ProcessWithLatencies(*l, seed)
+                PodRuntime::ProcessWithLatencies(l, seed)
             }
             None => PodRuntime::Process,
         },
