@@ -16,6 +16,7 @@
 //! - [`forensics`]: `podgrace why`: a past termination read from a pod's status and events.
 
 pub mod conformance;
+pub mod features;
 pub mod forensics;
 pub mod init;
 pub mod lint;
