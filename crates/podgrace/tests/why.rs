@@ -190,7 +190,9 @@ fn why_reads_real_terminations_from_serve_as_from_any_cluster() {
     let s = Serve::start("live");
     // sigkill: TGPS 30, preStop 1 s, deleted with --grace-period=4: SIGKILL at 4 s.
     // cut: TGPS 2, preStop sleep 10: cut at 2 s, SIGKILL 2 s later (the kubelet's minimum).
-    // force: preStop sleep 3, force deleted: cut at 1 s, SIGKILL at 3 s, FailedPreStopHook then.
+    // force: preStop sleep 5, force deleted: cut at 1 s, SIGKILL at 3 s, FailedPreStopHook then
+    // (the recorded hook was 3 s and died 32 ms before its end; podgrace's exec starts sooner,
+    // so a 3 s hook would race the kill: this one outlives it).
     // live: a liveness probe that always fails (period 1 s, threshold 3, probe grace 2 s).
     let live_probe = "    livenessProbe:
       exec: {command: ['false']}
@@ -201,7 +203,7 @@ fn why_reads_real_terminations_from_serve_as_from_any_cluster() {
     let files = [
         s.file("sigkill.yaml", &pod("sigkill", 30, 1, true, "")),
         s.file("cut.yaml", &pod("cut", 2, 10, true, "")),
-        s.file("force.yaml", &pod("force", 10, 3, false, "")),
+        s.file("force.yaml", &pod("force", 10, 5, false, "")),
         s.file("live.yaml", &pod("live", 30, 1, false, live_probe)),
     ];
     for f in &files {
