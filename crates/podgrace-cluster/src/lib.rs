@@ -259,6 +259,44 @@ mod tests {
     }
 
     #[test]
+    fn api_statuses_are_printed_as_kubectl_prints_them() {
+        let status = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                status: None,
+                code,
+                message: message.into(),
+                metadata: None,
+                reason: reason.into(),
+                details: None,
+            }))
+        };
+        let forbidden = "pods \"web\" is forbidden: User \"system:serviceaccount:default:default\" cannot get resource \"pods\" in API group \"\" in the namespace \"default\"";
+        let e = api_error("https://h:6443", status(403, "Forbidden", forbidden));
+        assert_eq!(
+            e.to_string(),
+            format!("Error from server (Forbidden): {forbidden}")
+        );
+        assert_eq!(e.exit_code(), 2);
+        let e = api_error(
+            "https://h:6443",
+            status(404, "NotFound", "pods \"web\" not found"),
+        );
+        assert!(e.is_not_found());
+        assert_eq!(
+            e.to_string(),
+            "Error from server (NotFound): pods \"web\" not found"
+        );
+        let e = api_error(
+            "https://h:6443",
+            status(401, "Unauthorized", "Unauthorized"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "error: You must be logged in to the server (Unauthorized)"
+        );
+    }
+
+    #[test]
     fn host_port_of_a_server() {
         assert_eq!(host_port("https://127.0.0.1:6443/"), "127.0.0.1:6443");
         assert_eq!(host_port("http://localhost:8080"), "localhost:8080");

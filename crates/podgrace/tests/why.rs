@@ -50,7 +50,7 @@ impl Serve {
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("/usr/bin/kubectl")
+        Command::new(kubectl_bin())
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .output()
@@ -117,6 +117,15 @@ impl Drop for Serve {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// kubectl: /usr/bin/kubectl (the image's, or Debian's kubernetes-client) or /usr/local/bin.
+fn kubectl_bin() -> PathBuf {
+    ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("kubectl is needed for the why tests")
 }
 
 fn out(o: &Output) -> String {
@@ -448,7 +457,7 @@ fn bad_files_and_kubeconfigs_get_clear_errors_and_exit_2() {
         err(&o),
         "error: stat /nonexistent/kubeconfig: no such file or directory\n"
     );
-    let k = Command::new("/usr/bin/kubectl")
+    let k = Command::new(kubectl_bin())
         .args(["get", "pod", "x", "--kubeconfig", "/nonexistent/kubeconfig"])
         .output()
         .unwrap();

@@ -245,7 +245,11 @@ fn render(r: &Forensics) -> String {
         );
     }
     for c in &r.containers {
-        let _ = write!(s, "  {}: {}, restarts {}", c.name, c.state, c.restart_count);
+        let _ = write!(s, "  {}: ", c.name);
+        if c.last != Some("state") {
+            let _ = write!(s, "{}, ", c.state);
+        }
+        let _ = write!(s, "restarts {}", c.restart_count);
         if let (Some(t), Some(last)) = (&c.terminated, c.last) {
             let _ = write!(
                 s,
