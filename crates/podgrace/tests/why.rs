@@ -444,6 +444,25 @@ fn bad_files_and_kubeconfigs_get_clear_errors_and_exit_2() {
         "{}",
         err(&o)
     );
+    let events = dir.join("events.json");
+    std::fs::write(
+        &events,
+        "{\"kind\": \"List\", \"apiVersion\": \"v1\", \"items\": []}\n",
+    )
+    .unwrap();
+    let o = w(&["-f", events.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("no pod in the files: name it"),
+        "{}",
+        err(&o)
+    );
+    let o = w(&["pod/gone", "-f", events.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        err(&o),
+        "error: pod default/gone: neither the pod nor any event about it is in the files\n"
+    );
     let o = w(&["pod/x", "-f", "/nonexistent/pod.json"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
