@@ -15,6 +15,7 @@
 //! NAME` otherwise); the namespace is `-n`, else the context's, else `default`.
 //!
 //! Built on `kube` (its `Kubeconfig` and `Config`); nothing here is special to `podgrace serve`.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
