@@ -13,10 +13,12 @@
 //! - [`lint`]: termination pitfalls in manifests, with stable rule ids.
 //! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
 //! - [`init`]: `podgrace init`'s signal forwarding, mapping, drain delay and exit code.
+//! - [`forensics`]: `podgrace why`: a past termination read from a pod's status and events.
 #![forbid(unsafe_code)]
 
 pub mod conformance;
 pub mod features;
+pub mod forensics;
 pub mod init;
 pub mod lint;
 pub mod manifest;

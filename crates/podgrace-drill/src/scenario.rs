@@ -20,6 +20,7 @@ use std::time::Duration;
 use hyper::Method;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
+use podgrace_core::rules::latency::RuntimeLatencies;
 use podgrace_core::KubeVersion;
 use podgrace_node::events::{EventRecorder, EventType};
 use podgrace_node::kubelet::{
@@ -194,6 +195,11 @@ pub async fn run_drill(
 pub enum PodRuntime {
     /// The built-in process runtime (a new one per drill, on [`DrillConfig::network`]).
     Process,
+    /// The process runtime with a real runtime's measured latencies added around every stop
+    /// and restart (`drill --runtime-latency containerd`), drawn by a sampler seeded with the
+    /// `u64` (`podgrace_core::rules::latency`): a native sidecar then outlives its app as on
+    /// containerd 1.6.
+    ProcessWithLatencies(&'static RuntimeLatencies, u64),
     /// A real containerd, already connected (its output stream is the caller's); the pods'
     /// addresses come from its CNI config.
     Containerd(Arc<ContainerdRuntime>),
@@ -210,11 +216,15 @@ pub async fn run_drill_on(
     log: mpsc::UnboundedSender<String>,
 ) -> Result<DrillOutcome, DrillError> {
     match on {
-        PodRuntime::Process => {
+        PodRuntime::Process | PodRuntime::ProcessWithLatencies(..) => {
             if !namespaces_permitted() {
                 return Err(DrillError::NoNamespaces);
             }
             let (runtime, mut output) = ProcessRuntime::new(config.network.clone());
+            let runtime = match on {
+                PodRuntime::ProcessWithLatencies(l, seed) => runtime.with_latencies(**l, *seed),
+                _ => runtime,
+            };
             let runtime = Arc::new(runtime);
             // The pods' own output is not part of the drill's report.
             tokio::spawn(async move { while output.recv().await.is_some() {} });

@@ -22,14 +22,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use podgrace_core::manifest::{self, LoadOptions};
 use podgrace_core::plan::{ContainerRole, PodPlan};
 use podgrace_core::rules::apiserver::{KubectlDeleteFlags, PodPhase as ApiPhase};
-use podgrace_core::rules::podstatus::can_be_deleted;
+use podgrace_core::rules::podstatus::{self, can_be_deleted};
 use podgrace_node::events::{reason, EventRecorder};
 use podgrace_node::kubelet::{check_pod, run_pod, PodCommand, PodOptions, PodPhase};
 use podgrace_node::runtime::{CallContext, ContainerState, RuntimeService};
@@ -120,6 +120,9 @@ struct Sync<S> {
     written: Option<Value>,
     start_ms: i64,
     removed: bool,
+    /// When a status with a terminal phase was first written (the final delete waits
+    /// [`podstatus::final_delete_at_ms`] from then).
+    terminal_written: Option<Instant>,
 }
 
 impl<S: RuntimeSource> Sync<S> {
@@ -180,6 +183,9 @@ impl<S: RuntimeSource> Sync<S> {
                 if let Ok(v) = serde_json::to_value(&p) {
                     self.latest = v;
                 }
+                if self.terminal_written.is_none() && phase_of(&self.latest).is_terminal() {
+                    self.terminal_written = Some(Instant::now());
+                }
                 self.written = Some(status);
             }
             Err(e) => tracing::debug!(pod = %self.name, error = %e, "status update"),
@@ -226,6 +232,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         latest,
         written: None,
         removed: false,
+        terminal_written: None,
     };
     let version = shared.config.version;
     let opts = PodOptions {
@@ -403,23 +410,40 @@ async fn idle_until_deleted<S: RuntimeSource>(
             terminate_pod(&mut st);
             s.write(st).await;
         }
-        if can_be_deleted(
+        let deletable = can_be_deleted(
             deleting,
             false,
             phase_of(&s.latest),
             true,
             s.shared.config.version,
-        ) {
+        );
+        // The status manager deletes once SyncTerminatedPod has finished: the recorded delay
+        // after the terminal status (the PLEG relist and the volume waits upstream).
+        let due = s.terminal_written.map(|at| {
+            at + Duration::from_millis(
+                u64::try_from(podstatus::final_delete_at_ms(0)).unwrap_or_default(),
+            )
+        });
+        if deletable && due.is_none_or(|d| d <= Instant::now()) {
             s.final_delete().await;
             return;
         }
-        match updates.recv().await {
-            Some(Update::Changed(p)) => {
-                if let Ok(v) = serde_json::to_value(&*p) {
-                    s.latest = v;
-                }
+        let wait = async {
+            match due.filter(|_| deletable) {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
             }
-            Some(Update::Removed) | None => s.removed = true,
+        };
+        tokio::select! {
+            u = updates.recv() => match u {
+                Some(Update::Changed(p)) => {
+                    if let Ok(v) = serde_json::to_value(&*p) {
+                        s.latest = v;
+                    }
+                }
+                Some(Update::Removed) | None => s.removed = true,
+            },
+            () = wait => {}
         }
     }
 }

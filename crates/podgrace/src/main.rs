@@ -48,6 +48,10 @@ enum Command {
     /// A single-node Kubernetes API server for kubectl and client libraries (TLS, a token,
     /// 127.0.0.1); writes a kubeconfig. Ctrl-C deletes every pod as a node drain would.
     Serve(cmd::serve::Args),
+    /// Forensics of a termination that already happened: what a pod's status and events say
+    /// (exit 137 at the grace deadline, OOMKilled, Evicted, a liveness kill, a cut preStop),
+    /// from a cluster or from kubectl's JSON output (-f).
+    Why(cmd::why::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -170,6 +174,7 @@ fn main() -> ExitCode {
         Command::PrestopWait(args) => cmd::prestop_wait::run(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Why(args) => cmd::why::run(args),
     };
     exit(result)
 }

@@ -242,6 +242,46 @@ pub fn can_be_deleted(
     pod_is_finished
 }
 
+/// How long after the kubelet has written a terminated pod's terminal status (phase `Failed`
+/// or `Succeeded`) its status manager makes the final delete (grace 0), in milliseconds: the
+/// recorded median, 650 ms.
+///
+/// Why there is a delay at all, in upstream's code: once `SyncTerminatingPod` has written the
+/// status with every container stopped, the pod worker's next round (`TerminatedPod`) first
+/// waits in `podCache.GetNewerThan(uid, lastSyncTime)` for a pod status newer than the end of
+/// that sync, which only the generic PLEG's next relist provides (`genericPlegRelistPeriod`,
+/// 1 s); then `SyncTerminatedPod` waits for the volumes to be unmounted (`WaitForUnmount`,
+/// polled every 300 ms) and their paths removed (polled every 100 ms), removes the pod's
+/// cgroup, and only then calls `statusManager.TerminatePod`, whose sync makes the delete
+/// (`canBeDeleted`). So the delay lies anywhere in about (0, 1.4] s and depends on where the
+/// relist timer stands. Sources: `pkg/kubelet/pod_workers.go` `podWorkerLoop`,
+/// `pkg/kubelet/kubelet.go` `SyncTerminatedPod` and `genericPlegRelistPeriod`,
+/// `pkg/kubelet/volumemanager/volume_manager.go` `podAttachAndMountRetryInterval`,
+/// `pkg/kubelet/status/status_manager.go` `syncPod` (1.27 to the 1.36 tree).
+///
+/// Recorded on a real 1.32 node (`shared/cases/real-cluster-1.32.md`), terminal status to the
+/// final delete: 490, 581 and 588 ms (case a, three runs), 769 ms (case c), 725 and 759 ms
+/// (case d); [`FINAL_DELETE_RECORDED_MS`]. podgrace's kubelets have no periodic relist (their
+/// runtime reports exits as events), so they wait this fixed delay instead: the order of the
+/// writes and what a watcher sees between them follow the record, and the delay is the
+/// recorded median rather than one drawn from the relist's phase.
+pub const FINAL_DELETE_AFTER_TERMINAL_STATUS_MS: i64 = 650;
+
+/// The recorded range of [`FINAL_DELETE_AFTER_TERMINAL_STATUS_MS`]: (min, median, max)
+/// milliseconds over the six recorded runs.
+pub const FINAL_DELETE_RECORDED_MS: (i64, i64, i64) = (490, 656, 769);
+
+/// When the status manager makes its final delete of a pod whose terminal status was written
+/// at `terminal_status_at_ms` (milliseconds on the caller's axis): that time plus
+/// [`FINAL_DELETE_AFTER_TERMINAL_STATUS_MS`], from [`TERMINAL_PHASE_BEFORE_DELETE_SINCE`]
+/// (before it the delete did not wait for a terminal phase written by the pod worker, and the
+/// same PLEG wait followed the containers' stop; the same delay is used).
+///
+/// Source: as [`FINAL_DELETE_AFTER_TERMINAL_STATUS_MS`].
+pub fn final_delete_at_ms(terminal_status_at_ms: i64) -> i64 {
+    terminal_status_at_ms.saturating_add(FINAL_DELETE_AFTER_TERMINAL_STATUS_MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +327,21 @@ mod tests {
             get_phase(&always, &[exited(137)], false, true, v),
             PodPhase::Running
         );
+    }
+
+    #[test]
+    fn the_final_delete_comes_the_recorded_median_after_the_terminal_status() {
+        // The six recorded delays, terminal status to the final delete (ms).
+        let recorded = [490, 581, 588, 725, 759, 769];
+        let (min, median, max) = FINAL_DELETE_RECORDED_MS;
+        assert_eq!((min, max), (recorded[0], recorded[5]));
+        assert_eq!(median, (recorded[2] + recorded[3]) / 2);
+        let d = final_delete_at_ms(5223) - 5223;
+        assert!((min..=max).contains(&d), "{d}");
+        assert!((d - median).abs() <= 10, "{d}");
+        // Case a: Failed at +5223 ms, the final delete recorded at +5811 ms.
+        assert!((final_delete_at_ms(5223) - 5811).abs() <= 100);
+        assert_eq!(final_delete_at_ms(i64::MAX), i64::MAX);
     }
 
     #[test]

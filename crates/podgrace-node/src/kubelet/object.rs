@@ -296,11 +296,9 @@ impl ApiObject {
     /// [`podstatus::can_be_deleted`] allows it: `MODIFIED` (DGPS 0, the deletion timestamp moved
     /// back by the old grace) then `DELETED`. Returns whether it deleted.
     ///
-    /// Where the record and this differ: the recorded 1.32 kubelet deleted 0.49–0.77 s after
-    /// reporting the terminal phase, mostly `SyncTerminatedPod` waiting for the generic PLEG's
-    /// next 1 s relist (`podCache.GetNewerThan`). The local kubelet's PLEG is evented, so it
-    /// deletes right after; the order and the values follow upstream's code and the record,
-    /// the delay is not reproduced.
+    /// The caller gives the time: the recorded 1.32 kubelet deleted 0.49–0.77 s after
+    /// reporting the terminal phase (`SyncTerminatedPod` waiting for the generic PLEG's next
+    /// 1 s relist and for the volumes), which [`podstatus::final_delete_at_ms`] models.
     pub fn final_delete(&mut self, at: Instant) -> bool {
         if self.removed
             || !podstatus::can_be_deleted(

@@ -32,7 +32,7 @@ use podgrace_core::rules::backoff::Backoff;
 use podgrace_core::rules::eviction;
 use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason, OrderedContainer};
 use podgrace_core::rules::podstatus::{
-    ContainerState as ApiContainerState, ContainerStatus as ApiContainerStatus, Terminated,
+    self, ContainerState as ApiContainerState, ContainerStatus as ApiContainerStatus, Terminated,
 };
 use podgrace_core::rules::podworker::{
     self, InFlightEffect, KillPodOptions, LaterUpdate, PodUpdate, PodWorker, UpdateType,
@@ -759,16 +759,24 @@ impl<R: RuntimeService + 'static> Pod<R> {
         // The end of SyncTerminatingPod: the status with every container stopped (phase Failed
         // or Succeeded, or the eviction's Failed/Evicted).
         let (init, main) = self.api_statuses();
+        let terminal_at = Instant::now();
         self.api
-            .terminated(Instant::now(), self.worker.evicted, init, main);
+            .terminated(terminal_at, self.worker.evicted, init, main);
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
         }
         // Hooks cut at their budget fail once their container is gone; their FailedPreStopHook
         // comes now (also after a force-deleted object is gone).
         self.late_hooks.wait(LATE_HOOK_WAIT).await;
-        // SyncTerminatedPod finished: the status manager's final delete (grace 0).
-        self.api.final_delete(Instant::now());
+        // SyncTerminatedPod finished: the status manager's final delete (grace 0), the
+        // recorded delay after the terminal status (`podstatus::final_delete_at_ms`: the PLEG
+        // relist and volume waits of SyncTerminatedPod). `run` has no API server, so the
+        // object's record takes that time without the run waiting for it.
+        let delay = Duration::from_millis(
+            u64::try_from(podstatus::final_delete_at_ms(0)).unwrap_or_default(),
+        );
+        self.api
+            .final_delete((terminal_at + delay).max(Instant::now()));
         self.publish(PodPhase::Terminated);
         Ok(PodReport {
             pod: self.display.clone(),

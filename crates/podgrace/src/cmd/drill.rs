@@ -113,6 +113,14 @@ pub struct Args {
     report: Option<PathBuf>,
     #[command(flatten)]
     runtime: super::RuntimeArgs,
+    /// Add the measured latencies of a real runtime (containerd 1.6) to the process runtime's
+    /// every stop and restart, as `run --runtime-latency` does: a native sidecar then outlives
+    /// the app by what containerd's StopContainer takes to return.
+    #[arg(long, value_name = "RUNTIME")]
+    runtime_latency: Option<podgrace_core::rules::latency::RuntimeProfile>,
+    /// The seed of the latency draws (default: a new one each run, printed).
+    #[arg(long, value_name = "N", requires = "runtime_latency")]
+    runtime_latency_seed: Option<u64>,
 }
 
 /// Defaults of the request and stream flags, shared by their declarations and by
@@ -345,8 +353,27 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Some(file) => Some(load_template(file, &args, images)?),
         None => None,
     };
+    if args.runtime_latency.is_some() && args.runtime.runtime != RuntimeChoice::Process {
+        return Err(BadInput(
+            "--runtime-latency adds a real runtime's latencies to the process runtime; with --runtime containerd the real ones apply".into(),
+        )
+        .into());
+    }
     let pods = match &args.runtime.runtime {
-        RuntimeChoice::Process => PodRuntime::Process,
+        RuntimeChoice::Process => match args.runtime_latency {
+            Some(profile) => {
+                let seed = args
+                    .runtime_latency_seed
+                    .unwrap_or_else(super::run::fresh_seed);
+                let l = profile.latencies();
+                eprintln!(
+                    "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
+                    l.runtime
+                );
+                PodRuntime::ProcessWithLatencies(l, seed)
+            }
+            None => PodRuntime::Process,
+        },
         RuntimeChoice::Containerd { socket } => {
             // Connecting stops an earlier podgrace's pods with their grace: a signal meanwhile
             // ends podgrace, as the same signal before the handlers were installed would.
@@ -433,7 +460,7 @@ fn demo(
         .nominal();
     let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
     let image = match pods {
-        PodRuntime::Process => None,
+        PodRuntime::Process | PodRuntime::ProcessWithLatencies(..) => None,
         PodRuntime::Containerd(rt) => Some(demo_image(runtime, rt, &exe)?),
     };
     let unfixed = demo_plan(&exe, image.as_deref(), None)?;

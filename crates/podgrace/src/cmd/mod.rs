@@ -11,6 +11,7 @@ pub mod lint;
 pub mod prestop_wait;
 pub mod run;
 pub mod serve;
+pub mod why;
 
 /// `--pod-network A.B.C.0/24`: the range pods take their addresses from (`.1` is the host side,
 /// pods get `.2` to `.254`). Only /24 ranges are supported, and only ones whose addresses

@@ -459,7 +459,8 @@ fn request_delete(
 }
 
 /// A fresh seed for the latency draws when none is given.
-fn fresh_seed() -> u64 {
+/// A seed for the latency draws when none is given (`--runtime-latency-seed`).
+pub(crate) fn fresh_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

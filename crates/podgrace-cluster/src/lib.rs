@@ -1,0 +1,365 @@
+//! Cluster access as kubectl does it, for every podgrace verb that reads live objects (`why`
+//! today; `explain`, `lint` and `drill` on live workloads next): which kubeconfig, context and
+//! namespace, in kubectl's order, and API failures worded as kubectl words them.
+//!
+//! Which configuration (client-go's `clientcmd` loading rules, as kubectl applies them):
+//! 1. `--kubeconfig FILE` (a missing file is an error: `stat FILE: no such file or
+//!    directory`);
+//! 2. else `KUBECONFIG` (a list of files, merged; missing ones skipped);
+//! 3. else `~/.kube/config` when it exists;
+//! 4. else the in-cluster config (the service account's token and CA, when
+//!    `KUBERNETES_SERVICE_HOST` is set);
+//! 5. else `http://localhost:8080`, as kubectl falls back to (and then fails to connect).
+//!
+//! `--context` picks a context of the file (`context was not found for specified context:
+//! NAME` otherwise); the namespace is `-n`, else the context's, else `default`.
+//!
+//! Built on `kube` (its `Kubeconfig` and `Config`); nothing here is special to `podgrace serve`.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+
+use kube::config::{Config, KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// Where to connect, as kubectl's flags say it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `-n/--namespace`.
+    pub namespace: Option<String>,
+}
+
+/// A client for one cluster, with the namespace to use.
+#[derive(Clone)]
+pub struct Cluster {
+    pub client: kube::Client,
+    /// `-n`, else the context's namespace, else `default`.
+    pub namespace: String,
+    /// The API server's URL, as configured.
+    pub server: String,
+}
+
+/// A failure to reach or read the cluster. `Display` is the line kubectl prints for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// `--kubeconfig` names a file that does not exist.
+    #[error("error: stat {}: no such file or directory", .0.display())]
+    KubeconfigMissing(PathBuf),
+    /// The kubeconfig cannot be read or parsed.
+    #[error("error: error loading config file \"{}\": {message}", path.display())]
+    KubeconfigInvalid { path: PathBuf, message: String },
+    /// `--context` names no context of the kubeconfig.
+    #[error("Error in configuration: context was not found for specified context: {0}")]
+    ContextNotFound(String),
+    /// Another problem of the configuration (a user or cluster the context names is missing,
+    /// a certificate that cannot be read...).
+    #[error("Error in configuration: {0}")]
+    Configuration(String),
+    /// The server refused the connection (`HOST:PORT`).
+    #[error(
+        "The connection to the server {0} was refused - did you specify the right host or port?"
+    )]
+    Refused(String),
+    /// Any other transport failure (DNS, TLS, a timeout).
+    #[error("Unable to connect to the server: {0}")]
+    Unreachable(String),
+    /// 401.
+    #[error("error: You must be logged in to the server (Unauthorized)")]
+    Unauthorized,
+    /// Any other API error: kube-apiserver's `Status` reason and message (`Forbidden`,
+    /// `NotFound`, ...), as `Error from server (REASON): MESSAGE`.
+    #[error("Error from server ({reason}): {message}")]
+    Api {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+}
+
+impl ClusterError {
+    /// The exit code for it: 3 when the machine or network failed (no connection), 2 for
+    /// everything the user can fix in their input (configuration, credentials, a name).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ClusterError::Refused(_) | ClusterError::Unreachable(_) => 3,
+            _ => 2,
+        }
+    }
+
+    /// Whether it is the API's 404.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClusterError::Api { code: 404, .. })
+    }
+}
+
+fn kubeconfig_error(path: &Path, e: KubeconfigError) -> ClusterError {
+    match e {
+        KubeconfigError::ReadConfig(io, p) if io.kind() == std::io::ErrorKind::NotFound => {
+            ClusterError::KubeconfigMissing(p)
+        }
+        KubeconfigError::ReadConfig(io, p) => ClusterError::KubeconfigInvalid {
+            path: p,
+            message: io.to_string(),
+        },
+        KubeconfigError::Parse(e) => ClusterError::KubeconfigInvalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
+        other => ClusterError::Configuration(other.to_string()),
+    }
+}
+
+fn home_kubeconfig() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let p = PathBuf::from(home).join(".kube").join("config");
+    p.exists().then_some(p)
+}
+
+/// Loads the kubeconfig as kubectl would (see the crate documentation): `Ok(None)` when there
+/// is none at all (then the in-cluster config or localhost:8080 applies).
+///
+/// # Errors
+/// [`ClusterError::KubeconfigMissing`] for a `--kubeconfig` that does not exist,
+/// [`ClusterError::KubeconfigInvalid`] for one that cannot be read or parsed.
+pub fn load_kubeconfig(opts: &ClusterOptions) -> Result<Option<Kubeconfig>, ClusterError> {
+    if let Some(p) = &opts.kubeconfig {
+        return Kubeconfig::read_from(p)
+            .map(Some)
+            .map_err(|e| kubeconfig_error(p, e));
+    }
+    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let mut merged: Option<Kubeconfig> = None;
+        for p in std::env::split_paths(&v).filter(|p| p.exists()) {
+            let k = Kubeconfig::read_from(&p).map_err(|e| kubeconfig_error(&p, e))?;
+            merged = Some(match merged {
+                None => k,
+                Some(m) => m
+                    .merge(k)
+                    .map_err(|e| ClusterError::Configuration(e.to_string()))?,
+            });
+        }
+        return Ok(merged);
+    }
+    match home_kubeconfig() {
+        Some(p) => Kubeconfig::read_from(&p)
+            .map(Some)
+            .map_err(|e| kubeconfig_error(&p, e)),
+        None => Ok(None),
+    }
+}
+
+/// A client for the cluster `opts` names.
+///
+/// # Errors
+/// The configuration's errors ([`load_kubeconfig`], [`ClusterError::ContextNotFound`],
+/// [`ClusterError::Configuration`]); no request is made here, so an unreachable server shows
+/// on the first call ([`api_error`]).
+pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
+    let config = match load_kubeconfig(opts)? {
+        Some(kc) => {
+            if let Some(c) = &opts.context {
+                if !kc.contexts.iter().any(|n| &n.name == c) {
+                    return Err(ClusterError::ContextNotFound(c.clone()));
+                }
+            }
+            let ko = KubeConfigOptions {
+                context: opts.context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            Config::from_custom_kubeconfig(kc, &ko)
+                .await
+                .map_err(|e| match e {
+                    KubeconfigError::LoadContext(c) => ClusterError::ContextNotFound(c),
+                    other => ClusterError::Configuration(other.to_string()),
+                })?
+        }
+        None if opts.context.is_some() => {
+            return Err(ClusterError::ContextNotFound(
+                opts.context.clone().unwrap_or_default(),
+            ))
+        }
+        None => match Config::incluster() {
+            Ok(c) => c,
+            Err(_) => match "http://localhost:8080".parse() {
+                Ok(uri) => Config::new(uri),
+                Err(_) => return Err(ClusterError::Configuration("localhost:8080".into())),
+            },
+        },
+    };
+    let server = config.cluster_url.to_string();
+    let namespace = opts
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client =
+        kube::Client::try_from(config).map_err(|e| ClusterError::Configuration(e.to_string()))?;
+    Ok(Cluster {
+        client,
+        namespace,
+        server,
+    })
+}
+
+/// `host:port` of a server URL (`https://127.0.0.1:6443/` → `127.0.0.1:6443`), as kubectl
+/// names it in `The connection to the server ... was refused`.
+fn host_port(server: &str) -> String {
+    let rest = server.split_once("://").map_or(server, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+/// `e`, from a request to `server`, as the [`ClusterError`] kubectl would print.
+pub fn api_error(server: &str, e: kube::Error) -> ClusterError {
+    match e {
+        kube::Error::Api(s) if s.code == 401 => ClusterError::Unauthorized,
+        kube::Error::Api(s) => ClusterError::Api {
+            code: s.code,
+            reason: if s.reason.is_empty() {
+                "Unknown".into()
+            } else {
+                s.reason.clone()
+            },
+            message: s.message.clone(),
+        },
+        other => {
+            // Walk the sources: a refused connection is worded apart.
+            let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&other);
+            let mut last = other.to_string();
+            while let Some(s) = src {
+                if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                    if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                        return ClusterError::Refused(host_port(server));
+                    }
+                }
+                last = s.to_string();
+                src = s.source();
+            }
+            ClusterError::Unreachable(last)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_kubeconfig_is_worded_as_kubectl_words_it() {
+        let opts = ClusterOptions {
+            kubeconfig: Some("/nonexistent/podgrace-kubeconfig".into()),
+            ..ClusterOptions::default()
+        };
+        let e = load_kubeconfig(&opts).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error: stat /nonexistent/podgrace-kubeconfig: no such file or directory"
+        );
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn api_statuses_are_printed_as_kubectl_prints_them() {
+        let status = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                status: None,
+                code,
+                message: message.into(),
+                metadata: None,
+                reason: reason.into(),
+                details: None,
+            }))
+        };
+        let forbidden = "pods \"web\" is forbidden: User \"system:serviceaccount:default:default\" cannot get resource \"pods\" in API group \"\" in the namespace \"default\"";
+        let e = api_error("https://h:6443", status(403, "Forbidden", forbidden));
+        assert_eq!(
+            e.to_string(),
+            format!("Error from server (Forbidden): {forbidden}")
+        );
+        assert_eq!(e.exit_code(), 2);
+        let e = api_error(
+            "https://h:6443",
+            status(404, "NotFound", "pods \"web\" not found"),
+        );
+        assert!(e.is_not_found());
+        assert_eq!(
+            e.to_string(),
+            "Error from server (NotFound): pods \"web\" not found"
+        );
+        let e = api_error(
+            "https://h:6443",
+            status(401, "Unauthorized", "Unauthorized"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "error: You must be logged in to the server (Unauthorized)"
+        );
+    }
+
+    #[test]
+    fn host_port_of_a_server() {
+        assert_eq!(host_port("https://127.0.0.1:6443/"), "127.0.0.1:6443");
+        assert_eq!(host_port("http://localhost:8080"), "localhost:8080");
+    }
+
+    #[test]
+    fn an_unknown_context_is_refused() {
+        let dir = std::env::temp_dir().join(format!("podgrace-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("kc");
+        std::fs::write(
+            &p,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n    namespace: team\ncurrent-context: x\nusers:\n- name: u\n  user:\n    token: abc\n",
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = rt
+            .block_on(connect(&ClusterOptions {
+                kubeconfig: Some(p.clone()),
+                context: Some("nope".into()),
+                namespace: None,
+            }))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "Error in configuration: context was not found for specified context: nope"
+        );
+        // The context's namespace, unless -n says otherwise.
+        let c = rt
+            .block_on(connect(&ClusterOptions {
+                kubeconfig: Some(p.clone()),
+                ..ClusterOptions::default()
+            }))
+            .ok()
+            .unwrap();
+        assert_eq!(c.namespace, "team");
+        assert_eq!(c.server, "https://127.0.0.1:1/");
+        // Nothing listens on port 1: kubectl's "refused" line.
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(c.client.clone(), "default");
+        let e = rt.block_on(api.get("x")).unwrap_err();
+        assert_eq!(
+            api_error(&c.server, e).to_string(),
+            "The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?"
+        );
+        std::fs::write(&p, "garbage: [\n").unwrap();
+        let e = load_kubeconfig(&ClusterOptions {
+            kubeconfig: Some(p.clone()),
+            ..ClusterOptions::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "error: error loading config file \"{}\": ",
+                p.display()
+            )),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
