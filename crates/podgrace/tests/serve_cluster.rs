@@ -1,8 +1,10 @@
-//! `podgrace serve`'s kube-proxy with real clients: real kubectl applies a Deployment of
-//! python3 `http.server` pods and a NodePort Service, real curl reaches them through the
-//! NodePort and the ClusterIP and follows a scale, and the drill's load generator runs through a
-//! `kubectl rollout restart` with and without a preStop longer than the endpoint lag (failures
-//! counted and put on pods as the drill does: by the proxy's pinning of each connection).
+//! `podgrace serve` as a cluster around its API, with real clients: kube-proxy (real kubectl
+//! applies a Deployment of python3 `http.server` pods and a NodePort Service, real curl reaches
+//! them through the NodePort and the ClusterIP and follows a scale, and the drill's load
+//! generator runs through a `kubectl rollout restart` with and without a preStop longer than the
+//! endpoint lag, failures counted and put on pods as the drill does: by the proxy's pinning of
+//! each connection), and the node's lifecycle (`kubectl cordon`, `uncordon` and `drain` against
+//! a PodDisruptionBudget, the unschedulable taint, `FailedScheduling`).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -24,7 +26,7 @@ struct Serve {
 impl Serve {
     fn start(name: &str, extra: &[&str]) -> Serve {
         let dir = std::env::temp_dir().join(format!(
-            "podgrace-serve-proxy-{name}-{}",
+            "podgrace-serve-cluster-{name}-{}",
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
@@ -443,4 +445,268 @@ fn a_bad_endpoint_lag_is_refused_with_exit_2() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--endpoint-lag must be at most 24h"));
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Polls `kubectl ARGS` until its output is `want`, or panics after 30 s with the last output.
+fn kubectl_until(s: &Serve, args: &[&str], want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = text(&s.kubectl(args));
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {args:?}: {got:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const DRAIN_APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      terminationGracePeriodSeconds: 10\n      containers: [{name: app, image: 'busybox:1.36', command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']}]\n";
+
+fn pdb(min_available: u32) -> String {
+    format!("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: web-pdb}}\nspec:\n  minAvailable: {min_available}\n  selector: {{matchLabels: {{app: web}}}}\n")
+}
+
+const FAILED_SCHEDULING: &str = "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+
+/// `kubectl cordon` sets `spec.unschedulable` and the node lifecycle controller adds the
+/// unschedulable taint; a pod created meanwhile stays Pending with `PodScheduled=False
+/// Unschedulable` and the scheduler's `FailedScheduling` event in the recorded words; after
+/// `kubectl uncordon` the taint goes and the scheduler binds the pod, which then runs.
+#[test]
+fn a_pod_created_on_a_cordoned_node_stays_pending_until_uncordon() {
+    let s = Serve::start("cordon", &[]);
+    kubectl_until(&s, &["get", "nodes", "-o", "name"], "node/podgrace\n");
+    let o = s.kubectl(&["cordon", "podgrace"]);
+    assert_eq!(text(&o), "node/podgrace cordoned\n", "{}", stderr(&o));
+    kubectl_until(
+        &s,
+        &[
+            "get",
+            "node",
+            "podgrace",
+            "-o",
+            "jsonpath={.spec.unschedulable} {.spec.taints}",
+        ],
+        r#"true [{"effect":"NoSchedule","key":"node.kubernetes.io/unschedulable"}]"#,
+    );
+    s.apply(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers: [{name: app, image: 'busybox:1.36', command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']}]\n",
+    );
+    kubectl_until(
+        &s,
+        &["get", "pod", "late", "-o", "jsonpath={.status.phase}|{.spec.nodeName}|{.status.conditions[0].type} {.status.conditions[0].status} {.status.conditions[0].reason}|{.status.conditions[0].message}"],
+        &format!("Pending||PodScheduled False Unschedulable|{FAILED_SCHEDULING}"),
+    );
+    let o = s.kubectl(&["get", "events", "--field-selector", "involvedObject.name=late,reason=FailedScheduling", "-o", "jsonpath={range .items[*]}{.type} {.reportingComponent} {.action}: {.message}{\"\\n\"}{end}"]);
+    assert_eq!(
+        text(&o),
+        format!("Warning default-scheduler Scheduling: {FAILED_SCHEDULING}\n"),
+        "one event: the node did not change"
+    );
+    let o = s.kubectl(&["describe", "pod", "late"]);
+    assert!(
+        text(&o).contains("Warning  FailedScheduling  ")
+            && text(&o).contains(&format!("default-scheduler  {FAILED_SCHEDULING}")),
+        "{}",
+        text(&o)
+    );
+
+    let o = s.kubectl(&["uncordon", "podgrace"]);
+    assert_eq!(text(&o), "node/podgrace uncordoned\n", "{}", stderr(&o));
+    kubectl_until(
+        &s,
+        &[
+            "get",
+            "node",
+            "podgrace",
+            "-o",
+            "jsonpath={.spec.unschedulable}|{.spec.taints}",
+        ],
+        "|",
+    );
+    kubectl_until(
+        &s,
+        &[
+            "get",
+            "pod",
+            "late",
+            "-o",
+            "jsonpath={.spec.nodeName} {.status.phase}",
+        ],
+        "podgrace Running",
+    );
+    let o = s.kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=late,reason=Scheduled",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert_eq!(text(&o), "Successfully assigned default/late to podgrace");
+}
+
+/// `kubectl drain --ignore-daemonsets --grace-period=1` against a budget with minAvailable 2:
+/// both evictions are refused with kubectl's retry line every 5 s and the drain gives up at its
+/// timeout, as on a 1.32 cluster (case e). Then a drain without a timeout, with the budget
+/// lowered to 1 (one pod evicted, its replacement Pending on the cordoned node with
+/// `FailedScheduling`, the other refused) and to 0 (the other evicted): the drain completes.
+/// `kubectl uncordon` lets the replacements run.
+#[test]
+fn kubectl_drain_is_held_by_a_budget_then_completes_when_it_allows() {
+    let s = Serve::start("drain", &[]);
+    s.apply("web.yaml", DRAIN_APP);
+    s.apply("pdb.yaml", &pdb(2));
+    s.rollout_status("deployment/web");
+    kubectl_until(
+        &s,
+        &["get", "pdb", "web-pdb", "-o", "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed}"],
+        "2 2 0",
+    );
+    let old: Vec<String> = s.pod_ips("web").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(old.len(), 2);
+
+    let o = s.kubectl(&[
+        "drain",
+        "podgrace",
+        "--ignore-daemonsets",
+        "--grace-period=1",
+        "--timeout=6s",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o), stderr(&o));
+    assert!(
+        text(&o).starts_with("node/podgrace cordoned\n"),
+        "{}",
+        text(&o)
+    );
+    for p in &old {
+        assert!(
+            text(&o).contains(&format!("evicting pod default/{p}\n")),
+            "{}",
+            text(&o)
+        );
+        let retry = format!("error when evicting pods/\"{p}\" -n \"default\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.");
+        assert!(stderr(&o).contains(&retry), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!(
+                "error when evicting pods/\"{p}\" -n \"default\": global timeout reached: 6s"
+            )),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        stderr(&o).contains("There are pending nodes to be drained:\n podgrace\n"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(s.pod_ips("web").len(), 2, "nothing was evicted");
+
+    // A drain that waits; the budget is lowered while it retries.
+    let mut drain = Command::new("/usr/bin/kubectl")
+        .args([
+            "drain",
+            "podgrace",
+            "--ignore-daemonsets",
+            "--grace-period=1",
+        ])
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out_lines = BufReader::new(drain.stdout.take().unwrap()).lines();
+    let err_lines = BufReader::new(drain.stderr.take().unwrap()).lines();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        out_lines
+            .map_while(Result::ok)
+            .for_each(|l| drop(tx.send(l)))
+    });
+    std::thread::spawn(move || {
+        err_lines
+            .map_while(Result::ok)
+            .for_each(|l| drop(tx2.send(l)))
+    });
+    let mut seen: Vec<String> = Vec::new();
+    let mut wait_for = |pred: &dyn Fn(&str) -> bool, what: &str| -> String {
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) => {
+                    seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("{what}: drain printed {seen:#?}"),
+            }
+        }
+    };
+    assert_eq!(
+        wait_for(&|l| l.starts_with("node/"), "cordon"),
+        "node/podgrace already cordoned"
+    );
+    wait_for(&|l| l.contains("(will retry after 5s)"), "refused");
+    s.apply("pdb.yaml", &pdb(1));
+    let first = wait_for(&|l| l.ends_with(" evicted"), "one evicted");
+    let evicted = first
+        .trim_start_matches("pod/")
+        .trim_end_matches(" evicted")
+        .to_string();
+    assert!(old.contains(&evicted), "{first}");
+    // Its replacement cannot be scheduled on the cordoned node.
+    kubectl_until(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedScheduling",
+            "-o",
+            "jsonpath={.items[0].message}",
+        ],
+        FAILED_SCHEDULING,
+    );
+    let o = s.kubectl(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "--field-selector=status.phase=Pending",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(text(&o).lines().count(), 1, "{}", text(&o));
+    // The other is refused while the replacement is not healthy.
+    wait_for(
+        &|l| l.contains("(will retry after 5s)"),
+        "the other refused",
+    );
+    s.apply("pdb.yaml", &pdb(0));
+    let second = wait_for(&|l| l.ends_with(" evicted"), "the other evicted");
+    assert_ne!(first, second);
+    assert_eq!(
+        wait_for(&|l| l.starts_with("node/"), "drained"),
+        "node/podgrace drained"
+    );
+    let status = drain.wait().unwrap();
+    assert!(status.success(), "{seen:#?}");
+
+    let o = s.kubectl(&["uncordon", "podgrace"]);
+    assert_eq!(text(&o), "node/podgrace uncordoned\n");
+    s.rollout_status("deployment/web");
+    let now: Vec<String> = s.pod_ips("web").into_iter().map(|(n, _)| n).collect();
+    assert_eq!(now.len(), 2);
+    assert!(now.iter().all(|p| !old.contains(p)), "{now:?} {old:?}");
 }
