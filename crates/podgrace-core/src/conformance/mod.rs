@@ -18,6 +18,7 @@ mod kuberuntime;
 mod nodeshutdown;
 mod podworker;
 mod replicaset;
+mod restart;
 mod runtime;
 mod status;
 mod validation;
@@ -185,6 +186,8 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
             replicaset::evaluate(&mut c)?
         }
         f if f.starts_with("disruption.") => disruption::evaluate(&mut c)?,
+        "flowcontrol.Backoff" => restart::backoff(&mut c)?,
+        "kubecontainer.ShouldContainerBeRestarted" => restart::should_restart(&mut c)?,
         _ => return Err(c.unknown_function()),
     }
     c.finish()
@@ -441,7 +444,7 @@ mod tests {
             "failed vectors:\n{}",
             failures.join("\n")
         );
-        assert_eq!(report.passed(), 96 + 216);
+        assert_eq!(report.passed(), 96 + 249);
     }
 
     #[test]
@@ -528,10 +531,12 @@ mod owner_tests {
             (&["deployment."], 18),
             (&["replicaset.", "controller."], 3 + 28),
             (&["disruption."], 19),
+            (&["flowcontrol."], 3),
+            (&["kubecontainer."], 30),
         ];
         for (prefixes, count) in owners {
             assert_eq!(assert_vectors_pass(prefixes), *count, "{prefixes:?}");
         }
-        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 216);
+        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 249);
     }
 }
