@@ -4,6 +4,10 @@
 //! fires), writes through the API (optimistic concurrency: a conflict is retried at the next
 //! sync), and Events with the controllers' wording and sources.
 //!
+//! Beside kube-controller-manager's controllers, the node lifecycle controller's NoSchedule
+//! tainting ([`nodelifecycle`]) and kube-scheduler for the pods the API could not bind at
+//! create ([`scheduler`]).
+//!
 //! The decisions are podgrace-core's pure rules (`rules::replicaset`, `rules::deployment`,
 //! `rules::disruption`, `rules::garbagecollector`, `rules::endpointslice`); this crate is the
 //! I/O around them.
@@ -18,7 +22,9 @@ pub mod endpointslice;
 pub mod events;
 pub mod garbagecollector;
 pub mod informer;
+pub mod nodelifecycle;
 pub mod replicaset;
+pub mod scheduler;
 
 use std::time::Duration;
 
@@ -40,7 +46,9 @@ pub fn spawn(client: kube::Client, cfg: Config) -> JoinSet<()> {
     set.spawn(deployment::run(client.clone(), cfg));
     set.spawn(garbagecollector::run(client.clone()));
     set.spawn(disruption::run(client.clone()));
-    set.spawn(endpointslice::run(client));
+    set.spawn(endpointslice::run(client.clone()));
+    set.spawn(nodelifecycle::run(client.clone()));
+    set.spawn(scheduler::run(client));
     set
 }
 

@@ -3,6 +3,8 @@
 //! * [`endpoints`]: the Service's endpoints as a proxy sees them (EndpointSlice conditions,
 //!   endpoint lag L, kube-proxy's terminating fallback, round robin).
 //! * [`proxy`]: the local service proxy (HTTP/1.1, h2c, TCP) that models kube-proxy.
+//! * [`kubeproxy`]: serve's kube-proxy: listeners on every Service's ClusterIP and NodePort,
+//!   following the EndpointSlices from the API with the endpoint lag.
 //! * [`load`]: open-loop load at a fixed rate, latency from the intended send time.
 //! * [`demoapp`]: the demo HTTP server whose SIGTERM behaviour is chosen by flags.
 //! * [`streams`]: long-lived server-streaming requests held open through a drill (data streams
@@ -20,6 +22,7 @@ pub mod advice;
 pub mod demoapp;
 pub mod endpoints;
 pub mod html;
+pub mod kubeproxy;
 pub mod load;
 pub mod proxy;
 pub mod report;

@@ -1,4 +1,6 @@
-//! Vectors of EndpointSlice conditions and kube-proxy endpoint selection.
+//! Vectors of EndpointSlice conditions and kube-proxy endpoint selection; the EndpointSlice
+//! reconciler's `FindPort` and whole `podToEndpoint` endpoints
+//! (`staging/src/k8s.io/endpointslice/utils_test.go`).
 
 use super::{Check, VectorError};
 use crate::rules::endpoints::{
@@ -11,6 +13,8 @@ pub(super) fn evaluate(c: &mut Check<'_>) -> Result<(), VectorError> {
     match c.function() {
         "endpointslice.podToEndpoint" => pod_to_endpoint(c),
         "kube-proxy CategorizeEndpoints" => categorize(c),
+        "endpointslice.FindPort" => find_port(c),
+        "endpointslice.podToEndpoint (endpoint)" => pod_to_endpoint_whole(c),
         _ => Err(c.bad("function", "unknown endpoints function")),
     }
 }
@@ -107,5 +111,51 @@ fn categorize(c: &mut Check<'_>) -> Result<(), VectorError> {
             }
         }
     }
+    Ok(())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(
+    c: &Check<'_>,
+    key: &str,
+    v: Value,
+) -> Result<T, VectorError> {
+    serde_json::from_value(v).map_err(|e| c.bad(key, e.to_string()))
+}
+
+fn find_port(c: &mut Check<'_>) -> Result<(), VectorError> {
+    let containers = c.input("containers")?.clone();
+    let init = c.input("initContainers")?.clone();
+    let pod: k8s_openapi::api::core::v1::Pod = parse(
+        c,
+        "containers",
+        serde_json::json!({"spec": {"containers": containers, "initContainers": init}}),
+    )?;
+    let sp: k8s_openapi::api::core::v1::ServicePort =
+        parse(c, "servicePort", c.input("servicePort")?.clone())?;
+    let got = crate::rules::endpointslice::find_port(&pod, &sp);
+    c.expect_eq("found", got.is_some());
+    if let Some(n) = got {
+        c.expect_eq("port", n);
+    }
+    Ok(())
+}
+
+fn pod_to_endpoint_whole(c: &mut Check<'_>) -> Result<(), VectorError> {
+    let pod: k8s_openapi::api::core::v1::Pod = parse(c, "pod", c.input("pod")?.clone())?;
+    let svc: k8s_openapi::api::core::v1::Service =
+        parse(c, "service", c.input("service")?.clone())?;
+    let zone = match c.input_opt("node") {
+        None | Some(Value::Null) => None,
+        Some(n) => {
+            let node: k8s_openapi::api::core::v1::Node = parse(c, "node", n.clone())?;
+            node.metadata
+                .labels
+                .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+        }
+    };
+    let address_type = c.input_str("addressType")?;
+    let ep =
+        crate::rules::endpointslice::pod_to_endpoint(&pod, zone.as_deref(), &svc, address_type);
+    c.expect_eq("endpoint", serde_json::to_value(&ep).unwrap_or(Value::Null));
     Ok(())
 }

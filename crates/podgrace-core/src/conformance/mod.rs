@@ -11,11 +11,13 @@
 
 mod apiserver;
 mod controllers;
+mod disruption;
 mod endpoints;
 mod eviction;
 mod kuberuntime;
 mod nodeshutdown;
 mod podworker;
+mod replicaset;
 mod restart;
 mod runtime;
 mod status;
@@ -30,7 +32,8 @@ use std::collections::BTreeSet;
 pub const SHARED_VECTORS: &str = include_str!("../../vectors/vectors.jsonl");
 
 /// podgrace's own vectors: upstream tables the shared file lacks (`getPhase`, `printPod`,
-/// `ValidateEndpointIP`) and rules taken from the code or from the recorded 1.32 cluster
+/// `ValidateEndpointIP`, the controllers' `deployment/util`, `ActivePodsWithRanks`,
+/// `slowStartBatch`, the disruption controller's sync, `FindPort`, `podToEndpoint`) and rules taken from the code or from the recorded 1.32 cluster
 /// (`shared/cases/real-cluster-1.32.md`), each marked in its `source`, `version` and `note`.
 pub const PODGRACE_VECTORS: &str = include_str!("../../vectors/podgrace.jsonl");
 
@@ -166,9 +169,10 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         "killPodNow" => podworker::kill_pod_now(&mut c)?,
         f if f.starts_with("eviction") => eviction::evaluate(&mut c)?,
         f if f.starts_with("nodeshutdown.") => nodeshutdown::evaluate(&mut c)?,
-        "endpointslice.podToEndpoint" | "kube-proxy CategorizeEndpoints" => {
-            endpoints::evaluate(&mut c)?
-        }
+        "endpointslice.podToEndpoint"
+        | "kube-proxy CategorizeEndpoints"
+        | "endpointslice.FindPort"
+        | "endpointslice.podToEndpoint (endpoint)" => endpoints::evaluate(&mut c)?,
         "Store.Delete (milliseconds)" => apiserver::store_delete_clock(&mut c)?,
         "podWorkers (later update in flight)" => podworker::later_update(&mut c)?,
         "kubelet.getPhase" => status::get_phase_vector(&mut c)?,
@@ -178,6 +182,10 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         "validation.ValidateEndpointIP" => validation::validate_endpoint_ip_vector(&mut c)?,
         f if f.starts_with("containerd ") || f.starts_with("moby ") => runtime::evaluate(&mut c)?,
         f if f.starts_with("deployment.") => controllers::evaluate(&mut c)?,
+        "replicaset.slowStartBatch" | "controller.ActivePodsWithRanks.Less" => {
+            replicaset::evaluate(&mut c)?
+        }
+        f if f.starts_with("disruption.") => disruption::evaluate(&mut c)?,
         "flowcontrol.Backoff" => restart::backoff(&mut c)?,
         "kubecontainer.ShouldContainerBeRestarted" => restart::should_restart(&mut c)?,
         _ => return Err(c.unknown_function()),
@@ -436,7 +444,7 @@ mod tests {
             "failed vectors:\n{}",
             failures.join("\n")
         );
-        assert_eq!(report.passed(), 96 + 175);
+        assert_eq!(report.passed(), 96 + 249);
     }
 
     #[test]
@@ -514,19 +522,21 @@ mod owner_tests {
             (&["podWorkers "], 7),
             (&["eviction"], 16),
             (&["nodeshutdown."], 5),
-            (&["endpointslice.", "kube-proxy "], 8),
+            (&["endpointslice.", "kube-proxy "], 8 + 14 + 10),
             (&["containerd ", "moby "], 13 + 4),
             (&["kubelet.getPhase"], 50),
             (&["kubelet.statusManager."], 6),
             (&["printers."], 30),
             (&["validation."], 17),
             (&["deployment."], 18),
+            (&["replicaset.", "controller."], 3 + 28),
+            (&["disruption."], 19),
             (&["flowcontrol."], 3),
             (&["kubecontainer."], 30),
         ];
         for (prefixes, count) in owners {
             assert_eq!(assert_vectors_pass(prefixes), *count, "{prefixes:?}");
         }
-        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 175);
+        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 249);
     }
 }

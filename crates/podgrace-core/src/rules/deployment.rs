@@ -864,7 +864,10 @@ pub fn reconcile_new_replica_set(
 /// `scaleDownOldReplicaSetsForRollingUpdate`): the old ReplicaSets' new sizes, in the order
 /// upstream writes them. `old` are the active old ReplicaSets. The first step scales down
 /// unavailable old replicas as far as `maxScaledDown` allows; the second scales down available
-/// ones while more than minAvailable replicas are available.
+/// ones while more than minAvailable replicas are available. An old ReplicaSet whose status
+/// shows more available replicas than its spec wants (its controller has not yet removed the
+/// pods of the last scale down) ends the plan where it is, as upstream's
+/// `cleanupUnhealthyReplicas` error does (`rolling.go`).
 pub fn reconcile_old_replica_sets(
     all: &[&ReplicaSet],
     old: &[&ReplicaSet],
@@ -896,6 +899,12 @@ pub fn reconcile_old_replica_sets(
         }
         let down = (max_scaled_down - total).min(r - rs_available(rs));
         let n = r - down;
+        if n > r {
+            // More available than wanted: a status that has not caught up with the last scale
+            // down. Upstream's "invalid request to scale down" error: the rest of this sync
+            // writes nothing (what was scaled before stays scaled).
+            return out;
+        }
         rs.spec.replicas = Some(n);
         out.push((rs.metadata.name.clone().unwrap_or_default(), n));
         total += down;
@@ -1428,6 +1437,30 @@ mod tests {
         assert_eq!(
             reconcile_old_replica_sets(&all, &[&old], &new, &d),
             [("old".to_string(), 1)]
+        );
+    }
+
+    /// The rolling-update flake: the old ReplicaSet was scaled 2 → 1, the new one 1 → 2, and
+    /// the old one's status still said 2 available (its controller had not yet deleted the
+    /// surplus pod). `r - available` is then -1, which scaled the old ReplicaSet back up 1 → 2;
+    /// upstream's `cleanupUnhealthyReplicas` refuses that "scale down" and the sync writes
+    /// nothing until the status catches up.
+    #[test]
+    fn an_old_replica_set_whose_status_lags_its_scale_down_is_not_scaled_back_up() {
+        let d = deploy(2, 1, 0);
+        let old = rs("old", 1, 2, 1000);
+        let new = rs("new", 2, 2, 2000);
+        let all = [&old, &new];
+        assert_eq!(
+            reconcile_old_replica_sets(&all, &[&old], &new, &d),
+            Vec::<(String, i32)>::new()
+        );
+        // Once its status says 1 available, it is scaled down to 0.
+        let old = rs("old", 1, 1, 1000);
+        let all = [&old, &new];
+        assert_eq!(
+            reconcile_old_replica_sets(&all, &[&old], &new, &d),
+            [("old".to_string(), 0)]
         );
     }
 

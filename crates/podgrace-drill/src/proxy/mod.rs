@@ -413,6 +413,20 @@ impl Proxy {
         }
     }
 
+    /// Takes the records and pinned connections so far, which the proxy then no longer keeps
+    /// (for a long-running proxy: serve's kube-proxy hands them on as they come).
+    pub fn take_records(&self) -> (Vec<ProxyRecord>, Vec<PinnedConnection>) {
+        let records = match self.shared.records.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        let pinned = match self.shared.pinned.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        (records.iter().map(RawRecord::to_record).collect(), pinned)
+    }
+
     /// Stops accepting and cuts every proxied connection.
     pub async fn shutdown(mut self) {
         self.accept.abort();

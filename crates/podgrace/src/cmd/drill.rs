@@ -155,16 +155,16 @@ enum ClientArg {
     KeepAliveCareful,
 }
 
-/// `--endpoint-lag`: a fixed lag, or kube-proxy's sync.
+/// `--endpoint-lag`: a fixed lag, or kube-proxy's sync (drill's and serve's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LagArg {
+pub(super) enum LagArg {
     Fixed(Duration),
     KubeProxy,
 }
 
 impl LagArg {
     /// The lag model with `min_sync` as kube-proxy's minSyncPeriod.
-    fn model(self, min_sync: Duration) -> LagModel {
+    pub(super) fn model(self, min_sync: Duration) -> LagModel {
         match self {
             LagArg::Fixed(l) => LagModel::Fixed(l),
             LagArg::KubeProxy => LagModel::KubeProxy {
@@ -191,7 +191,7 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
     }
 }
 
-fn parse_lag(s: &str) -> Result<LagArg, String> {
+pub(super) fn parse_lag(s: &str) -> Result<LagArg, String> {
     if s == "kube-proxy" {
         return Ok(LagArg::KubeProxy);
     }

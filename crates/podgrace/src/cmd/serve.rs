@@ -37,7 +37,23 @@ pub struct Args {
     bookmark_interval: Duration,
     #[command(flatten)]
     pod_network: super::args::PodNetworkArgs,
+    /// kube-proxy's endpoint lag L, how long an EndpointSlice change takes to reach the
+    /// Services' listeners: a duration, in-cluster (1 s), ingress (30 s), cloud-lb (120 s), or
+    /// kube-proxy (its bounded-frequency sync: at once while a sync slot is free, else about
+    /// --iptables-min-sync-period later).
+    #[arg(long, default_value = "1s", value_parser = super::drill::parse_lag)]
+    endpoint_lag: super::drill::LagArg,
+    /// kube-proxy's --iptables-min-sync-period, for --endpoint-lag kube-proxy (`1s`).
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
+    iptables_min_sync_period: Duration,
+    /// Write every connection kube-proxy proxies (Service, listener, pod, outcome) and every
+    /// pinning of a client connection to a pod to FILE, as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    proxy_records: Option<PathBuf>,
 }
+
+/// The longest endpoint lag: 24 hours.
+const MAX_LAG: Duration = Duration::from_secs(24 * 3600);
 
 /// The container logs of this serve (the kubelet's `/var/log/pods`), removed at exit.
 struct LogDir {
@@ -64,6 +80,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     if args.bookmark_interval.is_zero() {
         return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
+    }
+    if matches!(args.endpoint_lag, super::drill::LagArg::Fixed(l) if l > MAX_LAG) {
+        return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
+    }
+    if args.iptables_min_sync_period > MAX_LAG {
+        return Err(BadInput("--iptables-min-sync-period must be at most 24h".into()).into());
     }
     let rt = tokio::runtime::Runtime::new().on_machine(|| "starting the runtime".into())?;
     rt.block_on(serve(args))
@@ -143,6 +165,33 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             kube_version: args.version.kubernetes_version,
         },
     );
+    // kube-proxy: every Service's ClusterIP:port and 127.0.0.1:nodePort, following the
+    // EndpointSlices with the endpoint lag.
+    let records: Option<Box<dyn std::io::Write + Send>> = match &args.proxy_records {
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        ))),
+        None => None,
+    };
+    let lag = args.endpoint_lag.model(args.iptables_min_sync_period);
+    let kube_proxy = podgrace_drill::kubeproxy::KubeProxy::start(
+        podgrace_api::in_process_client(api.clone()),
+        podgrace_drill::kubeproxy::KubeProxyConfig {
+            lag,
+            node_address: std::net::Ipv4Addr::LOCALHOST.into(),
+            records,
+        },
+    );
+    println!(
+        "kube-proxy: Services on their ClusterIPs and 127.0.0.1:nodePort (user-space, TCP), endpoint lag {}",
+        match lag {
+            podgrace_drill::endpoints::LagModel::Fixed(l) => format!("{:.1} s", l.as_secs_f64()),
+            podgrace_drill::endpoints::LagModel::KubeProxy { min_sync_period, .. } => format!(
+                "kube-proxy's sync (minSyncPeriod {:.1} s)",
+                min_sync_period.as_secs_f64()
+            ),
+        }
+    );
     tokio::select! {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
@@ -165,6 +214,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         eprintln!("podgrace serve: exiting at once");
         podgrace_node::sandbox::teardown_own();
     }
+    drop(kube_proxy);
     let _ = stop_tx.send(());
     let _ = listen.await;
     drop(log_dir);
