@@ -232,6 +232,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         version,
         namespace: namespace.clone(),
         force_host: shared.config.force_host,
+        uid: Some(uid.clone()),
         ..PodOptions::default()
     };
     let plan = plan_of(&s.latest, version).and_then(|p| {
@@ -347,23 +348,31 @@ pub async fn sync_pod<S: RuntimeSource>(
     let mut status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
     terminate_pod(&mut status);
     s.write(status).await;
-    if let Ok(r) = &report {
-        if let Some(sb) = &r.sandbox {
-            let _ = observed
-                .inner()
-                .remove_pod_sandbox(&CallContext::background(), sb)
-                .await;
-        }
+    // The sandbox is stopped now (its network torn down) and removed once the object is gone,
+    // as the kubelet's garbage collector removes the sandboxes of deleted pods: until then the
+    // containers' logs stay readable (`kubectl logs` of a Completed pod).
+    let sandbox = report.ok().and_then(|r| r.sandbox);
+    if let Some(sb) = &sandbox {
+        let _ = observed
+            .inner()
+            .stop_pod_sandbox(&CallContext::background(), sb)
+            .await;
     }
     // The events of the termination are written before the object goes.
     drop(events);
     let _ = rec_task.await;
+    idle_until_deleted(&mut s, &mut updates).await;
+    if let Some(sb) = &sandbox {
+        let _ = observed
+            .inner()
+            .remove_pod_sandbox(&CallContext::background(), sb)
+            .await;
+    }
     drop(observed);
     if let Some(t) = log_task {
         // The output ends when the pod's processes and runtime are gone.
         let _ = t.await;
     }
-    idle_until_deleted(&mut s, &mut updates).await;
 }
 
 fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
@@ -462,10 +471,15 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
     for c in plan.init_containers.iter().chain(&plan.containers) {
         let mut instances = Vec::new();
         let mut last_finished: Option<Instant> = None;
+        let mut image = None;
         for (_, id) in record.containers.iter().filter(|(n, _)| *n == c.name) {
             let Ok(cs) = observed.container_status(&ctx, id).await else {
                 continue;
             };
+            image = cs
+                .image
+                .clone()
+                .map(|i| (i, cs.image_ref.clone().unwrap_or_default()));
             let inst = match cs.state {
                 ContainerState::Created => Instance::Created,
                 ContainerState::Running => Instance::Running {
@@ -495,6 +509,7 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
             ready: running && (st.ready || !has_probe),
             instances,
             back_off_seconds: back_off,
+            image,
         });
     }
     let old = s.old_status();
@@ -511,6 +526,7 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
         old_status: &old,
         now_ms: clock.now_ms(),
         version: s.shared.config.version,
+        runtime_type: observed.runtime_type(),
     };
     generate(&view).0
 }

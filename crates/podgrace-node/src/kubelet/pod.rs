@@ -72,6 +72,9 @@ pub struct PodOptions {
     /// The runtime runs images (containerd): a container without `command` runs the image's
     /// ENTRYPOINT. [`run_pod`] sets it from the runtime; [`check_pod`] reads it.
     pub images: bool,
+    /// The API object's `metadata.uid` (the sandbox's and containers' `io.kubernetes.pod.uid`,
+    /// the log directory's name); `None`: a fresh one, as the API server would give.
+    pub uid: Option<String>,
 }
 
 /// What can be asked of a running pod.
@@ -506,7 +509,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             identity: PodIdentity {
                 name: plan.name.clone(),
                 namespace: namespace.clone(),
-                uid: new_uid(),
+                uid: opts.uid.clone().unwrap_or_else(new_uid),
             },
             kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
             rt,

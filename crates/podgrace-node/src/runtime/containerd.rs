@@ -1491,7 +1491,7 @@ impl RuntimeService for ContainerdRuntime {
             .containers
             .get(id)
             .map(|c| c.image.clone())
-            .unwrap_or(image);
+            .unwrap_or_else(|| image.clone());
         let stop_signal = self
             .effective_stop_signal(
                 ctx,
@@ -1513,6 +1513,8 @@ impl RuntimeService for ContainerdRuntime {
             },
             exit: (state == ContainerState::Exited).then(|| exit_status(s.exit_code)),
             stop_signal,
+            image: Some(image).filter(|i| !i.is_empty()),
+            image_ref: Some(s.image_ref).filter(|i| !i.is_empty()),
         })
     }
 
@@ -1537,6 +1539,10 @@ impl RuntimeService for ContainerdRuntime {
                 Ok(())
             }
         }
+    }
+
+    fn runtime_type(&self) -> &str {
+        &self.version.runtime_name
     }
 
     fn uses_images(&self) -> bool {

@@ -344,7 +344,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let pods = match &args.runtime.runtime {
         RuntimeChoice::Process => PodRuntime::Process,
         RuntimeChoice::Containerd { socket } => {
-            let (rt, mut output) = runtime.block_on(super::connect_containerd(socket))?;
+            let (rt, mut output) = runtime.block_on(super::connect_containerd(socket, None, ""))?;
             // The pods' own output is not part of the drill's report.
             runtime.spawn(async move { while output.recv().await.is_some() {} });
             PodRuntime::Containerd(Arc::new(rt))
