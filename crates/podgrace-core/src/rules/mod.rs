@@ -19,6 +19,7 @@ pub mod podstatus;
 pub mod podutil;
 pub mod podworker;
 pub mod printers;
+pub mod qos;
 pub mod replicaset;
 pub mod runtime;
 pub mod scheduling;

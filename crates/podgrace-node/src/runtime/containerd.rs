@@ -133,6 +133,8 @@ struct SandboxEntry {
     /// The namespaces its containers join (`namespacesForPod`): the kubelet sets them on
     /// every container too, or containerd would share the pod's PID namespace.
     namespaces: Option<cri::NamespaceOption>,
+    /// `linux.cgroup_parent`: the pod's cgroup, created before the sandbox and removed after.
+    cgroup_parent: Option<String>,
 }
 
 struct ContainerEntry {
@@ -762,9 +764,33 @@ impl ContainerdRuntime {
                 events: broadcast::channel(256).0,
                 log_directory: None,
                 namespaces: None,
+                cgroup_parent: None,
             })
             .events
             .clone()
+    }
+
+    /// The `linux.cgroup_parent` of a sandbox's config as containerd keeps it
+    /// (`PodSandboxStatus` verbose: `info.config`), `None` when it has none or is gone.
+    async fn sandbox_cgroup_parent(&self, ctx: &CallContext, id: &str) -> Option<String> {
+        let r = within(
+            ctx,
+            "PodSandboxStatus",
+            self.rt().pod_sandbox_status(request(
+                ctx,
+                cri::PodSandboxStatusRequest {
+                    pod_sandbox_id: id.into(),
+                    verbose: true,
+                },
+            )),
+        )
+        .await
+        .ok()?;
+        let info: serde_json::Value = serde_json::from_str(r.info.get("info")?).ok()?;
+        info.pointer("/config/linux/cgroup_parent")
+            .and_then(|c| c.as_str())
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
     }
 
     /// The stop signal containerd will send `id` (see the module docs).
@@ -943,6 +969,13 @@ impl RuntimeService for ContainerdRuntime {
                 source,
             })?;
         }
+        if let Some(cg) = &config.cgroup_parent {
+            // The kubelet's pod container manager creates the pod's cgroup before the sandbox.
+            super::cgroup::ensure(cg).map_err(|(dir, source)| RuntimeError::Host {
+                what: format!("create the pod cgroup {}", dir.display()),
+                source,
+            })?;
+        }
         let namespace_mode = |node: bool| {
             if node {
                 cri::NamespaceMode::Node as i32
@@ -1011,14 +1044,23 @@ impl RuntimeService for ContainerdRuntime {
                 },
             )),
         )
-        .await?
-        .pod_sandbox_id;
+        .await;
+        let id = match id {
+            Ok(r) => r.pod_sandbox_id,
+            Err(e) => {
+                if let Some(cg) = &config.cgroup_parent {
+                    super::cgroup::remove(cg);
+                }
+                return Err(e);
+            }
+        };
         lock(&self.state).sandboxes.insert(
             id.clone(),
             SandboxEntry {
                 events: broadcast::channel(256).0,
                 log_directory,
                 namespaces: Some(namespaces),
+                cgroup_parent: config.cgroup_parent.clone(),
             },
         );
         Ok(id)
@@ -1050,6 +1092,15 @@ impl RuntimeService for ContainerdRuntime {
 
     async fn remove_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
         self.stop_pod_sandbox(ctx, id).await?;
+        let known = lock(&self.state)
+            .sandboxes
+            .get(id)
+            .map(|s| s.cgroup_parent.clone());
+        let cgroup_parent = match known {
+            Some(cg) => cg,
+            // A sandbox of an earlier podgrace: its cgroup from the config containerd keeps.
+            None => self.sandbox_cgroup_parent(ctx, id).await,
+        };
         let r = within(
             ctx,
             "RemovePodSandbox",
@@ -1083,6 +1134,9 @@ impl RuntimeService for ContainerdRuntime {
             }
             tails
         };
+        if let Some(cg) = &cgroup_parent {
+            super::cgroup::remove(cg);
+        }
         for t in tails {
             let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
         }
@@ -1095,10 +1149,16 @@ impl RuntimeService for ContainerdRuntime {
         pod_sandbox_id: &str,
         config: ContainerConfig,
     ) -> Result<String, RuntimeError> {
-        let (log_directory, namespaces) = lock(&self.state)
+        let (log_directory, namespaces, cgroup_parent) = lock(&self.state)
             .sandboxes
             .get(pod_sandbox_id)
-            .map(|s| (s.log_directory.clone(), s.namespaces.clone()))
+            .map(|s| {
+                (
+                    s.log_directory.clone(),
+                    s.namespaces.clone(),
+                    s.cgroup_parent.clone(),
+                )
+            })
             .unwrap_or_default();
         if let (Some(d), Some(p)) = (&log_directory, &config.log_path) {
             if let Some(parent) = d.join(p).parent() {
@@ -1187,6 +1247,11 @@ impl RuntimeService for ContainerdRuntime {
                 .as_ref()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
+            // containerd puts the container's cgroup under the sandbox's parent from here.
+            linux: cgroup_parent.map(|cg| cri::LinuxPodSandboxConfig {
+                cgroup_parent: cg,
+                ..Default::default()
+            }),
             ..Default::default()
         });
         let id = within(

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use crate::process::{ExitStatus, Isolation, ProcessError};
 use crate::sandbox::SandboxError;
 
+pub mod cgroup;
 pub mod containerd;
 pub mod oci;
 mod process;
