@@ -304,8 +304,12 @@ pub struct Volume {
 pub enum VolumeSource {
     /// `emptyDir`: a fresh directory for the pod's life.
     EmptyDir,
-    /// `hostPath.path`.
-    HostPath { path: String },
+    /// `hostPath.path` and `hostPath.type` (`None` or empty: no check; `DirectoryOrCreate`,
+    /// `Directory`, `FileOrCreate`, `File`, `Socket`, `CharDevice`, `BlockDevice`).
+    HostPath {
+        path: String,
+        path_type: Option<String>,
+    },
     /// `configMap` (`kind` `ConfigMap`, `name`) or `secret` (`kind` `Secret`, `secretName`):
     /// the object's keys as files, or only `items` (key → path) when given; `data` is filled
     /// from the same input by [`crate::manifest::Manifest::resolve_env_from`].

@@ -126,3 +126,129 @@ async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
         assert!(!cgroup::exists(&parent), "{parent} removed with the sandbox");
     }
 }
+
+/// Two containers share an emptyDir (what one writes the other reads, through a read-only
+/// mount that refuses writes, and a subPath mount that writes into it), and a configMap's keys
+/// appear as files (`items` with a nested path, `defaultMode` 0755 making one executable). Each
+/// container's readiness probe checks what it must see, so the pod is ready only once every
+/// check passes inside the containers. The pod's volume directory is gone after the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_volumes_emptydir_shared_configmap_files_and_readonly_mounts() {
+    let Some(sock) = socket("containerd_volumes_emptydir_shared_configmap_files") else {
+        return;
+    };
+    let rt = runtime(&sock).await;
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg}}
+data:
+  greeting: hello
+  run: "echo run"
+  unused: "not mounted"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: vols}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: shared
+    emptyDir: {{}}
+  - name: cfg
+    configMap:
+      name: cfg
+      defaultMode: 493
+      items:
+      - {{key: greeting, path: greeting}}
+      - {{key: run, path: bin/run.sh}}
+  containers:
+  - name: writer
+    image: {BUSYBOX}
+    command: [sh, -c, "echo hi-from-writer > /data/msg; sleep 1000"]
+    volumeMounts:
+    - {{name: shared, mountPath: /data}}
+    - {{name: cfg, mountPath: /etc/cfg}}
+    readinessProbe:
+      exec: {{command: [sh, -c, 'test "$(cat /etc/cfg/greeting)" = hello && test -x /etc/cfg/bin/run.sh && ! test -e /etc/cfg/unused && test -e /data/sub/from-reader']}}
+      periodSeconds: 1
+  - name: reader
+    image: {BUSYBOX}
+    command: [sh, -c, "touch /sub/from-reader; sleep 1000"]
+    volumeMounts:
+    - {{name: shared, mountPath: /data, readOnly: true}}
+    - {{name: shared, mountPath: /sub, subPath: sub}}
+    readinessProbe:
+      exec: {{command: [sh, -c, 'test "$(cat /data/msg)" = hi-from-writer && ! touch /data/denied']}}
+      periodSeconds: 1
+"#
+    );
+    let uid = uid("v1");
+    let pod = start(&rt, &yaml, &uid).await;
+    let mut st = pod.status();
+    let ready = tokio::time::timeout(Duration::from_secs(30), st.wait_for(|s| s.ready))
+        .await
+        .map(|r| r.map(|_| ()));
+    let dir = podgrace_node::kubelet::volumes::default_root().join(&uid);
+    let empty_dir = dir.join("volumes/kubernetes.io~empty-dir/shared");
+    assert_eq!(
+        std::fs::read_to_string(empty_dir.join("msg")).ok().as_deref(),
+        Some("hi-from-writer\n"),
+        "the emptyDir on the host"
+    );
+    assert!(
+        !empty_dir.join("denied").exists(),
+        "the read-only mount refused the write"
+    );
+    assert!(
+        ready.is_ok(),
+        "every container saw its volumes as it should: {:?}",
+        *st.borrow()
+    );
+    delete(&rt, pod).await;
+    assert!(!dir.exists(), "{} removed with the pod", dir.display());
+}
+
+/// `hostPath` with the kubelet's type checks: `DirectoryOrCreate` makes the directory, and
+/// what the container writes there is on the host; `Directory` on a missing path fails the pod
+/// with the kubelet's message before any sandbox exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
+    let Some(sock) = socket("containerd_host_path_volumes_with_the_kubelets_type_checks") else {
+        return;
+    };
+    let rt = runtime(&sock).await;
+    let host = std::env::temp_dir().join(format!("podgrace-hostpath-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    let yaml = |kind: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: hp}}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes:\n  - name: h\n    hostPath: {{path: {}, type: {kind}}}\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sh, -c, \"echo from-the-container > /host/out; sleep 1000\"]\n    volumeMounts:\n    - {{name: h, mountPath: /host}}\n",
+            host.display()
+        )
+    };
+    let m = manifest::load(&yaml("Directory"), "hp.yaml").unwrap();
+    let plan = m.pods().next().unwrap().clone();
+    let r = run_pod(rt.clone(), plan, PodOptions::default(), EventRecorder::new())
+        .wait()
+        .await;
+    let err = r.expect_err("a missing Directory fails").to_string();
+    assert!(
+        err.contains(&format!(
+            "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: {} is not a directory",
+            host.display()
+        )),
+        "{err}"
+    );
+    let pod = start(&rt, &yaml("DirectoryOrCreate"), &uid("h1")).await;
+    let t0 = std::time::Instant::now();
+    while !host.join("out").exists() && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(host.join("out")).ok().as_deref(),
+        Some("from-the-container\n")
+    );
+    delete(&rt, pod).await;
+    assert!(host.join("out").exists(), "a hostPath is the host's: it stays");
+    let _ = std::fs::remove_dir_all(&host);
+}

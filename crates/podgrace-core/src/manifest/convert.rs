@@ -734,7 +734,10 @@ fn volume(v: k8s_openapi::api::core::v1::Volume) -> Volume {
     let source = if v.empty_dir.is_some() {
         VolumeSource::EmptyDir
     } else if let Some(h) = v.host_path {
-        VolumeSource::HostPath { path: h.path }
+        VolumeSource::HostPath {
+            path: h.path,
+            path_type: h.type_.filter(|t| !t.is_empty()),
+        }
     } else if let Some(c) = v.config_map {
         VolumeSource::Data {
             kind: "ConfigMap",
