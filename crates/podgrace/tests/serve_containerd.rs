@@ -361,3 +361,84 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
     assert!(up < Duration::from_secs(10), "{up:?}: {err}");
     assert_eq!(sandboxes_of(&sock, "left-by-serve"), 0, "nothing left behind");
 }
+
+/// Volumes through serve: a ConfigMap and a Secret applied with kubectl become files in the
+/// container (read from serve's API by its kubelet), an emptyDir is shared by two containers;
+/// `kubectl logs` shows what the container read. A pod whose configMap does not exist gets the
+/// kubelet's FailedMount event and stays ContainerCreating.
+#[test]
+fn serve_mounts_configmaps_secrets_and_emptydirs_from_the_api() {
+    let Some(sock) = socket("serve_mounts_configmaps_secrets_and_emptydirs_from_the_api") else {
+        return;
+    };
+    let s = Serve::start("vols", &sock);
+    // (kubectl's typed `create configmap` sends protobuf, which serve does not read yet.)
+    let file = s.file(
+        "vols.yaml",
+        &format!(
+            "apiVersion: v1
+kind: ConfigMap
+metadata: {{name: app-config}}
+data: {{mode: blue}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: app-secret}}
+stringData: {{token: s3cr3t}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: vols}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - {{name: cfg, configMap: {{name: app-config}}}}
+  - {{name: sec, secret: {{secretName: app-secret}}}}
+  - {{name: scratch, emptyDir: {{}}}}
+  containers:
+  - name: app
+    image: {BUSYBOX}
+    command: [sh, -c, \"while ! test -e /scratch/note; do sleep 0.1; done; echo mode=$(cat /cfg/mode) token=$(cat /sec/token) note=$(cat /scratch/note); sleep 1000\"]
+    volumeMounts:
+    - {{name: cfg, mountPath: /cfg}}
+    - {{name: sec, mountPath: /sec, readOnly: true}}
+    - {{name: scratch, mountPath: /scratch}}
+  - name: side
+    image: {BUSYBOX}
+    command: [sh, -c, \"echo from-side > /scratch/note; sleep 1000\"]
+    volumeMounts:
+    - {{name: scratch, mountPath: /scratch}}
+"
+        ),
+    );
+    s.ok(&["apply", "-f", file.to_str().unwrap()]);
+    s.wait_for("vols", "Running", |v| v["status"]["phase"] == "Running");
+    let t0 = Instant::now();
+    loop {
+        let logs = s.kubectl(&["logs", "vols", "-c", "app"]);
+        let text = String::from_utf8_lossy(&logs.stdout).into_owned();
+        if text.contains("mode=blue token=s3cr3t note=from-side") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "kubectl logs: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let missing = s.file(
+        "missing.yaml",
+        &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: no-cfg}}\nspec:\n  volumes:\n  - {{name: cfg, configMap: {{name: absent}}}}\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    volumeMounts:\n    - {{name: cfg, mountPath: /cfg}}\n"),
+    );
+    s.ok(&["apply", "-f", missing.to_str().unwrap()]);
+    let t0 = Instant::now();
+    loop {
+        let ev = s.ok(&["get", "events", "--field-selector", "involvedObject.name=no-cfg", "-o", "json"]);
+        if ev.contains("MountVolume.SetUp failed for volume \\\"cfg\\\" : configmap \\\"absent\\\" not found") {
+            assert!(ev.contains("FailedMount"), "{ev}");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no FailedMount event: {ev}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pod = s.ok(&["get", "pod", "no-cfg", "-o", "jsonpath={.status.phase}"]);
+    assert_eq!(pod, "Pending");
+    s.ok(&["delete", "pod", "vols", "no-cfg", "--wait=true", "--timeout=30s"]);
+}
