@@ -185,14 +185,16 @@ fn container_status(
                         view.plan.name, view.namespace, view.uid
                     );
                     state_json = json!({"waiting": {"reason": reason, "message": message}});
-                    last_json = json!({"terminated": terminated_json(view.runtime_type, id, exited)});
+                    last_json =
+                        json!({"terminated": terminated_json(view.runtime_type, id, exited)});
                     last_core = core_terminated(exited);
                     core_state = ContainerState::Waiting {
                         reason: reason.into(),
                     };
                 }
                 None => {
-                    state_json = json!({"terminated": terminated_json(view.runtime_type, id, exited)});
+                    state_json =
+                        json!({"terminated": terminated_json(view.runtime_type, id, exited)});
                     core_state =
                         ContainerState::Terminated(core_terminated(exited).unwrap_or_default());
                 }

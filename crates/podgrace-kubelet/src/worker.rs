@@ -397,7 +397,11 @@ pub async fn sync_pod<S: RuntimeSource>(
 /// # Errors
 /// `MountVolume.SetUp failed for volume "V" : configmap "N" not found` (or `secret`), the
 /// kubelet's FailedMount message, for a missing object that is not optional, or the API's error.
-async fn volume_data(client: &kube::Client, namespace: &str, mut plan: PodPlan) -> Result<PodPlan, String> {
+async fn volume_data(
+    client: &kube::Client,
+    namespace: &str,
+    mut plan: PodPlan,
+) -> Result<PodPlan, String> {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use podgrace_core::plan::VolumeSource;
     for v in &mut plan.volumes {

@@ -84,7 +84,10 @@ fn pids_with_env(marker: &str) -> Vec<i32> {
 }
 
 fn uid(tag: &str) -> String {
-    format!("00000000-0000-4000-8000-{:06x}{tag}", std::process::id() & 0xff_ffff)
+    format!(
+        "00000000-0000-4000-8000-{:06x}{tag}",
+        std::process::id() & 0xff_ffff
+    )
 }
 
 /// A Burstable pod (a cpu request, no limits) and a BestEffort one get the cgroup parent the
@@ -108,13 +111,21 @@ async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
         let uid = uid(if qos == "burstable" { "b1" } else { "e1" });
         let parent = format!("/kubepods/{qos}/pod{uid}");
         let pod = start(&rt, &yaml, &uid).await;
-        assert!(cgroup::exists(&parent), "{parent} exists while the pod runs");
+        assert!(
+            cgroup::exists(&parent),
+            "{parent} exists while the pod runs"
+        );
         let pids = pids_with_env(&format!("{marker}=1"));
         assert_eq!(pids.len(), 1, "{pids:?}");
         let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
         let memory = cg
             .lines()
-            .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")) || l.starts_with("0::"))
+            .find(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                    || l.starts_with("0::")
+            })
             .and_then(|l| l.splitn(3, ':').nth(2))
             .unwrap_or_default()
             .to_string();
@@ -123,7 +134,10 @@ async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
             "the container's cgroup is under the pod's: {cg}"
         );
         delete(&rt, pod).await;
-        assert!(!cgroup::exists(&parent), "{parent} removed with the sandbox");
+        assert!(
+            !cgroup::exists(&parent),
+            "{parent} removed with the sandbox"
+        );
     }
 }
 
@@ -192,7 +206,9 @@ spec:
     let dir = podgrace_node::kubelet::volumes::default_root().join(&uid);
     let empty_dir = dir.join("volumes/kubernetes.io~empty-dir/shared");
     assert_eq!(
-        std::fs::read_to_string(empty_dir.join("msg")).ok().as_deref(),
+        std::fs::read_to_string(empty_dir.join("msg"))
+            .ok()
+            .as_deref(),
         Some("hi-from-writer\n"),
         "the emptyDir on the host"
     );
@@ -228,9 +244,14 @@ async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
     };
     let m = manifest::load(&yaml("Directory"), "hp.yaml").unwrap();
     let plan = m.pods().next().unwrap().clone();
-    let r = run_pod(rt.clone(), plan, PodOptions::default(), EventRecorder::new())
-        .wait()
-        .await;
+    let r = run_pod(
+        rt.clone(),
+        plan,
+        PodOptions::default(),
+        EventRecorder::new(),
+    )
+    .wait()
+    .await;
     let err = r.expect_err("a missing Directory fails").to_string();
     assert!(
         err.contains(&format!(
@@ -249,6 +270,9 @@ async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
         Some("from-the-container\n")
     );
     delete(&rt, pod).await;
-    assert!(host.join("out").exists(), "a hostPath is the host's: it stays");
+    assert!(
+        host.join("out").exists(),
+        "a hostPath is the host's: it stays"
+    );
     let _ = std::fs::remove_dir_all(&host);
 }

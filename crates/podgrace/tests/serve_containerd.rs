@@ -24,10 +24,8 @@ struct Serve {
 
 impl Serve {
     fn start(name: &str, sock: &Path) -> Serve {
-        let dir = std::env::temp_dir().join(format!(
-            "podgrace-serve-ctrd-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("podgrace-serve-ctrd-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
@@ -219,9 +217,10 @@ spec:
 
     s.ok(&["apply", "-f", file.to_str().unwrap()]);
     s.wait_for("term-ctrd", "Ready", |v| {
-        v["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        v["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
     });
     let obj: serde_json::Value =
         serde_json::from_str(&s.ok(&["get", "pod", "term-ctrd", "-o", "json"])).unwrap();
@@ -234,7 +233,9 @@ spec:
     );
     assert_eq!(cs["image"], BUSYBOX, "{cs}");
     assert!(
-        cs["imageID"].as_str().is_some_and(|i| i.contains("sha256:")),
+        cs["imageID"]
+            .as_str()
+            .is_some_and(|i| i.contains("sha256:")),
         "{cs}"
     );
     assert!(cs["state"]["running"]["startedAt"].is_string(), "{cs}");
@@ -269,11 +270,20 @@ spec:
     let log_file = std::env::temp_dir()
         .join(format!("podgrace-serve-{}-pods", s.child.id()))
         .join(format!("default_term-ctrd_{uid}/app/0.log"));
-    s.ok(&["delete", "pod", "term-ctrd", "--grace-period=5", "--wait=false"]);
+    s.ok(&[
+        "delete",
+        "pod",
+        "term-ctrd",
+        "--grace-period=5",
+        "--wait=false",
+    ]);
     let deleted = Instant::now();
     let deleted_wall = std::time::SystemTime::now();
     while alive(app) {
-        assert!(deleted.elapsed() < Duration::from_secs(15), "the app is killed");
+        assert!(
+            deleted.elapsed() < Duration::from_secs(15),
+            "the app is killed"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let serve_exit = deleted.elapsed().as_secs_f64();
@@ -337,7 +347,9 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
         ),
     );
     first.ok(&["apply", "-f", file.to_str().unwrap()]);
-    first.wait_for("left-by-serve", "Running", |v| v["status"]["phase"] == "Running");
+    first.wait_for("left-by-serve", "Running", |v| {
+        v["status"]["phase"] == "Running"
+    });
     let app = pids_with_env(&format!("{marker}=1"));
     assert_eq!(app.len(), 1, "one app process: {app:?}");
     // serve dies as a kubelet may (kill -9); the container goes on under containerd.
@@ -359,7 +371,11 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
     // Stopped with its 3 s grace: SIGTERM is ignored by sleep as PID 1, SIGKILL at 3 s.
     assert!(up >= Duration::from_secs(3), "{up:?}: {err}");
     assert!(up < Duration::from_secs(10), "{up:?}: {err}");
-    assert_eq!(sandboxes_of(&sock, "left-by-serve"), 0, "nothing left behind");
+    assert_eq!(
+        sandboxes_of(&sock, "left-by-serve"),
+        0,
+        "nothing left behind"
+    );
 }
 
 /// Volumes through serve: a ConfigMap and a Secret applied with kubectl become files in the
@@ -420,7 +436,10 @@ spec:
         if text.contains("mode=blue token=s3cr3t note=from-side") {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "kubectl logs: {text}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "kubectl logs: {text}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let missing = s.file(
@@ -430,15 +449,34 @@ spec:
     s.ok(&["apply", "-f", missing.to_str().unwrap()]);
     let t0 = Instant::now();
     loop {
-        let ev = s.ok(&["get", "events", "--field-selector", "involvedObject.name=no-cfg", "-o", "json"]);
-        if ev.contains("MountVolume.SetUp failed for volume \\\"cfg\\\" : configmap \\\"absent\\\" not found") {
+        let ev = s.ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=no-cfg",
+            "-o",
+            "json",
+        ]);
+        if ev.contains(
+            "MountVolume.SetUp failed for volume \\\"cfg\\\" : configmap \\\"absent\\\" not found",
+        ) {
             assert!(ev.contains("FailedMount"), "{ev}");
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "no FailedMount event: {ev}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no FailedMount event: {ev}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let pod = s.ok(&["get", "pod", "no-cfg", "-o", "jsonpath={.status.phase}"]);
     assert_eq!(pod, "Pending");
-    s.ok(&["delete", "pod", "vols", "no-cfg", "--wait=true", "--timeout=30s"]);
+    s.ok(&[
+        "delete",
+        "pod",
+        "vols",
+        "no-cfg",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
 }

@@ -21,11 +21,11 @@ use super::tree::{Node, Pos, Value};
 use super::validate::{self, FieldErrorKind, SpecAt};
 use super::{LoadOptions, ManifestError, ManifestErrorKind, Object, ObjectBody};
 use crate::plan;
-use crate::rules::qos;
 use crate::plan::{
     ContainerPlan, ContainerPort, ContainerRole, EnvFrom, Handler, HttpGet, PodPlan, PortRef,
     ProbeAction, RestartPolicy, SourceSpan, Volume, VolumeMount, VolumeSource, WorkloadKind,
 };
+use crate::rules::qos;
 
 /// Upstream `DefaultTerminationGracePeriodSeconds`, seconds.
 const DEFAULT_TGPS: i64 = 30;

@@ -100,7 +100,11 @@ mod tests {
     use super::*;
 
     fn res(req: &[(&str, &str)], lim: &[(&str, &str)]) -> ContainerResources {
-        let m = |v: &[(&str, &str)]| v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
         ContainerResources {
             requests: m(req),
             limits: m(lim),
@@ -116,11 +120,17 @@ mod tests {
             pod_qos(&[res(&[("ephemeral-storage", "1Gi")], &[])]),
             QosClass::BestEffort
         );
-        assert_eq!(pod_qos(&[res(&[("cpu", "100m")], &[])]), QosClass::Burstable);
-        let g = res(&[], &[("cpu", "1"), ("memory", "64Mi")]);
-        assert_eq!(pod_qos(&[g.clone()]), QosClass::Guaranteed);
         assert_eq!(
-            pod_qos(&[res(&[("cpu", "1000m"), ("memory", "67108864")], &[("cpu", "1"), ("memory", "64Mi")])]),
+            pod_qos(&[res(&[("cpu", "100m")], &[])]),
+            QosClass::Burstable
+        );
+        let g = res(&[], &[("cpu", "1"), ("memory", "64Mi")]);
+        assert_eq!(pod_qos(std::slice::from_ref(&g)), QosClass::Guaranteed);
+        assert_eq!(
+            pod_qos(&[res(
+                &[("cpu", "1000m"), ("memory", "67108864")],
+                &[("cpu", "1"), ("memory", "64Mi")]
+            )]),
             QosClass::Guaranteed
         );
         assert_eq!(

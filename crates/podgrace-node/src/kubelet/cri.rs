@@ -392,7 +392,10 @@ mod tests {
             pod_cgroup_parent(QosClass::BestEffort, "u-1"),
             "/kubepods/besteffort/podu-1"
         );
-        assert_eq!(pod_cgroup_parent(QosClass::Guaranteed, "u-1"), "/kubepods/podu-1");
+        assert_eq!(
+            pod_cgroup_parent(QosClass::Guaranteed, "u-1"),
+            "/kubepods/podu-1"
+        );
     }
 
     #[test]

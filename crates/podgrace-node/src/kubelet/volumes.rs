@@ -78,7 +78,9 @@ fn check_host_path(volume: &str, path: &Path, kind: Option<&str>) -> Result<(), 
         "" => Ok(()),
         "DirectoryOrCreate" => match meta {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(set_up(format!("hostPath type check failed: {p} is not a directory"))),
+            Ok(_) => Err(set_up(format!(
+                "hostPath type check failed: {p} is not a directory"
+            ))),
             Err(_) => {
                 std::fs::create_dir_all(path).map_err(io(path))?;
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
@@ -87,7 +89,9 @@ fn check_host_path(volume: &str, path: &Path, kind: Option<&str>) -> Result<(), 
         },
         "FileOrCreate" => match meta {
             Ok(m) if m.is_file() => Ok(()),
-            Ok(_) => Err(set_up(format!("hostPath type check failed: {p} is not a file"))),
+            Ok(_) => Err(set_up(format!(
+                "hostPath type check failed: {p} is not a file"
+            ))),
             Err(_) => {
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -121,7 +125,9 @@ fn check_host_path(volume: &str, path: &Path, kind: Option<&str>) -> Result<(), 
             if ok {
                 Ok(())
             } else {
-                Err(set_up(format!("hostPath type check failed: {p} is not {what}")))
+                Err(set_up(format!(
+                    "hostPath type check failed: {p} is not {what}"
+                )))
             }
         }
     }
@@ -138,7 +144,10 @@ fn write_data(
     let files: Vec<(&str, &str)> = if items.is_empty() {
         data.keys().map(|k| (k.as_str(), k.as_str())).collect()
     } else {
-        items.iter().map(|(k, p)| (k.as_str(), p.as_str())).collect()
+        items
+            .iter()
+            .map(|(k, p)| (k.as_str(), p.as_str()))
+            .collect()
     };
     for (key, rel) in files {
         let Some(value) = data.get(key) else {
@@ -152,7 +161,8 @@ fn write_data(
             std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
         std::fs::write(&path, value).map_err(io(&path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(io(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(io(&path))?;
     }
     Ok(())
 }
