@@ -479,4 +479,12 @@ spec:
         "--wait=true",
         "--timeout=30s",
     ]);
+    let t0 = Instant::now();
+    while sandboxes_of(&sock, "vols") > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the sandbox is removed once the pod object is gone"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
