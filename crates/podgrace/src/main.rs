@@ -2,6 +2,7 @@
 //!
 //! The binary is thin: it parses the command line and hands each verb to its module in `cmd/`.
 //! Exit codes: 0 success, 1 the check failed, 2 bad usage or bad input.
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod input;
