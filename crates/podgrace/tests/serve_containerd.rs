@@ -343,7 +343,7 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
     let file = first.file(
         "left.yaml",
         &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: left-by-serve}}\nspec:\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sleep, \"1000\"]\n    env:\n    - {{name: {marker}, value: '1'}}\n"
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: left-by-serve}}\nspec:\n  terminationGracePeriodSeconds: 3\n  volumes:\n  - {{name: scratch, emptyDir: {{}}}}\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sleep, \"1000\"]\n    env:\n    - {{name: {marker}, value: '1'}}\n    volumeMounts:\n    - {{name: scratch, mountPath: /scratch}}\n"
         ),
     );
     first.ok(&["apply", "-f", file.to_str().unwrap()]);
@@ -352,8 +352,18 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
     });
     let app = pids_with_env(&format!("{marker}=1"));
     assert_eq!(app.len(), 1, "one app process: {app:?}");
+    let obj: serde_json::Value =
+        serde_json::from_str(&first.ok(&["get", "pod", "left-by-serve", "-o", "json"])).unwrap();
+    let uid = obj["metadata"]["uid"].as_str().unwrap().to_string();
+    let tmp = std::env::temp_dir();
+    let volumes = tmp.join(format!("podgrace-{}-volumes/{uid}", first.child.id()));
+    let logs = tmp.join(format!("podgrace-serve-{}-pods", first.child.id()));
     // serve dies as a kubelet may (kill -9); the container goes on under containerd.
     drop(first);
+    assert!(
+        volumes.is_dir() && logs.is_dir(),
+        "a killed serve leaves its pod's directories"
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(alive(app[0]), "the container outlives a dead serve");
 
@@ -375,6 +385,10 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
         sandboxes_of(&sock, "left-by-serve"),
         0,
         "nothing left behind"
+    );
+    assert!(
+        !volumes.exists() && !logs.exists(),
+        "the earlier serve's emptyDir and logs are removed with its pod (cleanupOrphanedPodDirs)"
     );
 }
 

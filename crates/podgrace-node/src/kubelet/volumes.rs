@@ -283,5 +283,21 @@ impl PodVolumes {
 
 /// Where a podgrace process keeps its pods' volumes: `<tmp>/podgrace-<PID>-volumes`.
 pub fn default_root() -> PathBuf {
-    std::env::temp_dir().join(format!("podgrace-{}-volumes", std::process::id()))
+    root_of(std::process::id())
+}
+
+fn root_of(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("podgrace-{pid}-volumes"))
+}
+
+/// Removes the volumes that the podgrace with `pid`, gone, set up for the pod `uid` (the
+/// kubelet's `cleanupOrphanedPodDirs` after a restart), and that podgrace's volume root once
+/// empty.
+pub fn remove_orphaned(pid: u32, uid: &str) {
+    if uid.is_empty() || relative_within(uid).is_none() {
+        return;
+    }
+    let root = root_of(pid);
+    let _ = std::fs::remove_dir_all(root.join(uid));
+    let _ = std::fs::remove_dir(root);
 }

@@ -110,6 +110,8 @@ pub struct FoundSandbox {
     pub ready: bool,
     /// The podgrace that created it still runs (then it is that podgrace's to stop).
     pub owner_alive: bool,
+    /// Its [`OWNER_LABEL`] (`PID.STARTTIME` of the podgrace that created it).
+    pub owner: String,
     pub containers: Vec<FoundContainer>,
 }
 
@@ -670,6 +672,7 @@ impl ContainerdRuntime {
             }
             found.push(FoundSandbox {
                 owner_alive: owner_alive(&label(OWNER_LABEL)),
+                owner: label(OWNER_LABEL),
                 pod: label("io.kubernetes.pod.name"),
                 namespace: label("io.kubernetes.pod.namespace"),
                 uid: label("io.kubernetes.pod.uid"),
@@ -718,7 +721,12 @@ impl ContainerdRuntime {
                 _ => {}
             }
         }
-        self.remove_pod_sandbox(ctx, &sb.id).await
+        self.remove_pod_sandbox(ctx, &sb.id).await?;
+        // The kubelet's cleanupOrphanedPodDirs: the volumes the earlier podgrace set up.
+        if let Some(pid) = sb.owner.split('.').next().and_then(|p| p.parse().ok()) {
+            crate::kubelet::volumes::remove_orphaned(pid, &sb.uid);
+        }
+        Ok(())
     }
 
     /// Stops and removes every sandbox this process created (at once: timeout 0), as an
@@ -770,9 +778,31 @@ impl ContainerdRuntime {
             .clone()
     }
 
-    /// The `linux.cgroup_parent` of a sandbox's config as containerd keeps it
-    /// (`PodSandboxStatus` verbose: `info.config`), `None` when it has none or is gone.
-    async fn sandbox_cgroup_parent(&self, ctx: &CallContext, id: &str) -> Option<String> {
+    /// The `linux.cgroup_parent` and `log_directory` of a sandbox's config as containerd keeps
+    /// it (`PodSandboxStatus` verbose: `info.config`), each `None` when unset or gone.
+    async fn sandbox_config_paths(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> (Option<String>, Option<PathBuf>) {
+        let Some(config) = self.sandbox_config_info(ctx, id).await else {
+            return (None, None);
+        };
+        let text = |p: &str| {
+            config
+                .pointer(p)
+                .and_then(|c| c.as_str())
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+        };
+        (
+            text("/linux/cgroup_parent"),
+            text("/log_directory").map(PathBuf::from),
+        )
+    }
+
+    /// `info.config` of a sandbox's verbose `PodSandboxStatus`.
+    async fn sandbox_config_info(&self, ctx: &CallContext, id: &str) -> Option<serde_json::Value> {
         let r = within(
             ctx,
             "PodSandboxStatus",
@@ -787,10 +817,7 @@ impl ContainerdRuntime {
         .await
         .ok()?;
         let info: serde_json::Value = serde_json::from_str(r.info.get("info")?).ok()?;
-        info.pointer("/config/linux/cgroup_parent")
-            .and_then(|c| c.as_str())
-            .filter(|c| !c.is_empty())
-            .map(str::to_string)
+        info.get("config").cloned()
     }
 
     /// The stop signal containerd will send `id` (see the module docs).
@@ -1096,10 +1123,11 @@ impl RuntimeService for ContainerdRuntime {
             .sandboxes
             .get(id)
             .map(|s| s.cgroup_parent.clone());
-        let cgroup_parent = match known {
-            Some(cg) => cg,
-            // A sandbox of an earlier podgrace: its cgroup from the config containerd keeps.
-            None => self.sandbox_cgroup_parent(ctx, id).await,
+        let (cgroup_parent, earlier_log_directory) = match known {
+            Some(cg) => (cg, None),
+            // A sandbox of an earlier podgrace: its cgroup and log directory from the config
+            // containerd keeps.
+            None => self.sandbox_config_paths(ctx, id).await,
         };
         let r = within(
             ctx,
@@ -1136,6 +1164,13 @@ impl RuntimeService for ContainerdRuntime {
         };
         if let Some(cg) = &cgroup_parent {
             super::cgroup::remove(cg);
+        }
+        if let Some(d) = earlier_log_directory {
+            let _ = std::fs::remove_dir_all(&d);
+            // The earlier podgrace's log root goes with its last pod.
+            if let Some(root) = d.parent() {
+                let _ = std::fs::remove_dir(root);
+            }
         }
         for t in tails {
             let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
