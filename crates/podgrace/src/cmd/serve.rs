@@ -16,7 +16,7 @@ use podgrace_kubelet::runtimes::Shared;
 use podgrace_kubelet::{KubeletConfig, KubeletHandle, ProcessRuntimes};
 use podgrace_node::runtime::RuntimeChoice;
 
-use crate::{BadInput, Outcome};
+use crate::{BadInput, OnMachine as _, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.bookmark_interval.is_zero() {
         return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
     }
-    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let rt = tokio::runtime::Runtime::new().on_machine(|| "starting the runtime".into())?;
     rt.block_on(serve(args))
 }
 
@@ -79,7 +79,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     // Installed before anything is printed, so that a Ctrl-C right after start is a drain.
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let log_dir = LogDir::create().context("creating the container log directory")?;
+    let log_dir = LogDir::create().on_machine(|| "creating the container log directory".into())?;
     // containerd first: nothing is served when it cannot be reached, and the pods an earlier
     // serve left there are stopped before this one's API answers.
     let containerd = match &args.runtime.runtime {
@@ -108,7 +108,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let tls = podgrace_api::tls::server_config(&creds).context("configuring TLS")?;
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
-        .with_context(|| format!("listening on {}", args.bind))?;
+        .on_machine(|| format!("listening on {}", args.bind))?;
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
