@@ -115,7 +115,13 @@ async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
             cgroup::exists(&parent),
             "{parent} exists while the pod runs"
         );
-        let pids = pids_with_env(&format!("{marker}=1"));
+        // The pod worker's Running may come just before runc has exec'd the app.
+        let t0 = std::time::Instant::now();
+        let mut pids = pids_with_env(&format!("{marker}=1"));
+        while pids.is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            pids = pids_with_env(&format!("{marker}=1"));
+        }
         assert_eq!(pids.len(), 1, "{pids:?}");
         let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
         let memory = cg
