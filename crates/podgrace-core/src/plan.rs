@@ -292,6 +292,49 @@ pub struct EnvFrom {
     pub optional: bool,
 }
 
+/// One of the pod's `volumes`, the kinds podgrace's kubelet provides to a runtime with images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    pub name: String,
+    pub source: VolumeSource,
+}
+
+/// What a volume is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeSource {
+    /// `emptyDir`: a fresh directory for the pod's life.
+    EmptyDir,
+    /// `hostPath.path` and `hostPath.type` (`None` or empty: no check; `DirectoryOrCreate`,
+    /// `Directory`, `FileOrCreate`, `File`, `Socket`, `CharDevice`, `BlockDevice`).
+    HostPath {
+        path: String,
+        path_type: Option<String>,
+    },
+    /// `configMap` (`kind` `ConfigMap`, `name`) or `secret` (`kind` `Secret`, `secretName`):
+    /// the object's keys as files, or only `items` (key → path) when given; `data` is filled
+    /// from the same input by [`crate::manifest::Manifest::resolve_env_from`].
+    Data {
+        kind: &'static str,
+        name: String,
+        optional: bool,
+        items: Vec<(String, String)>,
+        /// `defaultMode`, when written.
+        default_mode: Option<i32>,
+        data: Option<BTreeMap<String, String>>,
+    },
+    /// Any other kind (persistentVolumeClaim, projected, downwardAPI, ...), by its field name.
+    Other { kind: String },
+}
+
+/// A container's `volumeMounts` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeMount {
+    pub name: String,
+    pub mount_path: String,
+    pub read_only: bool,
+    pub sub_path: Option<String>,
+}
+
 /// A declared `containerPort`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPort {
@@ -323,6 +366,8 @@ pub struct ContainerPlan {
     /// `envFrom` sources in order.
     pub env_from: Vec<EnvFrom>,
     pub ports: Vec<ContainerPort>,
+    /// `volumeMounts` in order.
+    pub volume_mounts: Vec<VolumeMount>,
     pub post_start: Option<Handler>,
     pub pre_stop: Option<Handler>,
     /// `lifecycle.stopSignal` (KEP-4960), as written (`SIGTERM`, `SIGQUIT`, ...).
@@ -397,6 +442,10 @@ pub struct PodPlan {
     pub restart_policy: RestartPolicy,
     pub host_network: bool,
     pub share_process_namespace: bool,
+    /// The pod's QoS class (`status.qosClass`, [`crate::rules::qos::pod_qos`]).
+    pub qos_class: crate::rules::qos::QosClass,
+    /// `spec.volumes` in order.
+    pub volumes: Vec<Volume>,
     /// `spec.os.name`, if set.
     pub os: Option<String>,
     /// Replicas of the workload (Deployment, StatefulSet, ReplicaSet, RC); `None` otherwise.

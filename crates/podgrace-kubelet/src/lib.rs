@@ -53,6 +53,9 @@ pub struct KubeletConfig {
     pub force_host: bool,
     /// Where container logs go (`NAMESPACE_POD_UID/CONTAINER/N.log`); `None`: nowhere.
     pub log_dir: Option<std::path::PathBuf>,
+    /// The Node's `status.nodeInfo.containerRuntimeVersion` (`containerd://1.6.20~ds1`, as the
+    /// kubelet writes the runtime's `Version`); `podgrace://VERSION` for the process runtime.
+    pub container_runtime_version: String,
 }
 
 impl Default for KubeletConfig {
@@ -63,6 +66,7 @@ impl Default for KubeletConfig {
             host_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             force_host: false,
             log_dir: None,
+            container_runtime_version: format!("podgrace://{}", env!("CARGO_PKG_VERSION")),
         }
     }
 }

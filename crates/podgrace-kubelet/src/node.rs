@@ -171,7 +171,7 @@ pub fn node_object(config: &KubeletConfig, m: &MachineInfo, now_ms: i64) -> Valu
                 "bootID": m.boot_id,
                 "kernelVersion": m.kernel_version,
                 "osImage": m.os_image,
-                "containerRuntimeVersion": format!("podgrace://{}", env!("CARGO_PKG_VERSION")),
+                "containerRuntimeVersion": config.container_runtime_version,
                 "kubeletVersion": format!("v{}.0", config.version),
                 "kubeProxyVersion": "",
                 "operatingSystem": "linux",

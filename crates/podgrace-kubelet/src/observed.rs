@@ -158,6 +158,10 @@ impl<R: RuntimeService> RuntimeService for ObservedRuntime<R> {
         self.inner.remove_container(ctx, id).await
     }
 
+    fn runtime_type(&self) -> &str {
+        self.inner.runtime_type()
+    }
+
     fn uses_images(&self) -> bool {
         self.inner.uses_images()
     }

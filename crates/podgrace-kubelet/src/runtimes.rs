@@ -21,6 +21,11 @@ pub trait RuntimeSource: Send + Sync + 'static {
     type Runtime: RuntimeService + 'static;
     /// The runtime the next pod runs on.
     fn for_pod(&self) -> PodRuntime<Self::Runtime>;
+    /// Whether its runtimes run images (a container without `command` runs the image's
+    /// ENTRYPOINT), for the checks made before a pod gets its runtime.
+    fn uses_images(&self) -> bool {
+        false
+    }
 }
 
 /// A process runtime per pod, all on one pod network (addresses are allocated across
@@ -45,5 +50,8 @@ impl<R: RuntimeService + 'static> RuntimeSource for Shared<R> {
     type Runtime = R;
     fn for_pod(&self) -> PodRuntime<R> {
         (self.0.clone(), None)
+    }
+    fn uses_images(&self) -> bool {
+        self.0.uses_images()
     }
 }

@@ -50,6 +50,10 @@ pub struct ContainerView {
     /// A restart waits out its back-off: `Some(seconds)` of the back-off (the kubelet's
     /// `BackOff` event came after the last exit).
     pub back_off_seconds: Option<u64>,
+    /// The latest instance's image as the runtime reports it: `(image, imageID)` (CRI
+    /// `ContainerStatus.image.image` and `image_ref`); `None` (the spec's image, imageID
+    /// empty) before the first instance or on a runtime without images.
+    pub image: Option<(String, String)>,
 }
 
 /// Everything [`generate`] reads.
@@ -73,6 +77,8 @@ pub struct PodView<'a> {
     pub old_status: &'a Value,
     pub now_ms: i64,
     pub version: KubeVersion,
+    /// The runtime's name, the scheme of `containerID` (`podgrace`, `containerd`).
+    pub runtime_type: &'a str,
 }
 
 /// RFC 3339 at whole seconds, as metav1.Time is written (`2026-12-01T09:12:53Z`).
@@ -82,9 +88,10 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The container id as the API shows it (`<runtime>://<id>`).
-pub fn container_id(id: &str) -> String {
-    format!("podgrace://{id}")
+/// The container id as the API shows it (`<runtime>://<id>`, `kubecontainer.ContainerID`'s
+/// `String()`).
+pub fn container_id(runtime_type: &str, id: &str) -> String {
+    format!("{runtime_type}://{id}")
 }
 
 fn core_terminated(i: &Instance) -> Option<Terminated> {
@@ -103,7 +110,7 @@ fn core_terminated(i: &Instance) -> Option<Terminated> {
     }
 }
 
-fn terminated_json(id: &str, i: &Instance) -> Value {
+fn terminated_json(runtime_type: &str, id: &str, i: &Instance) -> Value {
     match i {
         Instance::Exited {
             started_at_ms,
@@ -114,7 +121,7 @@ fn terminated_json(id: &str, i: &Instance) -> Value {
                 "exitCode": exit_code,
                 "reason": containerd_exit_reason(*exit_code, false),
                 "finishedAt": rfc3339(*finished_at_ms),
-                "containerID": container_id(id),
+                "containerID": container_id(runtime_type, id),
             });
             if let Some(s) = started_at_ms {
                 t["startedAt"] = json!(rfc3339(*s));
@@ -147,7 +154,7 @@ fn container_status(
     let mut last_core = previous.and_then(|(_, i)| core_terminated(i));
     if let Some((id, p)) = previous {
         if matches!(p, Instance::Exited { .. }) {
-            last_json = json!({"terminated": terminated_json(id, p)});
+            last_json = json!({"terminated": terminated_json(view.runtime_type, id, p)});
         }
     }
     let mut running = false;
@@ -155,16 +162,16 @@ fn container_status(
     match current {
         None => {}
         Some((id, Instance::Created)) => {
-            container_id_json = Some(container_id(id));
+            container_id_json = Some(container_id(view.runtime_type, id));
         }
         Some((id, Instance::Running { started_at_ms })) => {
             running = true;
-            container_id_json = Some(container_id(id));
+            container_id_json = Some(container_id(view.runtime_type, id));
             state_json = json!({"running": {"startedAt": rfc3339(*started_at_ms)}});
             core_state = ContainerState::Running;
         }
         Some((id, exited @ Instance::Exited { .. })) => {
-            container_id_json = Some(container_id(id));
+            container_id_json = Some(container_id(view.runtime_type, id));
             let back_off = c
                 .and_then(|c| c.back_off_seconds)
                 .filter(|_| !view.pod_is_terminal);
@@ -178,14 +185,16 @@ fn container_status(
                         view.plan.name, view.namespace, view.uid
                     );
                     state_json = json!({"waiting": {"reason": reason, "message": message}});
-                    last_json = json!({"terminated": terminated_json(id, exited)});
+                    last_json =
+                        json!({"terminated": terminated_json(view.runtime_type, id, exited)});
                     last_core = core_terminated(exited);
                     core_state = ContainerState::Waiting {
                         reason: reason.into(),
                     };
                 }
                 None => {
-                    state_json = json!({"terminated": terminated_json(id, exited)});
+                    state_json =
+                        json!({"terminated": terminated_json(view.runtime_type, id, exited)});
                     core_state =
                         ContainerState::Terminated(core_terminated(exited).unwrap_or_default());
                 }
@@ -204,8 +213,8 @@ fn container_status(
         "lastState": last_json,
         "ready": ready,
         "restartCount": restart_count,
-        "image": image,
-        "imageID": "",
+        "image": c.and_then(|c| c.image.as_ref()).map_or(image, |(i, _)| i.as_str()),
+        "imageID": c.and_then(|c| c.image.as_ref()).map_or("", |(_, id)| id.as_str()),
         "started": started,
     });
     if let Some(id) = container_id_json {
@@ -542,6 +551,7 @@ mod tests {
             old_status: old,
             now_ms: 1_780_000_001_000,
             version: KubeVersion::LATEST,
+            runtime_type: "podgrace",
         }
     }
 
@@ -609,6 +619,7 @@ mod tests {
             )],
             ready: true,
             back_off_seconds: None,
+            image: None,
         }];
         let (s, phase) = generate(&view(&p, &running, &old));
         assert_eq!(phase, PodPhase::Running);
@@ -673,6 +684,7 @@ mod tests {
             ],
             ready: false,
             back_off_seconds: Some(10),
+            image: None,
         }];
         let (s, phase) = generate(&view(&p, &cs, &json!({})));
         assert_eq!(phase, PodPhase::Running);

@@ -239,6 +239,8 @@ pub async fn sync_pod<S: RuntimeSource>(
         version,
         namespace: namespace.clone(),
         force_host: shared.config.force_host,
+        uid: Some(uid.clone()),
+        images: shared.runtimes.uses_images(),
         ..PodOptions::default()
     };
     let plan = plan_of(&s.latest, version).and_then(|p| {
@@ -260,6 +262,20 @@ pub async fn sync_pod<S: RuntimeSource>(
         return;
     }
     let Ok(plan) = plan else { return };
+    let plan = match volume_data(&shared.client, &namespace, plan).await {
+        Ok(p) => p,
+        Err(msg) => {
+            // The volume manager keeps the pod in ContainerCreating, with the reason.
+            let events = EventRecorder::new();
+            events.warning(reason::FAILED_MOUNT, None, msg);
+            let mut rec = recorder_for(&s, None);
+            for e in events.events() {
+                rec.record(&e).await;
+            }
+            idle_until_deleted(&mut s, &mut updates).await;
+            return;
+        }
+    };
     let (runtime, output) = shared.runtimes.for_pod();
     let observed = Arc::new(ObservedRuntime::new(runtime));
     let log_task = match (output, &shared.config.log_dir) {
@@ -354,23 +370,91 @@ pub async fn sync_pod<S: RuntimeSource>(
     let mut status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
     terminate_pod(&mut status);
     s.write(status).await;
-    if let Ok(r) = &report {
-        if let Some(sb) = &r.sandbox {
-            let _ = observed
-                .inner()
-                .remove_pod_sandbox(&CallContext::background(), sb)
-                .await;
-        }
+    // The sandbox is stopped now (its network torn down) and removed once the object is gone,
+    // as the kubelet's garbage collector removes the sandboxes of deleted pods: until then the
+    // containers' logs stay readable (`kubectl logs` of a Completed pod).
+    let sandbox = report.ok().and_then(|r| r.sandbox);
+    if let Some(sb) = &sandbox {
+        let _ = observed
+            .inner()
+            .stop_pod_sandbox(&CallContext::background(), sb)
+            .await;
     }
     // The events of the termination are written before the object goes.
     drop(events);
     let _ = rec_task.await;
+    idle_until_deleted(&mut s, &mut updates).await;
+    if let Some(sb) = &sandbox {
+        let _ = observed
+            .inner()
+            .remove_pod_sandbox(&CallContext::background(), sb)
+            .await;
+    }
     drop(observed);
     if let Some(t) = log_task {
         // The output ends when the pod's processes and runtime are gone.
         let _ = t.await;
     }
-    idle_until_deleted(&mut s, &mut updates).await;
+}
+
+/// The data of the pod's configMap and secret volumes, read from the API in the pod's
+/// namespace as the kubelet's configmap and secret volume plugins read them (a Secret's `data`
+/// decoded; a missing object that is `optional` is an empty volume).
+///
+/// # Errors
+/// `MountVolume.SetUp failed for volume "V" : configmap "N" not found` (or `secret`), the
+/// kubelet's FailedMount message, for a missing object that is not optional, or the API's error.
+async fn volume_data(
+    client: &kube::Client,
+    namespace: &str,
+    mut plan: PodPlan,
+) -> Result<PodPlan, String> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use podgrace_core::plan::VolumeSource;
+    for v in &mut plan.volumes {
+        let VolumeSource::Data {
+            kind,
+            name,
+            optional,
+            data,
+            ..
+        } = &mut v.source
+        else {
+            continue;
+        };
+        let found: Option<std::collections::BTreeMap<String, String>> = if *kind == "Secret" {
+            kube::Api::<Secret>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|s| {
+                    s.data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, b)| (k, String::from_utf8_lossy(&b.0).into_owned()))
+                        .collect()
+                })
+        } else {
+            kube::Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|c| c.data.unwrap_or_default())
+        };
+        match found {
+            Some(d) => *data = Some(d),
+            None if *optional => *data = Some(Default::default()),
+            None => {
+                return Err(format!(
+                    "MountVolume.SetUp failed for volume {:?} : {} {:?} not found",
+                    v.name,
+                    kind.to_ascii_lowercase(),
+                    name
+                ))
+            }
+        }
+    }
+    Ok(plan)
 }
 
 fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
@@ -486,10 +570,15 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
     for c in plan.init_containers.iter().chain(&plan.containers) {
         let mut instances = Vec::new();
         let mut last_finished: Option<Instant> = None;
+        let mut image = None;
         for (_, id) in record.containers.iter().filter(|(n, _)| *n == c.name) {
             let Ok(cs) = observed.container_status(&ctx, id).await else {
                 continue;
             };
+            image = cs
+                .image
+                .clone()
+                .map(|i| (i, cs.image_ref.clone().unwrap_or_default()));
             let inst = match cs.state {
                 ContainerState::Created => Instance::Created,
                 ContainerState::Running => Instance::Running {
@@ -519,6 +608,7 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
             ready: running && (st.ready || !has_probe),
             instances,
             back_off_seconds: back_off,
+            image,
         });
     }
     let old = s.old_status();
@@ -535,6 +625,7 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
         old_status: &old,
         now_ms: clock.now_ms(),
         version: s.shared.config.version,
+        runtime_type: observed.runtime_type(),
     };
     generate(&view).0
 }

@@ -13,7 +13,9 @@
 //!   `crictl runp`, `create`, `start`, `inspect`, `stop`, `stopp`, `rmp`): ImageStatus,
 //!   RunPodSandbox, CreateContainer, StartContainer, then ContainerStatus until `RUNNING`;
 //!   StopContainer(timeout 30), ContainerStatus until `EXITED`, StopPodSandbox; then
-//!   RemovePodSandbox (not timed).
+//!   RemovePodSandbox and the removal of the pod's cgroup (not timed). Its sandbox config has
+//!   the cgroup parent the kubelet computes (`/kubepods/besteffort/pod<UID>`), as podgrace's;
+//!   runc creates it, where podgrace's kubelet creates it before RunPodSandbox (timed).
 //! * **podgrace**: the same pod as a manifest through podgrace's kubelet
 //!   ([`run_pod`] on a [`ContainerdRuntime`], what `podgrace run --runtime containerd` does):
 //!   from `run_pod` until the pod's phase is `Running` (the kubelet saw the container start),
@@ -184,10 +186,17 @@ async fn direct(
     let ns = namespaces(args.host_network);
     let labels: HashMap<String, String> =
         [(BENCH_LABEL.to_string(), std::process::id().to_string())].into();
+    let uid = format!("bench-{}-{i}", std::process::id());
+    // The cgroup parent the kubelet hands containerd for this BestEffort pod, as podgrace
+    // does (runc creates it here; it is removed after, untimed).
+    let cgroup_parent = podgrace_node::kubelet::cri::pod_cgroup_parent(
+        podgrace_core::rules::qos::QosClass::BestEffort,
+        &uid,
+    );
     let sandbox_config = cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.clone(),
-            uid: format!("bench-{}-{i}", std::process::id()),
+            uid: uid.clone(),
             namespace: "default".into(),
             attempt: 0,
         }),
@@ -195,6 +204,7 @@ async fn direct(
         log_directory: log_dir.display().to_string(),
         labels: labels.clone(),
         linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: cgroup_parent.clone(),
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(ns.clone()),
                 ..Default::default()
@@ -284,6 +294,7 @@ async fn direct(
     })
     .await?;
     let _ = std::fs::remove_dir_all(&log_dir);
+    podgrace_node::runtime::cgroup::remove(&cgroup_parent);
     timed
 }
 

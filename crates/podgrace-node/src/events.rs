@@ -80,6 +80,9 @@ pub mod reason {
     /// `MissingClusterDNS` (Warning, `pkg/kubelet/network/dns/dns.go` `GetPodDNS`), see
     /// [`crate::kubelet::cri::missing_cluster_dns_message`].
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
+    /// A volume could not be set up (`events.FailedMountVolume`, the volume manager's
+    /// `MountVolume.SetUp failed for volume ...`).
+    pub const FAILED_MOUNT: &str = "FailedMount";
 }
 
 /// The kubelet's event messages, each with the upstream place that emits it.

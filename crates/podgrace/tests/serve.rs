@@ -795,6 +795,15 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
         &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
+    // Running first: a pod deleted before the kubelet started its container has nothing to
+    // wait for and goes at once, as the kubelet's pod worker ends a pod that never started.
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
+        ),
+        "wait Ready",
+    );
     interrupt(&s.child);
     let until = Instant::now() + Duration::from_secs(5);
     let grace = loop {

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
     ReplicationController, Secret, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -22,8 +23,9 @@ use super::{LoadOptions, ManifestError, ManifestErrorKind, Object, ObjectBody};
 use crate::plan;
 use crate::plan::{
     ContainerPlan, ContainerPort, ContainerRole, EnvFrom, Handler, HttpGet, PodPlan, PortRef,
-    ProbeAction, RestartPolicy, SourceSpan, WorkloadKind,
+    ProbeAction, RestartPolicy, SourceSpan, Volume, VolumeMount, VolumeSource, WorkloadKind,
 };
+use crate::rules::qos;
 
 /// Upstream `DefaultTerminationGracePeriodSeconds`, seconds.
 const DEFAULT_TGPS: i64 = 30;
@@ -537,6 +539,24 @@ impl Loader<'_> {
 
     fn plan(&self, spec: PodSpec, at: &SpecAt<'_, '_>, head: PlanHead) -> PodPlan {
         let tgps = spec.termination_grace_period_seconds;
+        let resources: Vec<qos::ContainerResources> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter())
+            .map(|c| {
+                let quantities = |m: Option<&BTreeMap<String, Quantity>>| {
+                    m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+                        .unwrap_or_default()
+                };
+                let r = c.resources.as_ref();
+                qos::ContainerResources {
+                    requests: quantities(r.and_then(|r| r.requests.as_ref())),
+                    limits: quantities(r.and_then(|r| r.limits.as_ref())),
+                }
+            })
+            .collect();
+        let qos_class = qos::pod_qos(&resources);
         let restart_policy = match spec.restart_policy.as_deref() {
             Some("OnFailure") => RestartPolicy::OnFailure,
             Some("Never") => RestartPolicy::Never,
@@ -592,6 +612,13 @@ impl Loader<'_> {
             restart_policy,
             host_network: spec.host_network.unwrap_or(false),
             share_process_namespace: spec.share_process_namespace.unwrap_or(false),
+            qos_class,
+            volumes: spec
+                .volumes
+                .unwrap_or_default()
+                .into_iter()
+                .map(volume)
+                .collect(),
             os: spec.os.map(|o| o.name),
             replicas: head.replicas,
             min_ready_seconds: head.min_ready_seconds,
@@ -675,6 +702,17 @@ impl Loader<'_> {
                     host_ip: p.host_ip.unwrap_or_default(),
                 })
                 .collect(),
+            volume_mounts: c
+                .volume_mounts
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| VolumeMount {
+                    name: m.name,
+                    mount_path: m.mount_path,
+                    read_only: m.read_only.unwrap_or(false),
+                    sub_path: m.sub_path.filter(|s| !s.is_empty()),
+                })
+                .collect(),
             post_start: lifecycle.post_start.and_then(handler),
             pre_stop: lifecycle.pre_stop.and_then(handler),
             stop_signal: lifecycle.stop_signal,
@@ -685,6 +723,56 @@ impl Loader<'_> {
             span: self.span(pos, path),
             field_positions: positions(node, CONTAINER_FIELDS),
         }
+    }
+}
+
+/// A pod volume as podgrace's kubelet provides it.
+fn volume(v: k8s_openapi::api::core::v1::Volume) -> Volume {
+    let items = |items: Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>| {
+        items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| (i.key, i.path))
+            .collect()
+    };
+    let source = if v.empty_dir.is_some() {
+        VolumeSource::EmptyDir
+    } else if let Some(h) = v.host_path {
+        VolumeSource::HostPath {
+            path: h.path,
+            path_type: h.type_.filter(|t| !t.is_empty()),
+        }
+    } else if let Some(c) = v.config_map {
+        VolumeSource::Data {
+            kind: "ConfigMap",
+            name: c.name,
+            optional: c.optional.unwrap_or(false),
+            items: items(c.items),
+            default_mode: c.default_mode,
+            data: None,
+        }
+    } else if let Some(s) = v.secret {
+        VolumeSource::Data {
+            kind: "Secret",
+            name: s.secret_name.unwrap_or_default(),
+            optional: s.optional.unwrap_or(false),
+            items: items(s.items),
+            default_mode: s.default_mode,
+            data: None,
+        }
+    } else {
+        let kind = serde_json::to_value(&v)
+            .ok()
+            .and_then(|j| {
+                j.as_object()
+                    .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        VolumeSource::Other { kind }
+    };
+    Volume {
+        name: v.name,
+        source,
     }
 }
 

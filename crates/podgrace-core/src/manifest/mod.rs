@@ -73,8 +73,8 @@ impl Manifest {
         })
     }
 
-    /// `plan` with each container's `envFrom` sources taken from the ConfigMaps and Secrets of
-    /// this file: their keys (with the prefix) come first, then the container's own `env`, which
+    /// `plan` with the data of its configMap and secret volumes, and each container's `envFrom`
+    /// sources, taken from the ConfigMaps and Secrets of this file. For `envFrom`: their keys (with the prefix) come first, then the container's own `env`, which
     /// wins on a duplicate name, as the kubelet's `makeEnvironmentVariables` orders them
     /// (`pkg/kubelet/kubelet_pods.go`). Keys that are not valid variable names are skipped, as
     /// the kubelet does (it records an `InvalidEnvironmentVariableNames` event).
@@ -84,6 +84,31 @@ impl Manifest {
     /// source that is not optional and not in the file.
     pub fn resolve_env_from(&self, plan: &PodPlan) -> Result<PodPlan, String> {
         let mut out = plan.clone();
+        // configMap and secret volumes: their data from the same input, as the kubelet's
+        // volume plugins read the objects (`MountVolume.SetUp failed` when one is missing).
+        for v in &mut out.volumes {
+            if let crate::plan::VolumeSource::Data {
+                kind,
+                name,
+                optional,
+                data,
+                ..
+            } = &mut v.source
+            {
+                match self.env_source(kind, name) {
+                    Some(d) => *data = Some(d.clone()),
+                    None if *optional => *data = Some(BTreeMap::new()),
+                    None => {
+                        return Err(format!(
+                            "MountVolume.SetUp failed for volume {}: {} {} not found: podgrace reads configMap and secret volumes from the same input",
+                            excerpt::quote(&v.name),
+                            kind.to_ascii_lowercase(),
+                            excerpt::quote(name)
+                        ))
+                    }
+                }
+            }
+        }
         for c in out
             .init_containers
             .iter_mut()

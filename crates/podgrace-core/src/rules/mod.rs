@@ -21,6 +21,7 @@ pub mod podutil;
 pub mod podworker;
 pub mod printers;
 pub mod prober;
+pub mod qos;
 pub mod replicaset;
 pub mod restart;
 pub mod runtime;

@@ -423,7 +423,15 @@ impl RouteSink for Netfilter {
                     route_localnet(dev);
                 }
             }
-            // Below the pod's own route (metric 0): it takes over when the sandbox is gone.
+            // Below the pod's own route (metric 0): it takes over when the sandbox is gone. Only
+            // for a pod with a route of its own (the process runtime's veth): a /32 beneath a
+            // CNI bridge's subnet route would win over it at once (longest prefix first); there
+            // a gone pod's address is one nobody answers ARP for on the bridge, as on a node.
+            let own_route = run(&["ip", "-o", "route", "show", "exact", &addr], None)
+                .is_ok_and(|o| !o.trim().is_empty());
+            if !own_route {
+                continue;
+            }
             if let Err(e) = run(
                 &[
                     "ip",

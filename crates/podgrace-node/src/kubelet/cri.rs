@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use podgrace_core::plan::{ContainerPlan, PodPlan};
+use podgrace_core::rules::qos::QosClass;
 
 use crate::runtime::{ContainerConfig, DnsConfig, PodSandboxConfig, PortMapping, PullPolicy};
 
@@ -243,9 +244,26 @@ pub fn missing_cluster_dns_message(pod: &str) -> String {
     )
 }
 
+/// `GetPodContainerName` with the cgroupfs driver and `--cgroups-per-qos` (the default): the
+/// pod's cgroup under its QoS class's, under `kubepods` at the cgroup root (`--cgroup-root /`):
+/// `/kubepods/pod<UID>` (Guaranteed), `/kubepods/burstable/pod<UID>`,
+/// `/kubepods/besteffort/pod<UID>` (`pkg/kubelet/cm/pod_container_manager_linux.go`,
+/// `CgroupName.ToCgroupfs`). A runtime on the systemd driver would need the slice form
+/// (`kubepods-burstable-pod<UID>.slice`), which podgrace does not produce.
+pub fn pod_cgroup_parent(qos: QosClass, uid: &str) -> String {
+    let level = match qos {
+        QosClass::Guaranteed => "",
+        QosClass::Burstable => "burstable/",
+        QosClass::BestEffort => "besteffort/",
+    };
+    // The kubelet's pod cgroup name is `pod` + the UID as it is (dashes kept with cgroupfs).
+    format!("/kubepods/{level}pod{uid}")
+}
+
 /// `generatePodSandboxConfig`: metadata, labels, annotations, hostname (the pod name, cut to
 /// 63 characters, off the host network), the log directory, DNS, every declared port of the
-/// regular containers, host network and the PID namespace.
+/// regular containers, host network, the PID namespace and the pod's cgroup
+/// ([`pod_cgroup_parent`]).
 pub fn pod_sandbox_config(
     plan: &PodPlan,
     pod: &PodIdentity,
@@ -275,7 +293,7 @@ pub fn pod_sandbox_config(
         annotations: plan.annotations.clone(),
         dns,
         port_mappings,
-        cgroup_parent: None,
+        cgroup_parent: Some(pod_cgroup_parent(plan.qos_class, &pod.uid)),
         share_process_namespace: plan.share_process_namespace,
         log_directory: log_root.map(|r| pod_logs_directory(r, pod)),
     }
@@ -362,6 +380,22 @@ mod tests {
         assert_eq!(d.servers, ["10.0.0.1", "10.0.0.2", "3.3.3.3"]);
         assert_eq!(d.searches, ["c", "d"]);
         assert_eq!(d.options, ["ndots:2", "edns0"]);
+    }
+
+    #[test]
+    fn pod_cgroups_by_qos_class_with_the_cgroupfs_driver() {
+        assert_eq!(
+            pod_cgroup_parent(QosClass::Burstable, "u-1"),
+            "/kubepods/burstable/podu-1"
+        );
+        assert_eq!(
+            pod_cgroup_parent(QosClass::BestEffort, "u-1"),
+            "/kubepods/besteffort/podu-1"
+        );
+        assert_eq!(
+            pod_cgroup_parent(QosClass::Guaranteed, "u-1"),
+            "/kubepods/podu-1"
+        );
     }
 
     #[test]

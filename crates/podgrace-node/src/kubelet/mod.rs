@@ -22,6 +22,7 @@ pub mod ordering;
 pub mod pod;
 pub mod report;
 pub mod spec;
+pub mod volumes;
 
 pub use kill::{HookOutcome, HookRecord, KillRecord};
 pub use object::{DeleteApi, ObjectEvent, WatchKind};

@@ -74,6 +74,9 @@ pub struct PodOptions {
     /// The runtime runs images (containerd): a container without `command` runs the image's
     /// ENTRYPOINT. [`run_pod`] sets it from the runtime; [`check_pod`] reads it.
     pub images: bool,
+    /// The API object's `metadata.uid` (the sandbox's and containers' `io.kubernetes.pod.uid`,
+    /// the log directory's name); `None`: a fresh one, as the API server would give.
+    pub uid: Option<String>,
 }
 
 /// What can be asked of a running pod.
@@ -241,6 +244,12 @@ pub enum PodError {
     /// the pod.
     #[error("{}", spec_message(pod, source))]
     Spec { pod: String, source: SpecError },
+    /// A volume could not be set up (the kubelet's `FailedMount`).
+    #[error("pod {pod}: {source}")]
+    Volume {
+        pod: String,
+        source: crate::kubelet::volumes::VolumeError,
+    },
     /// The runtime refused the sandbox.
     #[error("pod {pod}: {source}")]
     Sandbox {
@@ -397,6 +406,8 @@ struct Pod<R> {
     /// `format.Pod`, as the kubelet names the pod in messages.
     kubelet_name: String,
     sandbox: Option<String>,
+    /// The pod's volumes, set up before the sandbox on a runtime with images.
+    volumes: Option<crate::kubelet::volumes::PodVolumes>,
     pod_ip: Option<IpAddr>,
     ctrs: Vec<Ctr>,
     /// The API object.
@@ -498,7 +509,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             identity: PodIdentity {
                 name: plan.name.clone(),
                 namespace: namespace.clone(),
-                uid: new_uid(),
+                uid: opts.uid.clone().unwrap_or_else(new_uid),
             },
             kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
             rt,
@@ -510,6 +521,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             container_events: None,
             started: Instant::now(),
             sandbox: None,
+            volumes: None,
             pod_ip: None,
             ctrs,
             worker,
@@ -626,6 +638,19 @@ impl<R: RuntimeService + 'static> Pod<R> {
         } else {
             None
         };
+        if self.opts.images {
+            // The volume manager's WaitForAttachAndMount comes before SyncPod's sandbox.
+            let v = crate::kubelet::volumes::PodVolumes::set_up(
+                &crate::kubelet::volumes::default_root(),
+                &self.plan,
+                &self.identity.uid,
+            )
+            .map_err(|source| PodError::Volume {
+                pod: self.display.clone(),
+                source,
+            })?;
+            self.volumes = Some(v);
+        }
         let config = crate::kubelet::cri::pod_sandbox_config(
             &self.plan,
             &self.identity,
@@ -633,14 +658,18 @@ impl<R: RuntimeService + 'static> Pod<R> {
             Some(std::path::Path::new("")),
             dns,
         );
-        let sandbox = self
-            .rt
-            .run_pod_sandbox(&ctx, config)
-            .await
-            .map_err(|source| PodError::Sandbox {
-                pod: self.display.clone(),
-                source: Box::new(source),
-            })?;
+        let sandbox = match self.rt.run_pod_sandbox(&ctx, config).await {
+            Ok(id) => id,
+            Err(source) => {
+                if let Some(v) = self.volumes.take() {
+                    v.remove();
+                }
+                return Err(PodError::Sandbox {
+                    pod: self.display.clone(),
+                    source: Box::new(source),
+                });
+            }
+        };
         self.pod_ip = self
             .rt
             .pod_sandbox_status(&ctx, &sandbox)
@@ -764,6 +793,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .terminated(terminal_at, self.worker.evicted, init, main);
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
+        }
+        // The volume manager unmounts a terminated pod's volumes; its emptyDirs go.
+        if let Some(v) = self.volumes.take() {
+            v.remove();
         }
         // Hooks cut at their budget fail once their container is gone; their FailedPreStopHook
         // comes now (also after a force-deleted object is gone).
@@ -1407,6 +1440,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
             restart_count,
             self.api.deletion().deletion_grace_period_seconds,
         );
+        if let Some(v) = &self.volumes {
+            match v.mounts(&self.ctrs[i].plan) {
+                Ok(m) => config.mounts = m,
+                Err(e) => {
+                    // `CreateContainerConfigError`, as makeMounts' errors are.
+                    let e = RuntimeError::Host {
+                        what: "CreateContainerConfigError".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    };
+                    self.start_failed(i, &e);
+                    return;
+                }
+            }
+        }
         if self.rt.uses_images() {
             if let Err(e) = self.ensure_image(&ctx, &name, &config).await {
                 self.start_failed(i, &e);

@@ -110,6 +110,8 @@ pub struct FoundSandbox {
     pub ready: bool,
     /// The podgrace that created it still runs (then it is that podgrace's to stop).
     pub owner_alive: bool,
+    /// Its [`OWNER_LABEL`] (`PID.STARTTIME` of the podgrace that created it).
+    pub owner: String,
     pub containers: Vec<FoundContainer>,
 }
 
@@ -133,6 +135,8 @@ struct SandboxEntry {
     /// The namespaces its containers join (`namespacesForPod`): the kubelet sets them on
     /// every container too, or containerd would share the pod's PID namespace.
     namespaces: Option<cri::NamespaceOption>,
+    /// `linux.cgroup_parent`: the pod's cgroup, created before the sandbox and removed after.
+    cgroup_parent: Option<String>,
 }
 
 struct ContainerEntry {
@@ -668,6 +672,7 @@ impl ContainerdRuntime {
             }
             found.push(FoundSandbox {
                 owner_alive: owner_alive(&label(OWNER_LABEL)),
+                owner: label(OWNER_LABEL),
                 pod: label("io.kubernetes.pod.name"),
                 namespace: label("io.kubernetes.pod.namespace"),
                 uid: label("io.kubernetes.pod.uid"),
@@ -716,7 +721,12 @@ impl ContainerdRuntime {
                 _ => {}
             }
         }
-        self.remove_pod_sandbox(ctx, &sb.id).await
+        self.remove_pod_sandbox(ctx, &sb.id).await?;
+        // The kubelet's cleanupOrphanedPodDirs: the volumes the earlier podgrace set up.
+        if let Some(pid) = sb.owner.split('.').next().and_then(|p| p.parse().ok()) {
+            crate::kubelet::volumes::remove_orphaned(pid, &sb.uid);
+        }
+        Ok(())
     }
 
     /// Stops and removes every sandbox this process created (at once: timeout 0), as an
@@ -762,9 +772,52 @@ impl ContainerdRuntime {
                 events: broadcast::channel(256).0,
                 log_directory: None,
                 namespaces: None,
+                cgroup_parent: None,
             })
             .events
             .clone()
+    }
+
+    /// The `linux.cgroup_parent` and `log_directory` of a sandbox's config as containerd keeps
+    /// it (`PodSandboxStatus` verbose: `info.config`), each `None` when unset or gone.
+    async fn sandbox_config_paths(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> (Option<String>, Option<PathBuf>) {
+        let Some(config) = self.sandbox_config_info(ctx, id).await else {
+            return (None, None);
+        };
+        let text = |p: &str| {
+            config
+                .pointer(p)
+                .and_then(|c| c.as_str())
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+        };
+        (
+            text("/linux/cgroup_parent"),
+            text("/log_directory").map(PathBuf::from),
+        )
+    }
+
+    /// `info.config` of a sandbox's verbose `PodSandboxStatus`.
+    async fn sandbox_config_info(&self, ctx: &CallContext, id: &str) -> Option<serde_json::Value> {
+        let r = within(
+            ctx,
+            "PodSandboxStatus",
+            self.rt().pod_sandbox_status(request(
+                ctx,
+                cri::PodSandboxStatusRequest {
+                    pod_sandbox_id: id.into(),
+                    verbose: true,
+                },
+            )),
+        )
+        .await
+        .ok()?;
+        let info: serde_json::Value = serde_json::from_str(r.info.get("info")?).ok()?;
+        info.get("config").cloned()
     }
 
     /// The stop signal containerd will send `id` (see the module docs).
@@ -943,6 +996,13 @@ impl RuntimeService for ContainerdRuntime {
                 source,
             })?;
         }
+        if let Some(cg) = &config.cgroup_parent {
+            // The kubelet's pod container manager creates the pod's cgroup before the sandbox.
+            super::cgroup::ensure(cg).map_err(|(dir, source)| RuntimeError::Host {
+                what: format!("create the pod cgroup {}", dir.display()),
+                source,
+            })?;
+        }
         let namespace_mode = |node: bool| {
             if node {
                 cri::NamespaceMode::Node as i32
@@ -1011,14 +1071,23 @@ impl RuntimeService for ContainerdRuntime {
                 },
             )),
         )
-        .await?
-        .pod_sandbox_id;
+        .await;
+        let id = match id {
+            Ok(r) => r.pod_sandbox_id,
+            Err(e) => {
+                if let Some(cg) = &config.cgroup_parent {
+                    super::cgroup::remove(cg);
+                }
+                return Err(e);
+            }
+        };
         lock(&self.state).sandboxes.insert(
             id.clone(),
             SandboxEntry {
                 events: broadcast::channel(256).0,
                 log_directory,
                 namespaces: Some(namespaces),
+                cgroup_parent: config.cgroup_parent.clone(),
             },
         );
         Ok(id)
@@ -1050,6 +1119,16 @@ impl RuntimeService for ContainerdRuntime {
 
     async fn remove_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
         self.stop_pod_sandbox(ctx, id).await?;
+        let known = lock(&self.state)
+            .sandboxes
+            .get(id)
+            .map(|s| s.cgroup_parent.clone());
+        let (cgroup_parent, earlier_log_directory) = match known {
+            Some(cg) => (cg, None),
+            // A sandbox of an earlier podgrace: its cgroup and log directory from the config
+            // containerd keeps.
+            None => self.sandbox_config_paths(ctx, id).await,
+        };
         let r = within(
             ctx,
             "RemovePodSandbox",
@@ -1083,6 +1162,16 @@ impl RuntimeService for ContainerdRuntime {
             }
             tails
         };
+        if let Some(cg) = &cgroup_parent {
+            super::cgroup::remove(cg);
+        }
+        if let Some(d) = earlier_log_directory {
+            let _ = std::fs::remove_dir_all(&d);
+            // The earlier podgrace's log root goes with its last pod.
+            if let Some(root) = d.parent() {
+                let _ = std::fs::remove_dir(root);
+            }
+        }
         for t in tails {
             let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
         }
@@ -1095,10 +1184,16 @@ impl RuntimeService for ContainerdRuntime {
         pod_sandbox_id: &str,
         config: ContainerConfig,
     ) -> Result<String, RuntimeError> {
-        let (log_directory, namespaces) = lock(&self.state)
+        let (log_directory, namespaces, cgroup_parent) = lock(&self.state)
             .sandboxes
             .get(pod_sandbox_id)
-            .map(|s| (s.log_directory.clone(), s.namespaces.clone()))
+            .map(|s| {
+                (
+                    s.log_directory.clone(),
+                    s.namespaces.clone(),
+                    s.cgroup_parent.clone(),
+                )
+            })
             .unwrap_or_default();
         if let (Some(d), Some(p)) = (&log_directory, &config.log_path) {
             if let Some(parent) = d.join(p).parent() {
@@ -1187,6 +1282,11 @@ impl RuntimeService for ContainerdRuntime {
                 .as_ref()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
+            // containerd puts the container's cgroup under the sandbox's parent from here.
+            linux: cgroup_parent.map(|cg| cri::LinuxPodSandboxConfig {
+                cgroup_parent: cg,
+                ..Default::default()
+            }),
             ..Default::default()
         });
         let id = within(
@@ -1491,7 +1591,7 @@ impl RuntimeService for ContainerdRuntime {
             .containers
             .get(id)
             .map(|c| c.image.clone())
-            .unwrap_or(image);
+            .unwrap_or_else(|| image.clone());
         let stop_signal = self
             .effective_stop_signal(
                 ctx,
@@ -1513,6 +1613,8 @@ impl RuntimeService for ContainerdRuntime {
             },
             exit: (state == ContainerState::Exited).then(|| exit_status(s.exit_code)),
             stop_signal,
+            image: Some(image).filter(|i| !i.is_empty()),
+            image_ref: Some(s.image_ref).filter(|i| !i.is_empty()),
         })
     }
 
@@ -1537,6 +1639,10 @@ impl RuntimeService for ContainerdRuntime {
                 Ok(())
             }
         }
+    }
+
+    fn runtime_type(&self) -> &str {
+        &self.version.runtime_name
     }
 
     fn uses_images(&self) -> bool {

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use crate::process::{ExitStatus, Isolation, ProcessError};
 use crate::sandbox::SandboxError;
 
+pub mod cgroup;
 pub mod containerd;
 pub mod oci;
 mod process;
@@ -365,6 +366,12 @@ pub struct ContainerStatus {
     pub exit: Option<ExitStatus>,
     /// The signal the runtime stops it with (a Linux signal number), when it says.
     pub stop_signal: Option<i32>,
+    /// `image.image`: the image as the runtime names it (containerd: the reference it resolved,
+    /// `docker.io/library/nginx:1.27`); `None` for the process runtime.
+    pub image: Option<String>,
+    /// `image_ref`: the image's digest reference (a repo digest, else the image id
+    /// `sha256:...`), the API's `imageID`; `None` for the process runtime.
+    pub image_ref: Option<String>,
 }
 
 /// CRI `ExecSyncResponse`.
@@ -476,6 +483,12 @@ pub trait RuntimeService: Send + Sync {
         ctx: &CallContext,
         id: &str,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// The runtime's name as `Version` gives it (`containerd`): the scheme of the API's
+    /// `containerID` (`containerd://ID`, `kubecontainer.ContainerID`'s `Type`). The process
+    /// runtime is `podgrace`.
+    fn runtime_type(&self) -> &str {
+        "podgrace"
+    }
     /// Whether containers run from images: then the kubelet ensures each container's image
     /// ([`Self::image_status`], [`Self::pull_image`]) before creating it, and a container
     /// without `command` runs the image's ENTRYPOINT. The process runtime runs host commands.

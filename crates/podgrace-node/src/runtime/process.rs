@@ -565,6 +565,8 @@ impl RuntimeService for ProcessRuntime {
             finished_at: exit.map(|e| e.at),
             exit: exit.map(|e| e.status),
             stop_signal: Some(c.config.stop_signal.unwrap_or(15)),
+            image: None,
+            image_ref: None,
         })
     }
 }

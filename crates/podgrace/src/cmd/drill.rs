@@ -378,7 +378,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             // Connecting stops an earlier podgrace's pods with their grace: a signal meanwhile
             // ends podgrace, as the same signal before the handlers were installed would.
             let (rt, mut output) =
-                interrupt.or_exit(&runtime, super::connect_containerd(socket))?;
+                interrupt.or_exit(&runtime, super::connect_containerd(socket, None, ""))?;
             // The pods' own output is not part of the drill's report.
             runtime.spawn(async move { while output.recv().await.is_some() {} });
             PodRuntime::Containerd(Arc::new(rt))

@@ -46,15 +46,27 @@ pub struct RuntimeArgs {
     pub runtime: podgrace_node::runtime::RuntimeChoice,
 }
 
-/// Connects to containerd and stops, with their grace, the pods an earlier podgrace left
-/// running there (its containers outlive it), saying so.
+/// What a podgrace that starts says of a pod an earlier one left on containerd, before it
+/// stops it with its grace: `run` and `drill` stop every such pod; `serve` stops them because
+/// its API store is new at each start, so no pod object knows them.
+pub const LEFT_BY_AN_EARLIER_PODGRACE: &str = "stopping it with its grace";
+
+/// Connects to containerd (container logs under `log_root`, or a directory of this process
+/// under the temporary directory) and stops, with their grace, the pods an earlier podgrace
+/// left running there (its containers outlive it), saying so; `why` ends the sentence
+/// (`run`/`drill`: empty; `serve`: that its API does not know them).
 pub async fn connect_containerd(
     socket: &std::path::Path,
+    log_root: Option<&std::path::Path>,
+    why: &str,
 ) -> anyhow::Result<(
     podgrace_node::runtime::ContainerdRuntime,
     tokio::sync::mpsc::UnboundedReceiver<podgrace_node::process::OutputLine>,
 )> {
-    let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
+    let logs = log_root.map_or_else(
+        || std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id())),
+        std::path::Path::to_path_buf,
+    );
     let (rt, output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
         .await
         .on_machine(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)".into())?;
@@ -84,7 +96,7 @@ pub async fn connect_containerd(
         }
         let running = sb.containers.iter().filter(|c| c.running).count();
         eprintln!(
-            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace: stopping it with its grace",
+            "found pod {}/{} (sandbox {}, {running} running containers) left by an earlier podgrace{why}: {LEFT_BY_AN_EARLIER_PODGRACE}",
             sb.namespace,
             sb.pod,
             &sb.id[..sb.id.len().min(13)]

@@ -155,6 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .collect::<BTreeMap<_, _>>(),
         force_host: false,
         images: args.runtime.runtime != RuntimeChoice::Process,
+        uid: None,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
@@ -209,7 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
             }
             RuntimeChoice::Containerd { socket } => {
-                let (rt, output) = super::connect_containerd(socket).await?;
+                let (rt, output) = super::connect_containerd(socket, None, "").await?;
                 let rt = Arc::new(rt);
                 let events = rt.clone();
                 supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags).await

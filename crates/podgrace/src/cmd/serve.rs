@@ -5,13 +5,16 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
 
-use podgrace_kubelet::{KubeletConfig, ProcessRuntimes};
+use podgrace_kubelet::runtimes::Shared;
+use podgrace_kubelet::{KubeletConfig, KubeletHandle, ProcessRuntimes};
+use podgrace_node::runtime::RuntimeChoice;
 
 use crate::{BadInput, OnMachine as _, Outcome};
 
@@ -50,6 +53,8 @@ pub struct Args {
     /// pinning of a client connection to a pod to FILE, as JSON lines.
     #[arg(long, value_name = "FILE")]
     proxy_records: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: super::RuntimeArgs,
 }
 
 /// The longest endpoint lag: 24 hours.
@@ -97,6 +102,21 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let log_dir = LogDir::create().on_machine(|| "creating the container log directory".into())?;
+    // containerd first: nothing is served when it cannot be reached, and the pods an earlier
+    // serve left there are stopped before this one's API answers.
+    let containerd = match &args.runtime.runtime {
+        RuntimeChoice::Process => None,
+        RuntimeChoice::Containerd { socket } => {
+            // containerd writes the CRI log files itself, where the API's `log` reads them.
+            let (rt, _output) = super::connect_containerd(
+                socket,
+                Some(&log_dir.path),
+                " (no pod object has its UID: this API's store is new at each start, and the kubelet kills the pods it does not know)",
+            )
+            .await?;
+            Some(Arc::new(rt))
+        }
+    };
     let api = Api::new(ApiConfig {
         log_dir: Some(log_dir.path.clone()),
         node_name: args.node_name.clone(),
@@ -145,18 +165,30 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         },
     ));
     // The local kubelet: a client of this API like any other (in-process, over the router).
-    let kubelet = podgrace_kubelet::start(
-        podgrace_api::in_process_client(api.clone()),
-        ProcessRuntimes {
-            network: args.pod_network.pod_network.clone(),
-        },
-        KubeletConfig {
-            node_name: args.node_name.clone(),
-            version: args.version.kubernetes_version,
-            log_dir: Some(log_dir.path.clone()),
-            ..KubeletConfig::default()
-        },
-    );
+    let kubelet_config = KubeletConfig {
+        node_name: args.node_name.clone(),
+        version: args.version.kubernetes_version,
+        log_dir: Some(log_dir.path.clone()),
+        ..KubeletConfig::default()
+    };
+    let kubelet_client = podgrace_api::in_process_client(api.clone());
+    let kubelet: KubeletHandle = match &containerd {
+        None => podgrace_kubelet::start(
+            kubelet_client,
+            ProcessRuntimes {
+                network: args.pod_network.pod_network.clone(),
+            },
+            kubelet_config,
+        ),
+        Some(rt) => {
+            let v = rt.version();
+            let kubelet_config = KubeletConfig {
+                container_runtime_version: format!("{}://{}", v.runtime_name, v.runtime_version),
+                ..kubelet_config
+            };
+            podgrace_kubelet::start(kubelet_client, Shared(rt.clone()), kubelet_config)
+        }
+    };
     // The controllers (ReplicaSet, Deployment, garbage collector, EndpointSlice, disruption),
     // clients of the API in this process as kube-controller-manager's are of a cluster's.
     let mut controllers = podgrace_controllers::spawn(
@@ -213,6 +245,11 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         // (PR_SET_PDEATHSIG); the pods' network namespaces go first.
         eprintln!("podgrace serve: exiting at once");
         podgrace_node::sandbox::teardown_own();
+        if let Some(rt) = &containerd {
+            // containerd's containers outlive serve: its sandboxes are removed at once.
+            rt.remove_own_sandboxes(&podgrace_node::runtime::CallContext::background())
+                .await;
+        }
     }
     drop(kube_proxy);
     let _ = stop_tx.send(());

@@ -1,0 +1,284 @@
+//! What the kubelet hands containerd for a pod beyond its containers' commands, checked on a
+//! real containerd: the pod's cgroup parent for its QoS class, and its volumes. Needs
+//! `.ci/containerd.sh start` (CI runs it); see `containerd_support`.
+
+mod containerd_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use containerd_support::{socket, BUSYBOX};
+use podgrace_core::manifest;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
+use podgrace_node::events::EventRecorder;
+use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport};
+use podgrace_node::runtime::{cgroup, CallContext, ContainerdRuntime, RuntimeService};
+
+async fn runtime(sock: &std::path::Path) -> Arc<ContainerdRuntime> {
+    let logs = std::env::temp_dir().join(format!("podgrace-test-pod-logs-{}", std::process::id()));
+    let (rt, _out) = ContainerdRuntime::connect(sock, &logs)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    Arc::new(rt)
+}
+
+/// Starts the pod of `yaml` (resolved against the ConfigMaps and Secrets of the same text) with
+/// `uid` and waits until it runs.
+async fn start(rt: &Arc<ContainerdRuntime>, yaml: &str, uid: &str) -> PodHandle {
+    let m = manifest::load(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let plan = m.pods().next().expect("a pod").clone();
+    let plan = m.resolve_env_from(&plan).unwrap_or_else(|e| panic!("{e}"));
+    let pod = run_pod(
+        rt.clone(),
+        plan,
+        PodOptions {
+            uid: Some(uid.into()),
+            ..PodOptions::default()
+        },
+        EventRecorder::new(),
+    );
+    let mut st = pod.status();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        st.wait_for(|s| s.phase == PodPhase::Running || s.phase == PodPhase::Terminated),
+    )
+    .await
+    .expect("pod running within 60 s")
+    .expect("status");
+    pod
+}
+
+/// Deletes the pod with grace 0, waits for its report and removes its sandbox.
+async fn delete(rt: &Arc<ContainerdRuntime>, pod: PodHandle) -> PodReport {
+    pod.send(PodCommand::Delete(KubectlDeleteFlags {
+        grace_period: 0,
+        force: true,
+        now: false,
+    }));
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("pod ended within 60 s")
+        .expect("pod report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .expect("remove sandbox");
+    }
+    report
+}
+
+/// The pids whose environment holds `marker` (seen from the host).
+fn pids_with_env(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn uid(tag: &str) -> String {
+    format!(
+        "00000000-0000-4000-8000-{:06x}{tag}",
+        std::process::id() & 0xff_ffff
+    )
+}
+
+/// A Burstable pod (a cpu request, no limits) and a BestEffort one get the cgroup parent the
+/// kubelet computes with the cgroupfs driver, `/kubepods/<qos>/pod<UID>`: created before the
+/// sandbox, holding the container's own cgroup (runc's `<parent>/<container id>`), removed once
+/// the sandbox is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
+    let Some(sock) = socket("containerd_pods_run_in_the_cgroup_of_their_qos_class") else {
+        return;
+    };
+    let rt = runtime(&sock).await;
+    for (qos, resources) in [
+        ("burstable", "    resources: {requests: {cpu: 10m}}\n"),
+        ("besteffort", ""),
+    ] {
+        let marker = format!("PODGRACE_CGROUP_{qos}_{}", std::process::id());
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: cg-{qos}}}\nspec:\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sleep, \"1000\"]\n    env: [{{name: {marker}, value: '1'}}]\n{resources}"
+        );
+        let uid = uid(if qos == "burstable" { "b1" } else { "e1" });
+        let parent = format!("/kubepods/{qos}/pod{uid}");
+        let pod = start(&rt, &yaml, &uid).await;
+        assert!(
+            cgroup::exists(&parent),
+            "{parent} exists while the pod runs"
+        );
+        // The pod worker's Running may come just before runc has exec'd the app.
+        let t0 = std::time::Instant::now();
+        let mut pids = pids_with_env(&format!("{marker}=1"));
+        while pids.is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            pids = pids_with_env(&format!("{marker}=1"));
+        }
+        assert_eq!(pids.len(), 1, "{pids:?}");
+        let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
+        let memory = cg
+            .lines()
+            .find(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                    || l.starts_with("0::")
+            })
+            .and_then(|l| l.splitn(3, ':').nth(2))
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            memory.starts_with(&format!("{parent}/")),
+            "the container's cgroup is under the pod's: {cg}"
+        );
+        delete(&rt, pod).await;
+        assert!(
+            !cgroup::exists(&parent),
+            "{parent} removed with the sandbox"
+        );
+    }
+}
+
+/// Two containers share an emptyDir (what one writes the other reads, through a read-only
+/// mount that refuses writes, and a subPath mount that writes into it), and a configMap's keys
+/// appear as files (`items` with a nested path, `defaultMode` 0755 making one executable). Each
+/// container's readiness probe checks what it must see, so the pod is ready only once every
+/// check passes inside the containers. The pod's volume directory is gone after the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_volumes_emptydir_shared_configmap_files_and_readonly_mounts() {
+    let Some(sock) = socket("containerd_volumes_emptydir_shared_configmap_files") else {
+        return;
+    };
+    let rt = runtime(&sock).await;
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg}}
+data:
+  greeting: hello
+  run: "echo run"
+  unused: "not mounted"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: vols}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: shared
+    emptyDir: {{}}
+  - name: cfg
+    configMap:
+      name: cfg
+      defaultMode: 493
+      items:
+      - {{key: greeting, path: greeting}}
+      - {{key: run, path: bin/run.sh}}
+  containers:
+  - name: writer
+    image: {BUSYBOX}
+    command: [sh, -c, "echo hi-from-writer > /data/msg; sleep 1000"]
+    volumeMounts:
+    - {{name: shared, mountPath: /data}}
+    - {{name: cfg, mountPath: /etc/cfg}}
+    readinessProbe:
+      exec: {{command: [sh, -c, 'test "$(cat /etc/cfg/greeting)" = hello && test -x /etc/cfg/bin/run.sh && ! test -e /etc/cfg/unused && test -e /data/sub/from-reader']}}
+      periodSeconds: 1
+  - name: reader
+    image: {BUSYBOX}
+    command: [sh, -c, "touch /sub/from-reader; sleep 1000"]
+    volumeMounts:
+    - {{name: shared, mountPath: /data, readOnly: true}}
+    - {{name: shared, mountPath: /sub, subPath: sub}}
+    readinessProbe:
+      exec: {{command: [sh, -c, 'test "$(cat /data/msg)" = hi-from-writer && ! touch /data/denied']}}
+      periodSeconds: 1
+"#
+    );
+    let uid = uid("v1");
+    let pod = start(&rt, &yaml, &uid).await;
+    let mut st = pod.status();
+    let ready = tokio::time::timeout(Duration::from_secs(30), st.wait_for(|s| s.ready))
+        .await
+        .map(|r| r.map(|_| ()));
+    let dir = podgrace_node::kubelet::volumes::default_root().join(&uid);
+    let empty_dir = dir.join("volumes/kubernetes.io~empty-dir/shared");
+    assert_eq!(
+        std::fs::read_to_string(empty_dir.join("msg"))
+            .ok()
+            .as_deref(),
+        Some("hi-from-writer\n"),
+        "the emptyDir on the host"
+    );
+    assert!(
+        !empty_dir.join("denied").exists(),
+        "the read-only mount refused the write"
+    );
+    assert!(
+        ready.is_ok(),
+        "every container saw its volumes as it should: {:?}",
+        *st.borrow()
+    );
+    delete(&rt, pod).await;
+    assert!(!dir.exists(), "{} removed with the pod", dir.display());
+}
+
+/// `hostPath` with the kubelet's type checks: `DirectoryOrCreate` makes the directory, and
+/// what the container writes there is on the host; `Directory` on a missing path fails the pod
+/// with the kubelet's message before any sandbox exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
+    let Some(sock) = socket("containerd_host_path_volumes_with_the_kubelets_type_checks") else {
+        return;
+    };
+    let rt = runtime(&sock).await;
+    let host = std::env::temp_dir().join(format!("podgrace-hostpath-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    let yaml = |kind: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: hp}}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes:\n  - name: h\n    hostPath: {{path: {}, type: {kind}}}\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sh, -c, \"echo from-the-container > /host/out; sleep 1000\"]\n    volumeMounts:\n    - {{name: h, mountPath: /host}}\n",
+            host.display()
+        )
+    };
+    let m = manifest::load(&yaml("Directory"), "hp.yaml").unwrap();
+    let plan = m.pods().next().unwrap().clone();
+    let r = run_pod(
+        rt.clone(),
+        plan,
+        PodOptions::default(),
+        EventRecorder::new(),
+    )
+    .wait()
+    .await;
+    let err = r.expect_err("a missing Directory fails").to_string();
+    assert!(
+        err.contains(&format!(
+            "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: {} is not a directory",
+            host.display()
+        )),
+        "{err}"
+    );
+    let pod = start(&rt, &yaml("DirectoryOrCreate"), &uid("h1")).await;
+    let t0 = std::time::Instant::now();
+    while !host.join("out").exists() && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(host.join("out")).ok().as_deref(),
+        Some("from-the-container\n")
+    );
+    delete(&rt, pod).await;
+    assert!(
+        host.join("out").exists(),
+        "a hostPath is the host's: it stays"
+    );
+    let _ = std::fs::remove_dir_all(&host);
+}

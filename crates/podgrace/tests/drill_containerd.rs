@@ -1,0 +1,53 @@
+//! `podgrace drill --runtime containerd` as a user runs it: the demo (no FILE) on a real
+//! containerd (`.ci/containerd.sh start`; CI runs it), its app image built from podgrace's own
+//! binary by the drill, the pods on containerd's CNI bridge behind the drill's kube-proxy (the
+//! kernel's DNAT and conntrack).
+
+mod common;
+#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
+mod containerd_support;
+
+use std::process::Command;
+
+use containerd_support::socket;
+
+/// The demo pods' containers and sandboxes containerd still holds.
+fn demo_containers(sock: &std::path::Path) -> usize {
+    let o = Command::new("ctr")
+        .arg("-a")
+        .arg(sock)
+        .args(["-n", "k8s.io", "containers", "ls", "-q"])
+        .arg("labels.\"io.kubernetes.pod.name\"~=^demo-")
+        .output()
+        .expect("ctr");
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
+/// The demo's two runs on containerd: without a preStop the rollout loses requests, with the
+/// preStop sleep and a draining app it loses none (the drill exits 0), through kube-proxy on
+/// the kernel's netfilter to the pods' CNI addresses; nothing of the pods is left behind.
+#[test]
+fn the_demo_drill_on_containerd_loses_requests_without_the_fix_and_none_with_it() {
+    let Some(sock) = socket("the_demo_drill_on_containerd") else {
+        return;
+    };
+    let runtime = format!("containerd:{}", sock.display());
+    let out = common::podgrace(&["drill", "--runtime", &runtime, "--duration", "5s"]);
+    let text = common::stdout(&out);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    assert!(
+        text.contains("through kube-proxy on the kernel's netfilter"),
+        "{text}"
+    );
+    let failed: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("requests "))
+        .filter_map(|l| l.split("failed ").nth(1))
+        .filter_map(|l| l.split([' ', ',']).next()?.parse().ok())
+        .collect();
+    assert_eq!(failed.len(), 2, "{text}");
+    assert!(failed[0] > 0, "the unfixed rollout loses requests: {text}");
+    assert_eq!(failed[1], 0, "the fixed one loses none: {text}");
+    assert_eq!(demo_containers(&sock), 0, "nothing left behind");
+}
