@@ -580,11 +580,38 @@ async fn handle(
     }
 }
 
+/// The next connection of `main` or, if there is one, `probe`.
+async fn accept_either(
+    main: &TcpListener,
+    probe: Option<&TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match probe {
+        None => main.accept().await,
+        Some(probe) => tokio::select! {
+            a = main.accept() => a,
+            a = probe.accept() => a,
+        },
+    }
+}
+
 /// Serves HTTP/1.1 and h2c (prior knowledge) on `listener`; each message on `sigterm` is one
 /// SIGTERM. Returns when the behaviour says the process should exit; connections still open are
 /// then cut (their tasks are aborted). Never fails: accept errors are retried after 5 ms.
 pub async fn serve(
     listener: TcpListener,
+    config: DemoConfig,
+    sigterm: mpsc::UnboundedReceiver<()>,
+) -> DemoExit {
+    serve_with_probe(listener, None, config, sigterm).await
+}
+
+/// [`serve`], also answering on `probe` (`--probe-listen`): a second listener for the
+/// kubelet's probes, so that a preStop hook counting new connections on the serving port
+/// (`podgrace prestop-wait --port`) does not count the probes. Both listeners serve the same
+/// paths and close together when the drain starts.
+pub async fn serve_with_probe(
+    listener: TcpListener,
+    probe: Option<TcpListener>,
     config: DemoConfig,
     mut sigterm: mpsc::UnboundedReceiver<()>,
 ) -> DemoExit {
@@ -615,9 +642,12 @@ pub async fn serve(
             app.config.on_sigterm
         ));
     }
+    if let Some(addr) = probe.as_ref().and_then(|p| p.local_addr().ok()) {
+        app.log(&format!("answering probes on {addr} too"));
+    }
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
+            accepted = accept_either(&listener, probe.as_ref()) => {
                 let Ok((stream, _)) = accepted else {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
@@ -697,6 +727,7 @@ pub async fn serve(
     }
     // The listener is closed before readiness fails, so a 503 means new connections are refused.
     drop(listener);
+    drop(probe);
     app.draining.store(true, Ordering::SeqCst);
     let _ = drain_tx.send(true);
     let deadline_text = match app.config.drain {
