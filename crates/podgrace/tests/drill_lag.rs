@@ -121,6 +121,7 @@ fn prestop_wait_loses_nothing_and_ends_each_pod_a_quiet_moment_after_its_own_lag
         // sampling), and within quiet + 0.3 s of the lag (the bound: sampling, the
         // stop signal, the app's exit).
         let beyond = f(t, "endMinusLagSeconds");
+        eprintln!("prestop-wait: {pod}: lag {lag:.2} s, ended {beyond:+.3} s past it");
         assert!(
             beyond >= QUIET - 0.1 && beyond <= QUIET + 0.3,
             "{pod}: ended {beyond:.3} s after its lag {lag:.2} s\n{t}\n{log}"
@@ -152,6 +153,10 @@ fn a_fixed_sleep_loses_requests_on_the_slower_pods_and_wastes_time_on_the_faster
             "{pod}: the stop signal {stop} s after the deletion, not the sleep's {sleep} s\n{log}"
         );
         let failed = t["failed"].as_u64().unwrap();
+        eprintln!(
+            "sleep {sleep} s: {pod}: lag {lag:.2} s, ended {:+.3} s past it, lost {failed}",
+            f(t, "endMinusLagSeconds")
+        );
         if lag > sleep + 0.5 {
             // Too short: its listener closed while the proxy still sent it new connections
             // for lag - sleep (100 connections/s to each of the pods).

@@ -1043,7 +1043,7 @@ fn side_by_side(runs: &[&DrillReport], sleep: i64, lag: LagModel) -> String {
     };
     let _ = write!(s, "\nthe endpoint race, endpoint lag {lag_text}:\n  {:34}", "");
     for h in heads.iter().take(runs.len()) {
-        let _ = write!(s, " {h:>22}");
+        let _ = write!(s, " {h:>24}");
     }
     let _ = writeln!(s);
     type Cell = Box<dyn Fn(&DrillReport) -> String>;
@@ -1114,7 +1114,7 @@ fn side_by_side(runs: &[&DrillReport], sleep: i64, lag: LagModel) -> String {
     for (name, cell) in rows {
         let _ = write!(s, "  {name:34}");
         for r in runs {
-            let _ = write!(s, " {:>22}", cell(r));
+            let _ = write!(s, " {:>24}", cell(r));
         }
         let _ = writeln!(s);
     }
