@@ -12,6 +12,8 @@
 //!   attempt, and the periodic worker.
 //! * [`httpget`]: the kubelet's HTTP GET client shared by hooks and probes.
 //! * [`init`]: `podgrace init`, a PID 1 for containers (signal forwarding, reaping).
+//! * [`pages`]: unmapping the executable's start-up pages for the verbs that stay resident in
+//!   users' containers (init, prestop-wait).
 //! * [`kubelet`]: the pod task that starts, supervises and terminates a pod with the rules of
 //!   `podgrace-core`, calling the runtime only through the CRI-shaped trait.
 //!
@@ -26,6 +28,7 @@ pub mod hooks;
 pub mod httpget;
 pub mod init;
 pub mod kubelet;
+pub mod pages;
 pub mod probes;
 pub mod process;
 pub mod runtime;
