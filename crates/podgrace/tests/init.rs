@@ -512,11 +512,26 @@ while True: signal.pause()\n";
         .spawn()
         .unwrap();
     let init = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    // Lines through a channel, so that a signal that is not forwarded fails the test instead of
+    // hanging it.
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the command never printed {what}"))
+    };
+    assert_eq!(next("ready"), "ready");
     for (name, signal) in signals {
         rustix::process::kill_process(init, signal).unwrap();
-        let got = lines.next().unwrap().unwrap();
+        let got = next(name);
         // python3 names SIGIO by its other name.
         let want = if name == "SIGIO" { "SIGPOLL" } else { name };
         assert!(got == want || got == name, "sent {name} to init, the command got {got}");
