@@ -636,7 +636,10 @@ mod tests {
         let quarter = (r.max - r.min) / 4;
         for q in 0..4u32 {
             let lo = r.min + quarter * q;
-            let n = lags.iter().filter(|l| **l >= lo && **l < lo + quarter).count();
+            let n = lags
+                .iter()
+                .filter(|l| **l >= lo && **l < lo + quarter)
+                .count();
             assert!((30..=70).contains(&n), "quarter {q}: {n} of 200");
         }
         // The same seed and name give the same lag; another seed another one.
@@ -690,7 +693,10 @@ mod tests {
         // milliseconds, so up to 1 ms late).
         for (pod, l) in [(first, l1), (second, l2)] {
             let left = h.view().left_at(pod).map(|t| t - t0).unwrap();
-            assert!(left >= l && left <= l + Duration::from_millis(1), "{pod}: {left:?} {l:?}");
+            assert!(
+                left >= l && left <= l + Duration::from_millis(1),
+                "{pod}: {left:?} {l:?}"
+            );
         }
     }
 

@@ -187,7 +187,15 @@ fn main() {
     );
     println!(
         "{:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "init (PID 1)", "VmRSS kB", "anon kB", "file kB", "PSS kB", "VmHWM kB", "p50 µs", "p99 µs", "max µs"
+        "init (PID 1)",
+        "VmRSS kB",
+        "anon kB",
+        "file kB",
+        "PSS kB",
+        "VmHWM kB",
+        "p50 µs",
+        "p99 µs",
+        "max µs"
     );
     for ((name, _), ms) in inits.iter().zip(&results) {
         let col = |f: fn(&Measure) -> f64| median(ms.iter().map(f).collect());

@@ -188,6 +188,9 @@ Anonymous:             0 kB
         let after = rss();
         assert!(after < before, "{before} kB before, {after} kB after");
         // Code and constants of the binary are still there.
-        assert_eq!(format!("{:?}", Released::default()), "Released { mappings: 0, rss_kb: 0 }");
+        assert_eq!(
+            format!("{:?}", Released::default()),
+            "Released { mappings: 0, rss_kb: 0 }"
+        );
     }
 }

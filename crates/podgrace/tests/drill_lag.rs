@@ -72,9 +72,7 @@ fn run(pre_stop: &str, seed: u64) -> (serde_json::Value, String) {
 }
 
 fn f(v: &serde_json::Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} in {v}"))
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
 /// Each pod's reported lag is the one `--seed` draws for it, and the proxy stopped routing to it
@@ -137,10 +135,7 @@ fn a_fixed_sleep_loses_requests_on_the_slower_pods_and_wastes_time_on_the_faster
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let seed = seed();
-    let (r, log) = run(
-        &format!("            sleep: {{seconds: {SLEEP}}}\n"),
-        seed,
-    );
+    let (r, log) = run(&format!("            sleep: {{seconds: {SLEEP}}}\n"), seed);
     let terminations = r["terminations"].as_array().unwrap();
     check_lags(terminations, seed, &log);
     let sleep = f64::from(SLEEP);
@@ -172,6 +167,9 @@ fn a_fixed_sleep_loses_requests_on_the_slower_pods_and_wastes_time_on_the_faster
             );
         }
     }
-    assert_eq!(r["failed"], lost, "every failure on a pod whose lag outlasted the sleep\n{log}");
+    assert_eq!(
+        r["failed"], lost,
+        "every failure on a pod whose lag outlasted the sleep\n{log}"
+    );
     assert_eq!(r["verdict"], "fail");
 }

@@ -517,7 +517,10 @@ while True: signal.pause()\n";
     let (tx, lines) = std::sync::mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             if tx.send(line).is_err() {
                 break;
             }
@@ -534,7 +537,10 @@ while True: signal.pause()\n";
         let got = next(name);
         // python3 names SIGIO by its other name.
         let want = if name == "SIGIO" { "SIGPOLL" } else { name };
-        assert!(got == want || got == name, "sent {name} to init, the command got {got}");
+        assert!(
+            got == want || got == name,
+            "sent {name} to init, the command got {got}"
+        );
     }
     assert_eq!(child.wait().unwrap().code(), Some(7));
 }

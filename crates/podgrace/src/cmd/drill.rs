@@ -276,7 +276,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    if matches!(args.endpoint_lag, Some(LagArg::Fixed(l) | LagArg::Range { max: l, .. }) if l > MAX_DURATION) {
+    if matches!(args.endpoint_lag, Some(LagArg::Fixed(l) | LagArg::Range { max: l, .. }) if l > MAX_DURATION)
+    {
         return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
     }
     if args.iptables_min_sync_period > MAX_DURATION {
@@ -1092,7 +1093,11 @@ fn side_by_side(runs: &[&DrillReport], sleep: i64, lag: LagModel) -> String {
         ),
         other => format!("{:.1} s", other.nominal().as_secs_f64()),
     };
-    let _ = write!(s, "\nthe endpoint race, endpoint lag {lag_text}:\n  {:34}", "");
+    let _ = write!(
+        s,
+        "\nthe endpoint race, endpoint lag {lag_text}:\n  {:34}",
+        ""
+    );
     for h in heads.iter().take(runs.len()) {
         let _ = write!(s, " {h:>24}");
     }
