@@ -90,7 +90,7 @@ fn check_lags(terminations: &[serde_json::Value], seed: u64, log: &str) {
         assert!((lag - r.lag_of(pod).as_secs_f64()).abs() < 1e-9, "{t}");
         let removed = f(t, "endpointRemovedSeconds");
         assert!(
-            removed >= lag && removed <= lag + 0.2,
+            (lag..=lag + 0.2).contains(&removed),
             "{pod}: removed {removed} s, lag {lag} s\n{log}"
         );
     }
@@ -121,7 +121,7 @@ fn prestop_wait_loses_nothing_and_ends_each_pod_a_quiet_moment_after_its_own_lag
         let beyond = f(t, "endMinusLagSeconds");
         eprintln!("prestop-wait: {pod}: lag {lag:.2} s, ended {beyond:+.3} s past it");
         assert!(
-            beyond >= QUIET - 0.1 && beyond <= QUIET + 0.3,
+            (QUIET - 0.1..=QUIET + 0.3).contains(&beyond),
             "{pod}: ended {beyond:.3} s after its lag {lag:.2} s\n{t}\n{log}"
         );
         assert_eq!(t["failed"], 0);
