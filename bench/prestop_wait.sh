@@ -3,7 +3,8 @@
 # RSS under 2 MB). Each case runs in a fresh network and PID namespace (unshare), as in a pod:
 # `podgrace demo-app` on 127.0.0.1:8080, a python3 client opening RATE new connections per
 # second to it (Connection: close), and prestop-wait under /usr/bin/time for its whole --max
-# (the load never lets it become quiet; the idle case has --quiet longer than --max). With
+# (the load never lets it become quiet; the idle case has --quiet longer than --max): CPU, its
+# VmRSS halfway through the wait, and its max RSS (VmHWM, start-up included). With
 # --port and a second listener (8081) in the namespace, every sample with passive opens reads
 # /proc/net/tcp{,6}: the expensive case.
 #
@@ -13,7 +14,7 @@
 # target/release/podgrace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${SECS:-20}
+secs=${SECS:-20}; export SECS=$secs
 bin=${PODGRACE:-}
 if [ -z "$bin" ]; then
   bin=target/x86_64-unknown-linux-gnu/release/podgrace
@@ -57,12 +58,19 @@ run() { # NAME RATE ARGS...
     fi
     sleep 1
     shift 2
-    KUBECONFIG=$KCFG POD_NAME=bench /usr/bin/time -o "$OUT" -f "%e %U %S %M" "$0" prestop-wait "$@" >/dev/null || true
+    KUBECONFIG=$KCFG POD_NAME=bench /usr/bin/time -o "$OUT" -f "%e %U %S %M" "$0" prestop-wait "$@" >/dev/null &
+    timer=$!
+    # VmRSS while it waits: halfway through --max (the hook is the time process'"'"'s child).
+    sleep "$(( SECS / 2 ))"
+    pw=$(pgrep -P "$timer" | head -1)
+    awk "/^VmRSS:/ { print \$2 }" "/proc/$pw/status" > "$OUT.wait" 2>/dev/null || echo 0 > "$OUT.wait"
+    wait "$timer" || true
   ' "$bin" "$rate" "$load" "$@" >/dev/null 2>&1 </dev/null
   read -r wall user sys rss < <(tail -1 "$out")
-  awk -v n="$name" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" \
-    'BEGIN { printf "%-44s %6.1f s  CPU %5.2f s = %5.2f%% of a core  max RSS %5d kB\n", n, w, u + s, 100 * (u + s) / w, r }'
-  rm -f "$out"
+  waiting=$(cat "$out.wait" 2>/dev/null || echo 0)
+  awk -v n="$name" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" -v q="$waiting" \
+    'BEGIN { printf "%-44s %6.1f s  CPU %5.2f s = %5.2f%% of a core  RSS while waiting %5d kB  max RSS %5d kB\n", n, w, u + s, 100 * (u + s) / w, q, r }'
+  rm -f "$out" "$out.wait"
 }
 for round in 1 2 3; do
   echo "--- round $round"

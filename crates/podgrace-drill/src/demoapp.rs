@@ -4,7 +4,8 @@
 //! Behaviours on SIGTERM ([`OnSigterm`]):
 //! * `exit`: exit at once, closing the listener; requests in flight are cut (the app of cases
 //!   R07 and R02, and of every "no preStop" 502 report).
-//! * `drain`: stop accepting (the listener is closed), finish the requests in flight, close
+//! * `drain` (on [`podgrace_shutdown`]'s hyper integration): stop accepting (the listener is
+//!   closed), finish the requests in flight, close
 //!   keep-alive connections gracefully (HTTP/1.1: `Connection: close` on the next response, or
 //!   closed after [`DRAIN_IDLE_CLOSE`] idle; HTTP/2: GOAWAY at once) and return once no
 //!   connection and no request's work is left, or at the drain deadline ([`DemoConfig::drain`]; none: wait for ever,
@@ -51,7 +52,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -201,49 +202,29 @@ struct App {
     idle: tokio::sync::Notify,
     /// The sidecar's client to the upstream (keep-alive, HTTP/1.1).
     client: Option<Client<HttpConnector, Incoming>>,
-    started: Instant,
 }
 
 impl App {
     fn log(&self, msg: &str) {
         eprintln!("{}: {msg}", self.config.log_name());
     }
-
-    fn elapsed_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
 }
 
-/// Per-connection bookkeeping for the drain.
-#[derive(Default)]
-struct ConnState {
-    in_flight: AtomicUsize,
-    /// Milliseconds since the app's start at the end of the last request.
-    last_active_ms: AtomicU64,
-    h2: AtomicBool,
-}
-
-/// One request in flight, counted in the app and its connection until dropped (with the
+/// One request in flight, counted in the app until dropped (with the
 /// response body, or with the request's future when it is cut).
 struct InFlight {
     app: Arc<App>,
-    conn: Arc<ConnState>,
 }
 
 impl InFlight {
-    fn new(app: Arc<App>, conn: Arc<ConnState>) -> Self {
+    fn new(app: Arc<App>) -> Self {
         app.in_flight.fetch_add(1, Ordering::SeqCst);
-        conn.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight { app, conn }
+        InFlight { app }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.conn
-            .last_active_ms
-            .store(self.app.elapsed_ms(), Ordering::SeqCst);
-        self.conn.in_flight.fetch_sub(1, Ordering::SeqCst);
         if self.app.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.app.idle.notify_waiters();
         }
@@ -580,11 +561,161 @@ async fn handle(
     }
 }
 
+/// `drain` on [`podgrace_shutdown`]: its hyper integration serves until the first SIGTERM,
+/// then closes the listeners (no quiescence: the demo's preStop, if any, has already run),
+/// closes keep-alive connections gracefully (HTTP/1.1 `Connection: close`, or closed after
+/// [`podgrace_shutdown::hyper::IDLE_CLOSE`] idle, the same 1 s as [`DRAIN_IDLE_CLOSE`]; HTTP/2
+/// GOAWAY) and cuts what is left at the drain deadline (the shutdown's grace period with no
+/// margin; none for `unlimited`) or at a second SIGTERM. The app then still waits, within the
+/// same deadline, for requests whose work outlived their connection (R22).
+async fn serve_draining(
+    listener: TcpListener,
+    probe: Option<TcpListener>,
+    app: Arc<App>,
+    mut sigterm: mpsc::UnboundedReceiver<()>,
+) -> DemoExit {
+    use podgrace_shutdown::{Phase, Quiesce, Shutdown};
+    let built = Shutdown::builder()
+        .grace_period(app.config.drain.unwrap_or(Duration::MAX))
+        .margin(Duration::ZERO)
+        .quiesce(Quiesce::Skip)
+        .build();
+    let shutdown = match built {
+        Ok(s) => s,
+        // Only a grace period left to the environment can fail; this one is set.
+        Err(e) => {
+            app.log(&format!("cannot set up the drain ({e}), exiting"));
+            return DemoExit::DrainTimedOut;
+        }
+    };
+    let svc = {
+        let app = Arc::clone(&app);
+        service_fn(move |req: Request<Incoming>| {
+            let app = Arc::clone(&app);
+            async move {
+                // podgrace-shutdown keeps the connections' books; the app counts its own work.
+                let in_flight = InFlight::new(Arc::clone(&app));
+                let (resp, in_flight) = handle(req, &app, in_flight).await;
+                let (parts, inner) = resp.into_parts();
+                let body = Counted {
+                    inner,
+                    _in_flight: in_flight,
+                };
+                Ok::<_, Infallible>(Response::from_parts(parts, body))
+            }
+        })
+    };
+    let serving = async {
+        let probes = async {
+            match probe {
+                Some(p) => podgrace_shutdown::hyper::serve(p, svc.clone(), &shutdown)
+                    .await
+                    .map(|r| r.cut)
+                    .unwrap_or(0),
+                None => 0,
+            }
+        };
+        let (main, probes) = tokio::join!(
+            podgrace_shutdown::hyper::serve(listener, svc.clone(), &shutdown),
+            probes
+        );
+        main.map(|r| r.cut).unwrap_or(0) + probes
+    };
+    tokio::pin!(serving);
+    let deadline_text = match app.config.drain {
+        Some(d) => format!("drain deadline in {} s", d.as_secs_f64()),
+        None => "no drain deadline".to_string(),
+    };
+    let mut signals = 0;
+    let cut = loop {
+        tokio::select! {
+            cut = &mut serving => break cut,
+            signal = sigterm.recv(), if signals < 2 => {
+                let Some(()) = signal else {
+                    if signals == 0 {
+                        return DemoExit::SignalsClosed;
+                    }
+                    // No more signals can come: the drain goes on to its end.
+                    signals = 2;
+                    continue;
+                };
+                signals += 1;
+                let n = app.in_flight.load(Ordering::SeqCst);
+                if signals == 1 {
+                    app.sigterm.store(true, Ordering::SeqCst);
+                    app.draining.store(true, Ordering::SeqCst);
+                    app.log(&format!("received SIGTERM, draining {}", in_flight(n)));
+                    shutdown.trigger();
+                    app.log(&format!("listener closed with {}, {deadline_text}", in_flight(n)));
+                } else {
+                    app.log(&format!("received a second SIGTERM, exiting with {} cut", in_flight(n)));
+                    shutdown.trigger();
+                }
+            }
+        }
+    };
+    let over = |app: &App| {
+        let n = app.in_flight.load(Ordering::SeqCst);
+        let secs = app.config.drain.map_or(0.0, |d| d.as_secs_f64());
+        if !shutdown.escalated() {
+            app.log(&format!(
+                "drain time of {secs} s is over, exiting with {} cut",
+                in_flight(n)
+            ));
+        }
+        DemoExit::DrainTimedOut
+    };
+    if cut > 0 || shutdown.phase() == Phase::Cut {
+        return over(&app);
+    }
+    // Every connection is closed; work whose client went away may still run.
+    loop {
+        let idle = app.idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        if app.in_flight.load(Ordering::SeqCst) == 0 {
+            app.log("drained, exiting");
+            return DemoExit::Drained;
+        }
+        tokio::select! {
+            () = &mut idle => {}
+            () = shutdown.reached(Phase::Cut) => return over(&app),
+        }
+    }
+}
+
+/// The next connection of `main` or, if there is one, `probe`.
+async fn accept_either(
+    main: &TcpListener,
+    probe: Option<&TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match probe {
+        None => main.accept().await,
+        Some(probe) => tokio::select! {
+            a = main.accept() => a,
+            a = probe.accept() => a,
+        },
+    }
+}
+
 /// Serves HTTP/1.1 and h2c (prior knowledge) on `listener`; each message on `sigterm` is one
 /// SIGTERM. Returns when the behaviour says the process should exit; connections still open are
 /// then cut (their tasks are aborted). Never fails: accept errors are retried after 5 ms.
 pub async fn serve(
     listener: TcpListener,
+    config: DemoConfig,
+    sigterm: mpsc::UnboundedReceiver<()>,
+) -> DemoExit {
+    serve_with_probe(listener, None, config, sigterm).await
+}
+
+/// [`serve`], also answering on `probe` (`--probe-listen`): a second listener for the
+/// kubelet's probes, so that a preStop hook counting new connections on the serving port
+/// (`podgrace prestop-wait --port`) does not count the probes. Both listeners serve the same
+/// paths and close together when the drain starts.
+pub async fn serve_with_probe(
+    listener: TcpListener,
+    probe: Option<TcpListener>,
     config: DemoConfig,
     mut sigterm: mpsc::UnboundedReceiver<()>,
 ) -> DemoExit {
@@ -600,9 +731,7 @@ pub async fn serve(
         in_flight: AtomicUsize::new(0),
         idle: tokio::sync::Notify::new(),
         client,
-        started: Instant::now(),
     });
-    let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);
     let mut conns = tokio::task::JoinSet::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Ok(addr) = listener.local_addr() {
@@ -615,61 +744,33 @@ pub async fn serve(
             app.config.on_sigterm
         ));
     }
+    if let Some(addr) = probe.as_ref().and_then(|p| p.local_addr().ok()) {
+        app.log(&format!("answering probes on {addr} too"));
+    }
+    if app.config.on_sigterm == OnSigterm::Drain {
+        return serve_draining(listener, probe, app, sigterm).await;
+    }
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
+            accepted = accept_either(&listener, probe.as_ref()) => {
                 let Ok((stream, _)) = accepted else {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let cs = Arc::new(ConnState::default());
-                let (app2, cs2) = (Arc::clone(&app), Arc::clone(&cs));
+                let app2 = Arc::clone(&app);
                 let svc = service_fn(move |req: Request<Incoming>| {
-                    let (app, cs) = (Arc::clone(&app2), Arc::clone(&cs2));
+                    let app = Arc::clone(&app2);
                     async move {
-                        if req.version() == Version::HTTP_2 {
-                            cs.h2.store(true, Ordering::Relaxed);
-                        }
-                        let http11 = req.version() == Version::HTTP_11;
-                        let in_flight = InFlight::new(Arc::clone(&app), cs);
+                        let in_flight = InFlight::new(Arc::clone(&app));
                         let (resp, in_flight) = handle(req, &app, in_flight).await;
-                        let (mut parts, inner) = resp.into_parts();
-                        if app.draining.load(Ordering::SeqCst) && http11 {
-                            parts.headers.insert(CONNECTION, HeaderValue::from_static("close"));
-                        }
+                        let (parts, inner) = resp.into_parts();
                         let body = Counted { inner, _in_flight: in_flight };
                         Ok::<_, Infallible>(Response::from_parts(parts, body))
                     }
                 });
                 let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
-                let mut drain = drain_rx.clone();
-                let app = Arc::clone(&app);
                 conns.spawn(async move {
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => return,
-                        _ = drain.wait_for(|d| *d) => {}
-                    }
-                    // Draining: HTTP/2 gets GOAWAY now (its streams in flight go on); HTTP/1.1
-                    // closes after its next response (Connection: close) or once idle for
-                    // DRAIN_IDLE_CLOSE.
-                    if !cs.h2.load(Ordering::Relaxed) {
-                        let drain_started = app.elapsed_ms();
-                        loop {
-                            tokio::select! {
-                                _ = conn.as_mut() => return,
-                                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                            }
-                            let idle_since = cs.last_active_ms.load(Ordering::SeqCst).max(drain_started);
-                            if cs.in_flight.load(Ordering::SeqCst) == 0
-                                && app.elapsed_ms().saturating_sub(idle_since) >= DRAIN_IDLE_CLOSE.as_millis() as u64
-                            {
-                                break;
-                            }
-                        }
-                    }
-                    conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
                 });
             }
@@ -687,56 +788,9 @@ pub async fn serve(
                         return DemoExit::ExitedOnSigterm;
                     }
                     OnSigterm::Ignore => app.log(&format!("received SIGTERM, ignoring it ({})", in_flight(n))),
-                    OnSigterm::Drain => {
-                        app.log(&format!("received SIGTERM, draining {}", in_flight(n)));
-                        break;
-                    }
+                    // Served by serve_draining from the start: never here.
+                    OnSigterm::Drain => {}
                 }
-            }
-        }
-    }
-    // The listener is closed before readiness fails, so a 503 means new connections are refused.
-    drop(listener);
-    app.draining.store(true, Ordering::SeqCst);
-    let _ = drain_tx.send(true);
-    let deadline_text = match app.config.drain {
-        Some(d) => format!("drain deadline in {} s", d.as_secs_f64()),
-        None => "no drain deadline".to_string(),
-    };
-    app.log(&format!(
-        "listener closed, {} open, {deadline_text}",
-        match conns.len() {
-            1 => "1 connection".to_string(),
-            n => format!("{n} connections"),
-        }
-    ));
-    let drain = app.config.drain;
-    let deadline = async move {
-        match drain {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(deadline);
-    // Drained once no connection is left and no request's work is still running (a request
-    // whose client went away included).
-    loop {
-        let idle = app.idle.notified();
-        tokio::pin!(idle);
-        idle.as_mut().enable();
-        let working = app.in_flight.load(Ordering::SeqCst);
-        if conns.is_empty() && working == 0 {
-            app.log("drained, exiting");
-            return DemoExit::Drained;
-        }
-        tokio::select! {
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            () = &mut idle, if working > 0 => {}
-            _ = &mut deadline => {
-                let n = app.in_flight.load(Ordering::SeqCst);
-                let secs = drain.map_or(0.0, |d| d.as_secs_f64());
-                app.log(&format!("drain time of {secs} s is over, exiting with {} cut", in_flight(n)));
-                return DemoExit::DrainTimedOut;
             }
         }
     }

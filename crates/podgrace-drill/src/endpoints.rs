@@ -21,6 +21,7 @@
 use podgrace_core::rules::endpoints::{
     categorize_endpoints, ProxyEndpoint, ServiceTrafficPolicies, TrafficPolicy,
 };
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -262,19 +263,64 @@ pub enum LagModel {
         min_sync_period: Duration,
         burst: u32,
     },
+    /// Each pod's changes arrive after a lag of its own, drawn from a uniform range
+    /// ([`LagRange::lag_of`]): pods behind load balancers (or nodes) that are slow or fast to
+    /// follow the EndpointSlice.
+    PerPod(LagRange),
 }
 
 impl LagModel {
-    /// The lag the advice reckons with: the fixed lag, or for kube-proxy's sync the longest it
-    /// can put a change off (`min_sync_period`).
+    /// The lag the advice reckons with: the fixed lag, for kube-proxy's sync the longest it
+    /// can put a change off (`min_sync_period`), for per-pod lags the largest of the range.
     pub fn nominal(self) -> Duration {
         match self {
             LagModel::Fixed(l) => l,
             LagModel::KubeProxy {
                 min_sync_period, ..
             } => min_sync_period,
+            LagModel::PerPod(r) => r.max,
         }
     }
+
+    /// The lag of `pod`'s changes: [`LagRange::lag_of`] for per-pod lags, else
+    /// [`LagModel::nominal`].
+    pub fn lag_of(self, pod: &str) -> Duration {
+        match self {
+            LagModel::PerPod(r) => r.lag_of(pod),
+            other => other.nominal(),
+        }
+    }
+}
+
+/// `--endpoint-lag MIN..MAX` with `--seed`: per-pod endpoint lags, uniform in `[min, max]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LagRange {
+    pub min: Duration,
+    pub max: Duration,
+    pub seed: u64,
+}
+
+impl LagRange {
+    /// The lag of `pod`: uniform in `[min, max]`, drawn by a generator seeded with the seed and
+    /// the pod's name (FNV-1a), so the same seed gives a pod the same lag in every run, whatever
+    /// order the pods start in.
+    pub fn lag_of(&self, pod: &str) -> Duration {
+        use rand::{RngExt as _, SeedableRng as _};
+        let name = pod.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ name);
+        let span = self.max.saturating_sub(self.min);
+        self.min + span.mul_f64(rng.random::<f64>())
+    }
+}
+
+/// What the handle sends its delivery task.
+enum Update {
+    /// The view was set to this at once ([`EndpointsHandle::publish_now`]).
+    Baseline(EndpointSet),
+    /// A set published at this instant.
+    Published(Instant, EndpointSet),
 }
 
 /// What a sync programs besides the view: the kernel's rules of kube-proxy mode
@@ -292,7 +338,7 @@ pub trait RouteSink: Send + Sync {
 pub struct EndpointsHandle {
     view: Arc<View>,
     model: LagModel,
-    tx: mpsc::UnboundedSender<(Instant, EndpointSet)>,
+    tx: mpsc::UnboundedSender<Update>,
     sink: Option<Arc<dyn RouteSink>>,
 }
 
@@ -313,11 +359,12 @@ impl EndpointsHandle {
     /// A handle whose changes reach the view as `model` says, each sync also programming `sink`.
     pub fn with_model(model: LagModel, sink: Option<Arc<dyn RouteSink>>) -> Self {
         let view = Arc::new(View::default());
-        let (tx, rx) = mpsc::unbounded_channel::<(Instant, EndpointSet)>();
+        let (tx, rx) = mpsc::unbounded_channel::<Update>();
         let v = Arc::clone(&view);
         let s = sink.clone();
         match model {
-            LagModel::Fixed(_) => tokio::spawn(deliver_fixed(rx, v, s)),
+            LagModel::Fixed(lag) => tokio::spawn(deliver_fixed(rx, v, s, lag)),
+            LagModel::PerPod(range) => tokio::spawn(deliver_per_pod(rx, v, s, range)),
             LagModel::KubeProxy {
                 min_sync_period,
                 burst,
@@ -354,9 +401,8 @@ impl EndpointsHandle {
     /// Publishes a new EndpointSet; the proxy sees it `lag` from now (fixed lag) or with the
     /// sync that takes it (kube-proxy).
     pub fn publish(&self, set: EndpointSet) {
-        let due = Instant::now() + self.model.nominal();
         // The delivery task lives as long as a sender does, so the send cannot fail here.
-        let _ = self.tx.send((due, set));
+        let _ = self.tx.send(Update::Published(Instant::now(), set));
     }
 
     /// Sets the proxy's view at once (no lag): for the initial endpoints. Updates published
@@ -367,6 +413,7 @@ impl EndpointsHandle {
         if let Some(sink) = &self.sink {
             sink.program(&routes);
         }
+        let _ = self.tx.send(Update::Baseline(set));
     }
 }
 
@@ -386,13 +433,79 @@ async fn apply(view: &Arc<View>, sink: &Option<Arc<dyn RouteSink>>, set: &[Endpo
 /// A fixed lag: updates arrive in publication order and share one lag, so delivering them in
 /// order after sleeping until each one's due time keeps the order and the lag exact.
 async fn deliver_fixed(
-    mut rx: mpsc::UnboundedReceiver<(Instant, EndpointSet)>,
+    mut rx: mpsc::UnboundedReceiver<Update>,
     view: Arc<View>,
     sink: Option<Arc<dyn RouteSink>>,
+    lag: Duration,
 ) {
-    while let Some((due, set)) = rx.recv().await {
-        tokio::time::sleep_until(due).await;
+    while let Some(update) = rx.recv().await {
+        let Update::Published(at, set) = update else {
+            continue;
+        };
+        tokio::time::sleep_until(at + lag).await;
         apply(&view, &sink, &set).await;
+    }
+}
+
+/// Per-pod lags: each pod's change (joined, changed, left) is due its own lag after the set
+/// that made it was published; due changes are applied to the delivered set in due order (one
+/// pod's changes share its lag, so they keep their order), and the proxy gets the whole set.
+async fn deliver_per_pod(
+    mut rx: mpsc::UnboundedReceiver<Update>,
+    view: Arc<View>,
+    sink: Option<Arc<dyn RouteSink>>,
+    range: LagRange,
+) {
+    let by_pod = |set: EndpointSet| -> BTreeMap<String, Endpoint> {
+        set.into_iter().map(|e| (e.pod.clone(), e)).collect()
+    };
+    let mut published: BTreeMap<String, Endpoint> = BTreeMap::new();
+    let mut delivered: BTreeMap<String, Endpoint> = BTreeMap::new();
+    // (due, sequence) -> (pod, its endpoint then, or none: it left).
+    let mut pending: BTreeMap<(Instant, u64), (String, Option<Endpoint>)> = BTreeMap::new();
+    let mut seq = 0u64;
+    loop {
+        let next = pending.keys().next().map(|(due, _)| *due);
+        tokio::select! {
+            got = rx.recv() => match got {
+                None => return,
+                Some(Update::Baseline(set)) => {
+                    published = by_pod(set);
+                    delivered = published.clone();
+                    pending.clear();
+                }
+                Some(Update::Published(at, set)) => {
+                    let new = by_pod(set);
+                    let pods: std::collections::BTreeSet<&String> =
+                        published.keys().chain(new.keys()).collect();
+                    for pod in pods {
+                        if published.get(pod) != new.get(pod) {
+                            seq += 1;
+                            pending.insert(
+                                (at + range.lag_of(pod), seq),
+                                (pod.clone(), new.get(pod).cloned()),
+                            );
+                        }
+                    }
+                    published = new;
+                }
+            },
+            () = async { tokio::time::sleep_until(next.unwrap_or_else(Instant::now)).await }, if next.is_some() => {
+                let now = Instant::now();
+                while let Some(entry) = pending.first_entry() {
+                    if entry.key().0 > now {
+                        break;
+                    }
+                    let (pod, endpoint) = entry.remove();
+                    match endpoint {
+                        Some(e) => delivered.insert(pod, e),
+                        None => delivered.remove(&pod),
+                    };
+                }
+                let set: EndpointSet = delivered.values().cloned().collect();
+                apply(&view, &sink, &set).await;
+            }
+        }
     }
 }
 
@@ -400,7 +513,7 @@ async fn deliver_fixed(
 /// (`tryRun`); a sync applies the latest set (a periodic sync without a change has nothing to
 /// apply, and takes its token as upstream's does).
 async fn deliver_synced(
-    mut rx: mpsc::UnboundedReceiver<(Instant, EndpointSet)>,
+    mut rx: mpsc::UnboundedReceiver<Update>,
     view: Arc<View>,
     sink: Option<Arc<dyn RouteSink>>,
     mut runner: crate::sync::SyncRunner,
@@ -412,7 +525,9 @@ async fn deliver_synced(
         let timer = origin + runner.timer_at();
         tokio::select! {
             got = rx.recv() => match got {
-                Some((_, set)) => latest = Some(set),
+                Some(Update::Published(_, set)) => latest = Some(set),
+                // The view was set directly: no change for the sync to take.
+                Some(Update::Baseline(_)) => continue,
                 None => return,
             },
             () = tokio::time::sleep_until(timer) => {}
@@ -506,6 +621,83 @@ mod tests {
             "removed at t + L"
         );
         assert!(Instant::now() - t0 >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn per_pod_lags_are_uniform_in_the_range_and_seeded() {
+        let r = LagRange {
+            min: Duration::from_millis(500),
+            max: Duration::from_secs(5),
+            seed: 7,
+        };
+        let lags: Vec<Duration> = (1..=200).map(|i| r.lag_of(&format!("web-{i}"))).collect();
+        assert!(lags.iter().all(|l| (r.min..=r.max).contains(l)), "{lags:?}");
+        // Uniform: about a quarter in each quarter of the range (200 draws, 50 ± 20).
+        let quarter = (r.max - r.min) / 4;
+        for q in 0..4u32 {
+            let lo = r.min + quarter * q;
+            let n = lags
+                .iter()
+                .filter(|l| **l >= lo && **l < lo + quarter)
+                .count();
+            assert!((30..=70).contains(&n), "quarter {q}: {n} of 200");
+        }
+        // The same seed and name give the same lag; another seed another one.
+        assert_eq!(r.lag_of("web-1"), lags[0]);
+        assert_ne!(LagRange { seed: 8, ..r }.lag_of("web-1"), lags[0]);
+    }
+
+    /// Two pods with lags of their own: each one's removal reaches the proxy at its own lag,
+    /// a pod that joins later at its own lag after it joined.
+    #[tokio::test(start_paused = true)]
+    async fn per_pod_lags_deliver_each_pods_change_after_its_own_lag() {
+        let range = LagRange {
+            min: Duration::from_millis(500),
+            max: Duration::from_secs(5),
+            seed: 1,
+        };
+        let (la, lb) = (range.lag_of("a"), range.lag_of("b"));
+        assert!(la != lb, "the test needs two different lags: {la:?} {lb:?}");
+        let h = EndpointsHandle::with_model(LagModel::PerPod(range), None);
+        let (a, b, c) = (
+            Endpoint::ready("a", addr(1)),
+            Endpoint::ready("b", addr(2)),
+            Endpoint::ready("c", addr(3)),
+        );
+        h.publish_now(vec![a.clone(), b.clone(), c.clone()]);
+        let t0 = Instant::now();
+        h.publish(vec![a.terminating(true), b.terminating(true), c.clone()]);
+        let routed = |h: &EndpointsHandle| -> Vec<String> {
+            h.view()
+                .routes()
+                .targets
+                .iter()
+                .map(|e| e.pod.clone())
+                .collect()
+        };
+        let (first, second, l1, l2) = if la < lb {
+            ("a", "b", la, lb)
+        } else {
+            ("b", "a", lb, la)
+        };
+        tokio::time::sleep_until(t0 + l1 - Duration::from_millis(1)).await;
+        assert_eq!(routed(&h).len(), 3, "nothing before the shorter lag");
+        tokio::time::sleep_until(t0 + l1 + Duration::from_millis(1)).await;
+        assert!(!routed(&h).contains(&first.to_string()), "{:?}", routed(&h));
+        assert!(routed(&h).contains(&second.to_string()));
+        tokio::time::sleep_until(t0 + l2 - Duration::from_millis(1)).await;
+        assert!(routed(&h).contains(&second.to_string()));
+        tokio::time::sleep_until(t0 + l2 + Duration::from_millis(1)).await;
+        assert_eq!(routed(&h), ["c"]);
+        // Measured on the view: each at its own lag (the paused clock's timers are whole
+        // milliseconds, so up to 1 ms late).
+        for (pod, l) in [(first, l1), (second, l2)] {
+            let left = h.view().left_at(pod).map(|t| t - t0).unwrap();
+            assert!(
+                left >= l && left <= l + Duration::from_millis(1),
+                "{pod}: {left:?} {l:?}"
+            );
+        }
     }
 
     /// kube-proxy's sync (minSyncPeriod 1 s, burst 2) on tokio's paused clock: a new pod added at

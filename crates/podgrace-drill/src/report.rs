@@ -305,6 +305,9 @@ pub struct DrillReport {
     pub latency_ms: LatencyMs,
     /// The `run` report of each pod (built by the node layer).
     pub pods: Vec<serde_json::Value>,
+    /// Each disrupted pod's termination against its own endpoint lag, in pod order (set by the
+    /// caller; empty after [`DrillReport::build`]).
+    pub terminations: Vec<TerminationFigures>,
     /// The long-lived streams, when the drill held any (`--streams`, `--idle-streams`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streams: Option<StreamSummary>,
@@ -454,15 +457,52 @@ pub struct DrillSettings {
     pub proxy_implementation: Option<&'static str>,
     /// `new-connection`, `keep-alive` or `keep-alive-careful`.
     pub client: &'static str,
-    /// `fixed` (`endpointLagSeconds` after each change) or `kube-proxy` (its sync, with
-    /// `endpointLagSeconds` its minSyncPeriod).
+    /// `fixed` (`endpointLagSeconds` after each change), `kube-proxy` (its sync, with
+    /// `endpointLagSeconds` its minSyncPeriod) or `per-pod` (each pod's own lag, drawn from
+    /// `endpointLagRange`; `endpointLagSeconds` its maximum).
     pub endpoint_lag_model: &'static str,
+    /// `per-pod` lags: the range they are drawn from (uniform) and the seed; else `null`.
+    pub endpoint_lag_range: Option<LagRangeSettings>,
     /// `http1` or `h2c`.
     pub protocol: &'static str,
     /// How long the load ran, seconds.
     pub duration_seconds: f64,
     /// Replicas before the disruption.
     pub replicas: usize,
+}
+
+/// `endpointLagRange`: `--endpoint-lag MIN..MAX` and `--seed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LagRangeSettings {
+    pub min_seconds: f64,
+    pub max_seconds: f64,
+    pub seed: u64,
+}
+
+/// `terminations[]`: one disrupted pod's termination measured against its own endpoint lag.
+/// Every instant is in seconds after the pod's deletion (or eviction) was sent.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminationFigures {
+    pub pod: String,
+    /// The lag of its endpoint changes (`--endpoint-lag`, drawn for this pod when it is a
+    /// range), seconds.
+    pub endpoint_lag_seconds: f64,
+    /// When its endpoint left the proxy's routes, as measured on the proxy's view; `null` if it
+    /// was still routed when the drill ended.
+    pub endpoint_removed_seconds: Option<f64>,
+    /// When its stop signal was sent (after the preStop hook); `null` if it was not.
+    pub stop_signal_seconds: Option<f64>,
+    /// When the last of its containers exited: the end of its termination; `null` if none did
+    /// while the drill watched.
+    pub ended_seconds: Option<f64>,
+    /// `endedSeconds - endpointLagSeconds`: how long the termination went on after the proxy
+    /// stopped sending it new connections (negative: it ended before that, and requests sent to
+    /// it in between failed).
+    pub end_minus_lag_seconds: Option<f64>,
+    /// Failed requests that reached it.
+    pub failed: u64,
 }
 
 /// `failuresByPod[]`: the failed requests that reached one pod (or none: `pod` is `null`).
@@ -527,6 +567,7 @@ impl DrillReport {
             failures_by_pod: PodFailures::group(attributions),
             latency_ms: LatencyMs::from_histogram_us(&load.latency_us),
             pods,
+            terminations: Vec::new(),
             streams,
             advice: Vec::new(),
             findings: Findings::default(),

@@ -42,7 +42,7 @@ use crate::proxy::netfilter::Netfilter;
 use crate::proxy::{Balancing, Mode, PinnedConnection, Proxy, ProxyConfig, ProxyRecord};
 use crate::report::{
     attribute, attribute_streams, by_index, Attribution, DrillReport, DrillSettings,
-    PodTermination, StreamSummary,
+    LagRangeSettings, PodTermination, StreamSummary, TerminationFigures,
 };
 use crate::streams::{StreamConfig, StreamRecord, Streams};
 
@@ -137,6 +137,12 @@ pub fn lag_text(lag: LagModel) -> String {
         } => format!(
             "kube-proxy's sync, minSyncPeriod {:.1} s",
             min_sync_period.as_secs_f64()
+        ),
+        LagModel::PerPod(r) => format!(
+            "per pod, uniform in {:.1}..{:.1} s (seed {})",
+            r.min.as_secs_f64(),
+            r.max.as_secs_f64(),
+            r.seed
         ),
     }
 }
@@ -304,7 +310,14 @@ async fn drill<R: RuntimeService + 'static>(
         let handle = run_pod(runtime.clone(), plan.clone(), opts, events.clone());
         let status = handle.status();
         watch_status(plan.name.clone(), status.clone(), change_tx.clone());
-        let _ = log.send(format!("{}: created", plan.name));
+        let _ = log.send(match config.lag {
+            LagModel::PerPod(r) => format!(
+                "{}: created (its endpoint lag {:.2} s)",
+                plan.name,
+                r.lag_of(&plan.name).as_secs_f64()
+            ),
+            _ => format!("{}: created", plan.name),
+        });
         replicas.push(Replica {
             name: plan.name,
             handle,
@@ -437,6 +450,8 @@ async fn drill<R: RuntimeService + 'static>(
 
     tokio::time::sleep(config.disrupt_after).await;
     let mut disrupted: Vec<usize> = Vec::new();
+    // When each disrupted pod's deletion (or eviction) was sent, since the epoch.
+    let mut deleted_at: HashMap<usize, Duration> = HashMap::new();
     match config.scenario {
         Scenario::Rollout => {
             let old: Vec<usize> = (0..replicas.len()).collect();
@@ -461,12 +476,14 @@ async fn drill<R: RuntimeService + 'static>(
                 replicas[i]
                     .handle
                     .send(PodCommand::Delete(KubectlDeleteFlags::default()));
+                deleted_at.insert(i, epoch.elapsed());
                 disrupted.push(i);
             }
         }
         Scenario::Delete => {
             let _ = log.send(format!("{}: deleting", replicas[0].name));
             replicas[0].handle.send(PodCommand::Delete(config.delete));
+            deleted_at.insert(0, epoch.elapsed());
             disrupted.push(0);
         }
         Scenario::Evict { hard } => {
@@ -475,6 +492,7 @@ async fn drill<R: RuntimeService + 'static>(
                 hard,
                 eviction_max_pod_grace_period: config.eviction_max_pod_grace_period,
             });
+            deleted_at.insert(0, epoch.elapsed());
             disrupted.push(0);
         }
     }
@@ -587,7 +605,7 @@ async fn drill<R: RuntimeService + 'static>(
             });
         }
         chart.push(ChartEvent {
-            at: left_at(name).unwrap_or(t.started + lag),
+            at: left_at(name).unwrap_or(t.started + config.lag.lag_of(name)),
             label: format!("{name}: endpoint removed"),
         });
         terminations.push(t);
@@ -649,6 +667,44 @@ async fn drill<R: RuntimeService + 'static>(
         pods,
         stream_summary,
     );
+    let figures = reports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (name, _))| {
+            let deleted = *deleted_at.get(&i)?;
+            let after = |t: Duration| t.as_secs_f64() - deleted.as_secs_f64();
+            let own_lag = config.lag.lag_of(name).as_secs_f64();
+            // The last container's exit; none while any container has not exited.
+            let exits: Vec<Option<Duration>> = container_stops
+                .iter()
+                .filter(|c| &c.pod == name)
+                .map(|c| c.exited)
+                .collect();
+            let ended = if exits.iter().any(Option::is_none) {
+                None
+            } else {
+                exits.iter().flatten().max().map(|e| after(*e))
+            };
+            Some(TerminationFigures {
+                pod: name.clone(),
+                endpoint_lag_seconds: own_lag,
+                endpoint_removed_seconds: left_at(name).map(after),
+                stop_signal_seconds: terminations
+                    .iter()
+                    .find(|t| &t.pod == name)
+                    .and_then(|t| t.stop_signal)
+                    .map(after),
+                ended_seconds: ended,
+                end_minus_lag_seconds: ended.map(|e| e - own_lag),
+                failed: report
+                    .failures_by_pod
+                    .iter()
+                    .find(|f| f.pod.as_deref() == Some(name.as_str()))
+                    .map_or(0, |f| f.failed),
+            })
+        })
+        .collect();
+    report.terminations = figures;
     let pods_of = |records: &[ProxyRecord]| -> HashMap<u64, String> {
         by_index(records)
             .into_iter()
@@ -716,6 +772,15 @@ async fn drill<R: RuntimeService + 'static>(
         endpoint_lag_model: match config.lag {
             LagModel::Fixed(_) => "fixed",
             LagModel::KubeProxy { .. } => "kube-proxy",
+            LagModel::PerPod(_) => "per-pod",
+        },
+        endpoint_lag_range: match config.lag {
+            LagModel::PerPod(r) => Some(LagRangeSettings {
+                min_seconds: r.min.as_secs_f64(),
+                max_seconds: r.max.as_secs_f64(),
+                seed: r.seed,
+            }),
+            _ => None,
         },
         protocol: match config.protocol {
             Protocol::Http1 => "http1",

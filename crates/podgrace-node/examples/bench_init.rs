@@ -8,7 +8,8 @@
 //! * **memory**: the init's VmRSS, split into RssAnon (its private memory) and RssFile (pages of
 //!   its binary and libraries, shared with every process mapping them), and its PSS
 //!   (`/proc/PID/smaps_rollup`: shared pages divided among the processes mapping them) after
-//!   the signals.
+//!   the signals; and its VmHWM, the peak (for `podgrace init`, the start-up pages it then
+//!   drops).
 //!
 //! Rounds alternate the inits; each figure is the median over rounds.
 //!
@@ -63,6 +64,8 @@ struct Measure {
     p99_us: f64,
     max_us: f64,
     rss_kb: u64,
+    /// VmHWM: the peak, at start-up (before `podgrace init` drops its start-up pages).
+    hwm_kb: u64,
     anon_kb: u64,
     file_kb: u64,
     pss_kb: u64,
@@ -113,6 +116,7 @@ fn run_one(argv: &[String], signals: usize) -> Measure {
             p99_us: q(0.99),
             max_us: *lat.last().unwrap(),
             rss_kb: status_kb(pid, "status", "VmRSS:"),
+            hwm_kb: status_kb(pid, "status", "VmHWM:"),
             anon_kb: status_kb(pid, "status", "RssAnon:"),
             file_kb: status_kb(pid, "status", "RssFile:"),
             pss_kb: status_kb(pid, "smaps_rollup", "Pss:"),
@@ -183,18 +187,27 @@ fn main() {
             .join(" ")
     );
     println!(
-        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "init (PID 1)", "VmRSS kB", "anon kB", "file kB", "PSS kB", "p50 µs", "p99 µs", "max µs"
+        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "init (PID 1)",
+        "VmRSS kB",
+        "anon kB",
+        "file kB",
+        "PSS kB",
+        "VmHWM kB",
+        "p50 µs",
+        "p99 µs",
+        "max µs"
     );
     for ((name, _), ms) in inits.iter().zip(&results) {
         let col = |f: fn(&Measure) -> f64| median(ms.iter().map(f).collect());
         println!(
-            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1}",
+            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1}",
             name,
             col(|m| m.rss_kb as f64),
             col(|m| m.anon_kb as f64),
             col(|m| m.file_kb as f64),
             col(|m| m.pss_kb as f64),
+            col(|m| m.hwm_kb as f64),
             col(|m| m.p50_us),
             col(|m| m.p99_us),
             col(|m| m.max_us)

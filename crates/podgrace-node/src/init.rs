@@ -140,6 +140,9 @@ pub fn run(opts: InitOptions) -> Result<u8, InitError> {
     }
     let start = Instant::now();
     let mut forwarder = Forwarder::new(opts.config.clone());
+    // Start-up is over: what it left mapped of the executable goes (the loop maps back the
+    // few pages it uses). See the README's init benchmark.
+    crate::pages::release_start_up_pages();
     loop {
         if let Some(exit) = reap(child_pid) {
             remove_ready_file(&opts);

@@ -12,6 +12,8 @@
 //!   attempt, and the periodic worker.
 //! * [`httpget`]: the kubelet's HTTP GET client shared by hooks and probes.
 //! * [`init`]: `podgrace init`, a PID 1 for containers (signal forwarding, reaping).
+//! * [`pages`]: unmapping the executable's start-up pages for the verbs that stay resident in
+//!   users' containers (init, prestop-wait).
 //! * [`kubelet`]: the pod task that starts, supervises and terminates a pod with the rules of
 //!   `podgrace-core`, calling the runtime only through the CRI-shaped trait.
 //!
@@ -27,6 +29,8 @@ pub mod httpget;
 #[allow(unsafe_code)] // signal masks and kill(2) as PID 1
 pub mod init;
 pub mod kubelet;
+#[allow(unsafe_code)] // madvise(2) of the executable's start-up pages
+pub mod pages;
 pub mod probes;
 #[allow(unsafe_code)] // fork/exec of containers (spawner)
 pub mod process;

@@ -153,7 +153,7 @@ fn unlimited_drain_waits_for_an_idle_stream_until_the_client_goes_away() {
     let log: Vec<String> = lines.iter().collect();
     assert!(
         log.iter()
-            .any(|l| l == "demo-app: listener closed, 1 connection open, no drain deadline"),
+            .any(|l| l == "demo-app: listener closed with 1 in-flight request, no drain deadline"),
         "{log:?}"
     );
     assert!(

@@ -205,6 +205,10 @@ fn bad_drill_values_are_refused_before_anything_starts() {
         vec!["drill", "--protocol", "h3"],
         vec!["drill", "--path", "/a b"],
         vec!["drill", "--endpoint-lag", "99999999d"],
+        vec!["drill", "--endpoint-lag", "5s..1s"],
+        vec!["drill", "--endpoint-lag", "1s..99999999d"],
+        vec!["drill", "--endpoint-lag", "1s..soon"],
+        vec!["drill", "--seed", "-1"],
         vec!["drill", "--pod-network", "127.0.0.0/24"],
         vec!["drill", "--duration", "1000h"],
     ] {
@@ -332,9 +336,15 @@ fn flags_without_effect_are_named() {
         "4",
         "--stream-seconds",
         "5",
+        "--seed",
+        "3",
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
+    assert!(
+        err.contains("drill: --seed has no effect: it draws the per-pod lags of --endpoint-lag MIN..MAX, and the lag is not a range"),
+        "{err}"
+    );
     assert!(
         err.contains(
             "drill: --connections, --path have no effect: --rps 0 sends no requests, only streams"

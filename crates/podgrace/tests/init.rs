@@ -470,3 +470,77 @@ fn usage_errors_are_refused_with_exit_2_and_a_missing_command_is_127() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "-g --map\n");
 }
+
+/// Every catchable signal sent to init reaches the command, in order, and init keeps running
+/// (as tini, all but SIGCHLD, which init reaps for, SIGTTIN and SIGTTOU, which it absorbs, and
+/// the synchronous faults). The command is a python3 process that handles each and prints its
+/// name; SIGTERM last ends it, and init exits with its code.
+#[test]
+fn every_catchable_signal_is_forwarded_to_the_command() {
+    use rustix::process::Signal;
+    use std::io::BufRead as _;
+    let script = "import signal, sys\n\
+def on(n, f):\n    print(signal.Signals(n).name, flush=True)\n    if n == signal.SIGTERM: sys.exit(7)\n\
+for s in sys.argv[1:]: signal.signal(getattr(signal, s), on)\n\
+print('ready', flush=True)\n\
+while True: signal.pause()\n";
+    let signals = [
+        ("SIGHUP", Signal::HUP),
+        ("SIGINT", Signal::INT),
+        ("SIGQUIT", Signal::QUIT),
+        ("SIGUSR1", Signal::USR1),
+        ("SIGUSR2", Signal::USR2),
+        ("SIGPIPE", Signal::PIPE),
+        ("SIGALRM", Signal::ALARM),
+        ("SIGCONT", Signal::CONT),
+        ("SIGTSTP", Signal::TSTP),
+        ("SIGURG", Signal::URG),
+        ("SIGXCPU", Signal::XCPU),
+        ("SIGXFSZ", Signal::XFSZ),
+        ("SIGVTALRM", Signal::VTALARM),
+        ("SIGPROF", Signal::PROF),
+        ("SIGWINCH", Signal::WINCH),
+        ("SIGIO", Signal::IO),
+        ("SIGPWR", Signal::POWER),
+        ("SIGTERM", Signal::TERM),
+    ];
+    let mut child = Command::new(PODGRACE)
+        .args(["init", "--", "/usr/bin/python3", "-c", script])
+        .args(signals.iter().map(|(name, _)| name))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    // Lines through a channel, so that a signal that is not forwarded fails the test instead of
+    // hanging it.
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the command never printed {what}"))
+    };
+    assert_eq!(next("ready"), "ready");
+    for (name, signal) in signals {
+        rustix::process::kill_process(init, signal).unwrap();
+        let got = next(name);
+        // python3 names SIGIO by its other name.
+        let want = if name == "SIGIO" { "SIGPOLL" } else { name };
+        assert!(
+            got == want || got == name,
+            "sent {name} to init, the command got {got}"
+        );
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+}

@@ -17,6 +17,11 @@ pub struct Args {
     /// The address to listen on.
     #[arg(long, default_value = "0.0.0.0:8080")]
     listen: SocketAddr,
+    /// A second address serving the same paths, for the kubelet's probes, so that a preStop
+    /// `podgrace prestop-wait --port PORT` counting the serving port's new connections does
+    /// not count the probes' (the kubelet keeps probing readiness while a pod terminates).
+    #[arg(long, value_name = "IP:PORT")]
+    probe_listen: Option<SocketAddr>,
     /// What to do on SIGTERM: exit (at once, closing the listener), drain (stop accepting, finish
     /// in-flight requests and streams, close keep-alive connections, exit when no connection is
     /// left or at the --drain-seconds deadline), ignore (keep serving).
@@ -124,6 +129,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     listener
         .set_nonblocking(true)
         .context("cannot make the listener non-blocking")?;
+    let probe = match args.probe_listen {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| BadInput(format!("cannot listen on {addr} (--probe-listen): {e}")))?;
+            l.set_nonblocking(true)
+                .context("cannot make the probe listener non-blocking")?;
+            Some(l)
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -131,6 +146,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     rt.block_on(async move {
         let listener =
             tokio::net::TcpListener::from_std(listener).context("cannot register the listener")?;
+        let probe = probe
+            .map(tokio::net::TcpListener::from_std)
+            .transpose()
+            .context("cannot register the probe listener")?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("cannot install the SIGTERM handler")?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -142,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         });
         tokio::select! {
-            exit = demoapp::serve(listener, config, rx) => {
+            exit = demoapp::serve_with_probe(listener, probe, config, rx) => {
                 eprintln!("{name}: exiting ({exit:?})");
             }
             _ = tokio::signal::ctrl_c() => eprintln!("{name}: received SIGINT, exiting"),

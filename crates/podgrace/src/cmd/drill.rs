@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
 use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
-use podgrace_drill::endpoints::{LagModel, LagPreset};
+use podgrace_drill::endpoints::{LagModel, LagPreset, LagRange};
 use podgrace_drill::html::{html_report, write_report};
 use podgrace_drill::load::{scheduled_requests, ClientKind, Protocol, MAX_REQUESTS};
 use podgrace_drill::proxy::Balancing;
@@ -39,7 +39,7 @@ pub struct Args {
     /// --scenario delete's delete: kubectl's --grace-period, --force and --now.
     #[command(flatten)]
     delete: DeleteArgs,
-    /// Replicas [default: the Deployment's, else 2].
+    /// Replicas [default: the Deployment's, else 2; the built-in demo: 3].
     #[arg(long)]
     replicas: Option<usize>,
     /// Requests per second (0: no requests, only the streams of --streams/--idle-streams).
@@ -66,19 +66,25 @@ pub struct Args {
     /// How long the load runs (`8s`, `1m`).
     #[arg(long, default_value = "8s", value_parser = super::parse_duration)]
     duration: Duration,
-    /// The endpoint lag L: a duration, in-cluster (1 s), ingress (30 s), cloud-lb (120 s), or
+    /// The endpoint lag L: a duration, in-cluster (1 s), ingress (30 s), cloud-lb (120 s),
     /// kube-proxy (its bounded-frequency sync: at once while a sync slot is free, else about
-    /// --iptables-min-sync-period later).
-    #[arg(long, default_value = "1s", value_parser = parse_lag)]
-    endpoint_lag: LagArg,
+    /// --iptables-min-sync-period later), or MIN..MAX (`0.5s..5s`): each pod a lag of its own,
+    /// uniform in the range, drawn with --seed [default: 1s; the built-in demo: 0.5s..5s].
+    #[arg(long, value_parser = parse_lag)]
+    endpoint_lag: Option<LagArg>,
+    /// The seed of the per-pod lags of --endpoint-lag MIN..MAX (the same seed, the same lags)
+    /// [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
     /// kube-proxy's --iptables-min-sync-period, for --endpoint-lag kube-proxy (`1s`).
     #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
     iptables_min_sync_period: Duration,
     /// The load's client: keep-alive-careful (reuses connections, drops one the server closed
     /// while idle: urllib3, Go's net/http), keep-alive (writes into a reused connection without
-    /// checking), or new-connection (one connection per request).
-    #[arg(long, value_enum, default_value_t = ClientArg::KeepAliveCareful)]
-    client: ClientArg,
+    /// checking), or new-connection (one connection per request) [default: keep-alive-careful;
+    /// the built-in demo: new-connection].
+    #[arg(long, value_enum)]
+    client: Option<ClientArg>,
     /// The proxy in front: kube-proxy (a connection stays on its pod) or ingress (each request
     /// picks an endpoint, as an L7 ingress does).
     #[arg(long, value_enum, default_value_t = ProxyKind::KubeProxy)]
@@ -155,22 +161,34 @@ enum ClientArg {
     KeepAliveCareful,
 }
 
-/// `--endpoint-lag`: a fixed lag, or kube-proxy's sync (drill's and serve's).
+/// `--endpoint-lag`: a fixed lag, kube-proxy's sync, or a range of per-pod lags (drill's;
+/// serve's takes the first two).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LagArg {
     Fixed(Duration),
     KubeProxy,
+    Range { min: Duration, max: Duration },
 }
 
+/// `--endpoint-lag` when none is given to `drill FILE`.
+const DEFAULT_LAG: LagArg = LagArg::Fixed(Duration::from_secs(1));
+/// `--endpoint-lag` when none is given to the built-in demo: per-pod lags from half a second
+/// (an in-cluster kube-proxy) to five (a slow external load balancer).
+const DEMO_LAG: LagArg = LagArg::Range {
+    min: Duration::from_millis(500),
+    max: Duration::from_secs(5),
+};
+
 impl LagArg {
-    /// The lag model with `min_sync` as kube-proxy's minSyncPeriod.
-    pub(super) fn model(self, min_sync: Duration) -> LagModel {
+    /// The lag model with `min_sync` as kube-proxy's minSyncPeriod and `seed` for per-pod lags.
+    pub(super) fn model(self, min_sync: Duration, seed: u64) -> LagModel {
         match self {
             LagArg::Fixed(l) => LagModel::Fixed(l),
             LagArg::KubeProxy => LagModel::KubeProxy {
                 min_sync_period: min_sync,
                 burst: podgrace_drill::sync::BURST_SYNCS,
             },
+            LagArg::Range { min, max } => LagModel::PerPod(LagRange { min, max, seed }),
         }
     }
 }
@@ -194,6 +212,15 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
 pub(super) fn parse_lag(s: &str) -> Result<LagArg, String> {
     if s == "kube-proxy" {
         return Ok(LagArg::KubeProxy);
+    }
+    if let Some((lo, hi)) = s.split_once("..") {
+        let (min, max) = (super::parse_duration(lo)?, super::parse_duration(hi)?);
+        if min > max {
+            return Err(format!(
+                "the range {s:?} ends before it starts (MIN..MAX, such as 0.5s..5s)"
+            ));
+        }
+        return Ok(LagArg::Range { min, max });
     }
     match LagPreset::parse(s) {
         Ok(p) => Ok(LagArg::Fixed(p.lag())),
@@ -258,7 +285,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
-    if matches!(args.endpoint_lag, LagArg::Fixed(l) if l > MAX_DURATION) {
+    if matches!(args.endpoint_lag, Some(LagArg::Fixed(l) | LagArg::Range { max: l, .. }) if l > MAX_DURATION)
+    {
         return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
     }
     if args.iptables_min_sync_period > MAX_DURATION {
@@ -297,6 +325,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         } else {
             check_writable(&suffixed(path, "-without-prestop"))?;
             check_writable(&suffixed(path, "-with-prestop"))?;
+            check_writable(&suffixed(path, "-prestop-wait"))?;
         }
     }
     warn_unused_flags(&args);
@@ -305,6 +334,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if !args.path.starts_with('/') {
         return Err(BadInput(format!("--path must start with '/': {:?}", args.path)).into());
     }
+    let is_demo = args.file.get().is_none();
+    let lag_arg = args
+        .endpoint_lag
+        .unwrap_or(if is_demo { DEMO_LAG } else { DEFAULT_LAG });
+    let client = args.client.unwrap_or(if is_demo {
+        ClientArg::NewConnection
+    } else {
+        ClientArg::KeepAliveCareful
+    });
     let config = |port: u16, replicas: usize| DrillConfig {
         scenario: args.scenario,
         replicas,
@@ -317,8 +355,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         stream_seconds: args.stream_seconds,
         idle_streams: args.idle_streams,
         duration: args.duration,
-        lag: args.endpoint_lag.model(args.iptables_min_sync_period),
-        client: match args.client {
+        lag: lag_arg.model(args.iptables_min_sync_period, args.seed.unwrap_or(1)),
+        client: match client {
             ClientArg::NewConnection => ClientKind::NewConnection,
             ClientArg::KeepAlive => ClientKind::KeepAlive,
             ClientArg::KeepAliveCareful => ClientKind::KeepAliveCareful,
@@ -436,6 +474,17 @@ fn warn_unused_flags(args: &Args) {
             .collect();
         say(&set, "--rps 0 sends no requests, only streams");
     }
+    let range = match args.endpoint_lag {
+        Some(l) => matches!(l, LagArg::Range { .. }),
+        // The demo's default lag is a range.
+        None => args.file.get().is_none(),
+    };
+    if args.seed.is_some() && !range {
+        say(
+            &["--seed"],
+            "it draws the per-pod lags of --endpoint-lag MIN..MAX, and the lag is not a range",
+        );
+    }
     if args.streams == 0 && args.stream_seconds != DEFAULT_STREAM_SECONDS {
         say(
             &["--stream-seconds"],
@@ -444,8 +493,9 @@ fn warn_unused_flags(args: &Args) {
     }
 }
 
-/// The built-in demo: the demo app without a preStop (it exits on SIGTERM), then with a preStop
-/// sleep longer than the endpoint lag and an app that drains.
+/// The built-in demo, three drills of the demo app under the same load and lags: without a
+/// preStop (it exits on SIGTERM); with a fixed preStop sleep and an app that drains; with
+/// `podgrace prestop-wait` as an exec preStop hook and the same draining app.
 fn demo(
     runtime: &tokio::runtime::Runtime,
     interrupt: &mut Interrupt,
@@ -454,25 +504,31 @@ fn demo(
     config: impl Fn(u16, usize) -> DrillConfig,
 ) -> anyhow::Result<Outcome> {
     let exe = std::env::current_exe().context("cannot find podgrace's own executable")?;
-    let lag = args
-        .endpoint_lag
-        .model(args.iptables_min_sync_period)
-        .nominal();
-    let pre_stop = lag.as_secs_f64().ceil() as i64 + 1;
+    // Three replicas: with the default seed their lags (0.71, 2.93 and 4.70 s) fall below,
+    // near and above the fixed sleep's 3 s.
+    let mut cfg = config(8080, args.replicas.unwrap_or(DEMO_REPLICAS));
+    let lag = cfg.lag.nominal();
+    let sleep = demo_sleep_seconds(cfg.lag);
     let image = match pods {
         PodRuntime::Process | PodRuntime::ProcessWithLatencies(..) => None,
         PodRuntime::Containerd(rt) => Some(demo_image(runtime, rt, &exe)?),
     };
-    let unfixed = demo_plan(&exe, image.as_deref(), None)?;
-    let fixed = demo_plan(&exe, image.as_deref(), Some(pre_stop))?;
-    let mut cfg = config(8080, args.replicas.unwrap_or(2));
-    // The fixed run's stop signals come a preStop after each deletion; the load must still run
-    // then, or its PASS would say nothing (a rollout deletes one pod every few seconds).
+    let wait = DemoPreStop::Wait {
+        quiet: DEMO_QUIET,
+        max_seconds: lag.as_secs_f64().ceil() as i64 + 5,
+    };
+    let unfixed = demo_plan(&exe, image.as_deref(), DemoPreStop::None)?;
+    let fixed = demo_plan(&exe, image.as_deref(), DemoPreStop::Sleep(sleep))?;
+    let waiting = demo_plan(&exe, image.as_deref(), wait)?;
+    // The fixed run's stop signals come a preStop after each deletion, prestop-wait's a quiet
+    // moment after each pod's lag; the load must still run then, or a PASS would say nothing
+    // (a rollout deletes one pod every few seconds).
+    let longest_hook = (sleep.max(0) as f64).max(lag.as_secs_f64() + DEMO_QUIET.as_secs_f64());
     let needed = args.disrupt_after
-        + Duration::from_secs(2 * cfg.replicas as u64 + pre_stop.max(0) as u64 + 1);
+        + Duration::from_secs(2 * cfg.replicas as u64 + longest_hook.ceil() as u64 + 1);
     if cfg.duration < needed {
         eprintln!(
-            "drill: the load runs {:.0} s (not {:.1} s) so that the fixed run's shutdowns, {pre_stop} s after each deletion, are under load",
+            "drill: the load runs {:.0} s (not {:.1} s) so that every run's shutdowns, up to {longest_hook:.1} s after each deletion, are under load",
             needed.as_secs_f64(),
             cfg.duration.as_secs_f64()
         );
@@ -484,7 +540,7 @@ fn demo(
         &unfixed,
         &cfg,
         args,
-        "1/2 without preStop",
+        "1/3 without preStop",
     ))?;
     let b = runtime.block_on(drill_once(
         interrupt,
@@ -492,27 +548,45 @@ fn demo(
         &fixed,
         &cfg,
         args,
-        "2/2 with preStop",
+        "2/3 preStop sleep",
     ))?;
+    let c = runtime.block_on(drill_once(
+        interrupt,
+        pods,
+        &waiting,
+        &cfg,
+        args,
+        "3/3 prestop-wait",
+    ))?;
+    let quiet = DEMO_QUIET.as_secs_f64();
     match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
-            serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report])?;
+            serde_json::to_writer_pretty(&mut out, &[&a.report, &b.report, &c.report])?;
             writeln!(out)?;
             out.flush()?;
         }
         Format::Text => {
             write!(
                 Out,
-                "\n1/2 without preStop, the app exits on SIGTERM:{}",
+                "\n1/3 without preStop, the app exits on SIGTERM:{}",
                 summary(&a)
             )?;
             write!(
                 Out,
-                "\n2/2 with a {pre_stop} s preStop sleep, the app drains:{}",
+                "\n2/3 with a {sleep} s preStop sleep, the app drains:{}",
                 summary(&b)
             )?;
-            write!(Out, "{}", side_by_side(&a.report, &b.report, pre_stop, lag))?;
+            write!(
+                Out,
+                "\n3/3 with `podgrace prestop-wait --quiet {quiet}s` as the preStop hook, the app drains:{}",
+                summary(&c)
+            )?;
+            write!(
+                Out,
+                "{}",
+                side_by_side(&[&a.report, &b.report, &c.report], sleep, cfg.lag)
+            )?;
         }
     }
     if let Some(path) = &args.report {
@@ -523,16 +597,50 @@ fn demo(
         )?;
         write_html(
             &suffixed(path, "-with-prestop"),
-            &format!("podgrace drill demo: with a {pre_stop} s preStop sleep"),
+            &format!("podgrace drill demo: with a {sleep} s preStop sleep"),
             &b,
         )?;
+        write_html(
+            &suffixed(path, "-prestop-wait"),
+            "podgrace drill demo: with podgrace prestop-wait as the preStop hook",
+            &c,
+        )?;
     }
-    // The demo shows the race and its fix: it succeeds when the fixed run loses nothing.
-    Ok(if b.report.verdict == Verdict::Pass {
+    // The demo shows the race and its fix: it succeeds when the prestop-wait run loses nothing.
+    Ok(if c.report.verdict == Verdict::Pass {
         Outcome::Success
     } else {
         Outcome::CheckFailed
     })
+}
+
+/// The demo's replicas when --replicas is not given.
+const DEMO_REPLICAS: usize = 3;
+
+/// The demo's `prestop-wait --quiet`.
+const DEMO_QUIET: Duration = Duration::from_secs(1);
+
+/// The demo's fixed preStop sleep, seconds: for a single lag L, `ceil(L) + 1` (longer than the
+/// lag, the usual advice); for per-pod lags, the middle of their range rounded up, the guess a
+/// user makes who knows the range: too short for the pods above it, longer than needed for those
+/// below.
+fn demo_sleep_seconds(lag: LagModel) -> i64 {
+    match lag {
+        LagModel::PerPod(r) => ((r.min + r.max).as_secs_f64() / 2.0).ceil() as i64,
+        other => other.nominal().as_secs_f64().ceil() as i64 + 1,
+    }
+}
+
+/// The demo pod's preStop hook.
+#[derive(Clone, Copy)]
+enum DemoPreStop {
+    /// None, and an app that exits on SIGTERM.
+    None,
+    /// `sleep: {seconds: N}`, and an app that drains.
+    Sleep(i64),
+    /// `exec: podgrace prestop-wait --quiet Q --max M --port 8080` (the serving port: the
+    /// probes go to 8081), and an app that drains.
+    Wait { quiet: Duration, max_seconds: i64 },
 }
 
 /// The demo app's image for containerd: podgrace's own executable and the libraries it loads,
@@ -558,34 +666,40 @@ fn demo_image(
     Ok(reference)
 }
 
-/// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, a
-/// readiness probe, and (fixed) a preStop sleep with an app that drains. With `image` (the
+/// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, serving on
+/// 8080 and answering the readiness probe on 8081 (so that a preStop hook counting the new
+/// connections of 8080 does not count the kubelet's probes), and `pre_stop`. With `image` (the
 /// containerd runtime), the container runs that image of podgrace's binary, at its root.
-fn demo_plan(
-    exe: &Path,
-    image: Option<&str>,
-    pre_stop_seconds: Option<i64>,
-) -> anyhow::Result<PodPlan> {
+fn demo_plan(exe: &Path, image: Option<&str>, pre_stop: DemoPreStop) -> anyhow::Result<PodPlan> {
+    let program = match image {
+        Some(_) => Path::new("/")
+            .join(exe.file_name().unwrap_or_default())
+            .display()
+            .to_string(),
+        None => exe.display().to_string(),
+    };
     // The grace covers the preStop plus the app's drain (20 s), as the fix needs.
-    let tgps = pre_stop_seconds.unwrap_or(0) + 30;
-    let (on_sigterm, lifecycle) = match pre_stop_seconds {
-        None => ("exit", String::new()),
-        Some(s) => (
+    let (on_sigterm, hook_seconds, lifecycle) = match pre_stop {
+        DemoPreStop::None => ("exit", 0, String::new()),
+        DemoPreStop::Sleep(s) => (
             "drain",
+            s,
             format!(
                 "        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n"
             ),
         ),
+        DemoPreStop::Wait { quiet, max_seconds } => (
+            "drain",
+            max_seconds,
+            format!(
+                "        lifecycle:\n          preStop:\n            exec:\n              command: [{program:?}, prestop-wait, --quiet, \"{}ms\", --max, \"{max_seconds}s\", --port, \"8080\"]\n",
+                quiet.as_millis()
+            ),
+        ),
     };
+    let tgps = hook_seconds + 30;
     let yaml = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: {image}\n        imagePullPolicy: {policy}\n        command: [\"{}\", demo-app, --listen, \"0.0.0.0:8080\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8080}}\n          periodSeconds: 1\n{lifecycle}",
-        match image {
-            Some(_) => Path::new("/")
-                .join(exe.file_name().unwrap_or_default())
-                .display()
-                .to_string(),
-            None => exe.display().to_string(),
-        },
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: {image}\n        imagePullPolicy: {policy}\n        command: [{program:?}, demo-app, --listen, \"0.0.0.0:8080\", --probe-listen, \"0.0.0.0:8081\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}, {{containerPort: 8081, name: probes}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8081}}\n          periodSeconds: 1\n{lifecycle}",
         image = image.unwrap_or("podgrace/demo-app"),
         policy = if image.is_some() { "Never" } else { "IfNotPresent" },
     );
@@ -891,13 +1005,16 @@ fn summary(o: &DrillOutcome) -> String {
             Some(_) => " in user space",
             None => "",
         },
-        if r.settings.endpoint_lag_model == "kube-proxy" {
-            format!(
+        match (r.settings.endpoint_lag_model, r.settings.endpoint_lag_range) {
+            ("kube-proxy", _) => format!(
                 "kube-proxy's sync (minSyncPeriod {:.1} s)",
                 r.endpoint_lag_seconds
-            )
-        } else {
-            format!("{:.1} s", r.endpoint_lag_seconds)
+            ),
+            (_, Some(g)) => format!(
+                "per pod, uniform in {:.1}..{:.1} s (seed {})",
+                g.min_seconds, g.max_seconds, g.seed
+            ),
+            _ => format!("{:.1} s", r.endpoint_lag_seconds),
         }
     );
     if r.rps == 0.0 {
@@ -917,6 +1034,22 @@ fn summary(o: &DrillOutcome) -> String {
             s,
             "  stream failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
             p.before_stop_signal, p.after_stop_signal, p.after_kill
+        );
+    }
+    for t in &r.terminations {
+        let at = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.2} s"));
+        let _ = writeln!(
+            s,
+            "  {}: endpoint lag {:.2} s; after its deletion: endpoint removed {}, stop signal {}, ended {}{}; failed {}",
+            t.pod,
+            t.endpoint_lag_seconds,
+            at(t.endpoint_removed_seconds),
+            at(t.stop_signal_seconds),
+            at(t.ended_seconds),
+            t.end_minus_lag_seconds
+                .map(|d| format!(" ({d:+.2} s past its lag)"))
+                .unwrap_or_default(),
+            t.failed
         );
     }
     let _ = writeln!(
@@ -978,70 +1111,105 @@ fn request_lines(s: &mut String, r: &DrillReport) {
     );
 }
 
-fn side_by_side(a: &DrillReport, b: &DrillReport, pre_stop: i64, lag: Duration) -> String {
+/// The demo's runs side by side: failures, latency, and each disrupted pod's termination
+/// against its own lag (the same pod names, so the same lags, in every run).
+fn side_by_side(runs: &[&DrillReport], sleep: i64, lag: LagModel) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let with = format!("with preStop {pre_stop} s + drain");
-    let _ = writeln!(
+    let heads = [
+        "without preStop".to_string(),
+        format!("preStop sleep {sleep} s"),
+        "prestop-wait".to_string(),
+    ];
+    let lag_text = match lag {
+        LagModel::PerPod(r) => format!(
+            "each pod's own, uniform in {:.1}..{:.1} s (seed {})",
+            r.min.as_secs_f64(),
+            r.max.as_secs_f64(),
+            r.seed
+        ),
+        other => format!("{:.1} s", other.nominal().as_secs_f64()),
+    };
+    let _ = write!(
         s,
-        "\nthe endpoint race, endpoint lag {:.1} s:\n  {:28} {:>18} {:>24}",
-        lag.as_secs_f64(),
-        "",
-        "without preStop",
-        with
+        "\nthe endpoint race, endpoint lag {lag_text}:\n  {:34}",
+        ""
     );
-    let mut rows: Vec<(&str, String, String)> = vec![
-        ("requests", a.requests.to_string(), b.requests.to_string()),
-        ("failed", a.failed.to_string(), b.failed.to_string()),
+    for h in heads.iter().take(runs.len()) {
+        let _ = write!(s, " {h:>24}");
+    }
+    let _ = writeln!(s);
+    type Cell = Box<dyn Fn(&DrillReport) -> String>;
+    let mut rows: Vec<(String, Cell)> = vec![
+        ("requests".into(), Box::new(|r| r.requests.to_string())),
+        ("failed".into(), Box::new(|r| r.failed.to_string())),
         (
-            "  connect timeout / refused",
-            format!(
-                "{} / {}",
-                a.failures_by_kind.connect_timeout, a.failures_by_kind.refused
-            ),
-            format!(
-                "{} / {}",
-                b.failures_by_kind.connect_timeout, b.failures_by_kind.refused
-            ),
+            "  connect timeout / refused".into(),
+            Box::new(|r| {
+                format!(
+                    "{} / {}",
+                    r.failures_by_kind.connect_timeout, r.failures_by_kind.refused
+                )
+            }),
         ),
         (
-            "  EOF / reset",
-            format!("{} / {}", a.failures_by_kind.eof, a.failures_by_kind.reset),
-            format!("{} / {}", b.failures_by_kind.eof, b.failures_by_kind.reset),
+            "  EOF / reset".into(),
+            Box::new(|r| format!("{} / {}", r.failures_by_kind.eof, r.failures_by_kind.reset)),
         ),
         (
-            "  timeout / HTTP 5xx",
-            format!(
-                "{} / {}",
-                a.failures_by_kind.timeout, a.failures_by_kind.http5xx
-            ),
-            format!(
-                "{} / {}",
-                b.failures_by_kind.timeout, b.failures_by_kind.http5xx
-            ),
+            "  timeout / HTTP 5xx".into(),
+            Box::new(|r| {
+                format!(
+                    "{} / {}",
+                    r.failures_by_kind.timeout, r.failures_by_kind.http5xx
+                )
+            }),
         ),
         (
-            "latency p99",
-            format!("{:.2} ms", a.latency_ms.p99),
-            format!("{:.2} ms", b.latency_ms.p99),
-        ),
-        (
-            "verdict",
-            format!("{:?}", a.verdict).to_uppercase(),
-            format!("{:?}", b.verdict).to_uppercase(),
+            "latency p99".into(),
+            Box::new(|r| format!("{:.2} ms", r.latency_ms.p99)),
         ),
     ];
-    if a.streams.is_some() || b.streams.is_some() {
-        let failed = |r: &DrillReport| {
-            r.streams
-                .map(|s| format!("{} of {}", s.failed, s.opened))
-                .unwrap_or_default()
-        };
-        // Before the verdict.
-        rows.insert(6, ("streams failed", failed(a), failed(b)));
+    if runs.iter().any(|r| r.streams.is_some()) {
+        rows.push((
+            "streams failed".into(),
+            Box::new(|r| {
+                r.streams
+                    .map(|s| format!("{} of {}", s.failed, s.opened))
+                    .unwrap_or_default()
+            }),
+        ));
     }
-    for (name, x, y) in rows {
-        let _ = writeln!(s, "  {name:28} {x:>18} {y:>24}");
+    // One row per disrupted pod: when its termination ended after its deletion, how far past its
+    // own lag, and what it lost.
+    if let Some(first) = runs.first() {
+        for t in &first.terminations {
+            let pod = t.pod.clone();
+            rows.push((
+                format!("{pod}, lag {:.2} s: ended", t.endpoint_lag_seconds),
+                Box::new(move |r| {
+                    r.terminations
+                        .iter()
+                        .find(|x| x.pod == pod)
+                        .map(|x| match (x.ended_seconds, x.end_minus_lag_seconds) {
+                            (Some(e), Some(d)) => format!("{e:.2} s ({d:+.2}), lost {}", x.failed),
+                            _ => format!("-, lost {}", x.failed),
+                        })
+                        .unwrap_or_default()
+                }),
+            ));
+        }
+    }
+    rows.push((
+        "verdict".into(),
+        Box::new(|r| format!("{:?}", r.verdict).to_uppercase()),
+    ));
+    for (name, cell) in rows {
+        let _ = write!(s, "  {name:34}");
+        for r in runs {
+            let _ = write!(s, " {:>24}", cell(r));
+        }
+        let _ = writeln!(s);
     }
     s
 }

@@ -162,6 +162,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let (view, lines, failed) = (Arc::clone(view), Arc::clone(&lines), Arc::clone(&failed));
         std::thread::spawn(move || watch_endpoints(view, lines, failed));
     }
+    // Start-up is over: what it left mapped of the executable goes (the wait maps back the
+    // few pages it uses). See the README's prestop-wait benchmark.
+    podgrace_node::pages::release_start_up_pages();
     let outcome = wait::wait_blocking(policy, &mut counter, view.as_deref(), |p| {
         if let Progress::CounterFailed { error } = &p {
             fail(error.to_string());

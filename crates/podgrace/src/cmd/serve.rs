@@ -86,6 +86,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.bookmark_interval.is_zero() {
         return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
     }
+    if matches!(args.endpoint_lag, super::drill::LagArg::Range { .. }) {
+        return Err(BadInput(
+            "--endpoint-lag: serve takes one lag (a duration, a preset or kube-proxy); a range of per-pod lags is the drill's"
+                .into(),
+        )
+        .into());
+    }
     if matches!(args.endpoint_lag, super::drill::LagArg::Fixed(l) if l > MAX_LAG) {
         return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
     }
@@ -205,7 +212,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         ))),
         None => None,
     };
-    let lag = args.endpoint_lag.model(args.iptables_min_sync_period);
+    let lag = args.endpoint_lag.model(args.iptables_min_sync_period, 1);
     let kube_proxy = podgrace_drill::kubeproxy::KubeProxy::start(
         podgrace_api::in_process_client(api.clone()),
         podgrace_drill::kubeproxy::KubeProxyConfig {
@@ -221,6 +228,11 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             podgrace_drill::endpoints::LagModel::KubeProxy { min_sync_period, .. } => format!(
                 "kube-proxy's sync (minSyncPeriod {:.1} s)",
                 min_sync_period.as_secs_f64()
+            ),
+            podgrace_drill::endpoints::LagModel::PerPod(r) => format!(
+                "{:.1} to {:.1} s per pod",
+                r.min.as_secs_f64(),
+                r.max.as_secs_f64()
             ),
         }
     );
