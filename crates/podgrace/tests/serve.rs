@@ -1259,25 +1259,126 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
     );
 }
 
-/// kubectl's typed commands (`create configmap`, `create namespace`, ...) send protobuf, which
-/// serve does not decode: the 415 names the media type and what is accepted, in
-/// kube-apiserver's words, and the server goes on serving JSON.
+/// kubectl's typed commands (`create configmap|secret|namespace|deployment`) send protobuf
+/// bodies (`application/vnd.kubernetes.protobuf`, accepting JSON back): every kubectl build
+/// creates each kind and reads back what it sent, with the server's defaults applied.
 #[test]
-fn a_protobuf_body_gets_415_unsupported_media_type() {
-    let bin = kubectls().remove(0);
+fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
     let s = Serve::start("protobuf", &[]);
-    let o = s.kubectl(&bin, &["create", "configmap", "c", "--from-literal=a=b"]);
-    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert_eq!(
-        err(&o).trim(),
-        "error: failed to create configmap: the body of the request was in an unknown format - accepted media types include: application/json (got \"application/vnd.kubernetes.protobuf\")"
+    for (i, bin) in kubectls().iter().enumerate() {
+        let v = bin.display().to_string();
+        let created = |o: &Output, what: &str| {
+            assert_ok(o, &format!("{v}: create {what}"));
+            assert_eq!(out(o), format!("{what} created\n"), "{v}");
+        };
+        let get = |args: &[&str]| {
+            let o = s.kubectl(bin, args);
+            assert_ok(&o, &format!("{v}: get {args:?}"));
+            out(&o)
+        };
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "configmap",
+                &format!("cm-{i}"),
+                "--from-literal=a=b",
+                "--from-literal=n=1",
+            ],
+        );
+        created(&o, &format!("configmap/cm-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "configmap",
+                &format!("cm-{i}"),
+                "-o",
+                "jsonpath={.data}"
+            ]),
+            r#"{"a":"b","n":"1"}"#,
+            "{v}"
+        );
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "secret",
+                "generic",
+                &format!("s-{i}"),
+                "--from-literal=password=hunter2",
+            ],
+        );
+        created(&o, &format!("secret/s-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "secret",
+                &format!("s-{i}"),
+                "-o",
+                "jsonpath={.type} {.data.password}"
+            ]),
+            "Opaque aHVudGVyMg==",
+            "{v}"
+        );
+        let o = s.kubectl(bin, &["create", "namespace", &format!("ns-{i}")]);
+        created(&o, &format!("namespace/ns-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "namespace",
+                &format!("ns-{i}"),
+                "-o",
+                "jsonpath={.status.phase} {.spec.finalizers}"
+            ]),
+            r#"Active ["kubernetes"]"#,
+            "{v}"
+        );
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "deployment",
+                &format!("d-{i}"),
+                "--image=nginx:1.27",
+                "-n",
+                &format!("ns-{i}"),
+            ],
+        );
+        created(&o, &format!("deployment.apps/d-{i}"));
+        assert_eq!(
+            get(&[
+                "get", "deployment", &format!("d-{i}"), "-n", &format!("ns-{i}"), "-o",
+                "jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image} {.spec.strategy.rollingUpdate.maxSurge} {.spec.template.spec.terminationGracePeriodSeconds}",
+            ]),
+            format!("1 d-{i} nginx:1.27 25% 30"),
+            "{v}"
+        );
+        // A second create of the same name is a 409 in kube-apiserver's words.
+        let o = s.kubectl(bin, &["create", "configmap", &format!("cm-{i}")]);
+        assert_eq!(o.status.code(), Some(1), "{v}: {}", out(&o));
+        assert_eq!(
+            err(&o).trim(),
+            format!("error: failed to create configmap: configmaps \"cm-{i}\" already exists"),
+            "{v}"
+        );
+    }
+    // The server goes on refusing what it does not decode, with kube-apiserver's 415.
+    let (code, body) = s.curl(
+        &[
+            "-H",
+            &format!("Authorization: Bearer {}", s.token()),
+            "-H",
+            "Content-Type: application/cbor",
+            "-X",
+            "POST",
+            "--data-binary",
+            "x",
+        ],
+        "/api/v1/namespaces/default/configmaps",
     );
-    let f = s.file(
-        "cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n",
-    );
-    assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
-        "apply",
+    assert_eq!(code, 415, "{body}");
+    assert!(
+        body.contains(r#"accepted media types include: application/json, application/vnd.kubernetes.protobuf (got \"application/cbor\")"#),
+        "{body}"
     );
 }
