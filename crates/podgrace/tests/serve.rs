@@ -857,6 +857,96 @@ fn kubectl_logs_follows_the_containers_output() {
     assert!(text.starts_with("line "), "{line}");
 }
 
+/// `kubectl logs --since / --since-time / --tail / --limit-bytes`, as the kubelet's log reader
+/// honours them: the tail from the file's lines, lines older than the since time skipped (the
+/// later of now − sinceSeconds and sinceTime, which kubectl sends in whole seconds), the byte
+/// limit over the whole stream, a followed one included (`-f` ends at the limit).
+#[test]
+fn kubectl_logs_since_tail_and_limit_bytes() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("logs-since", &[]);
+    let pod = POD.replace(
+        "command: [sleep, '100']",
+        "command: [sh, -c, 'echo one; echo two; sleep 4; echo three; trap \"exit 0\" TERM; while true; do sleep 0.1; done']",
+    );
+    let f = s.file("pod.yaml", &pod);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    let logs = |args: &[&str]| {
+        let mut a = vec!["logs", "web"];
+        a.extend_from_slice(args);
+        let o = s.kubectl(&bin, &a);
+        assert_ok(&o, &format!("logs {args:?}"));
+        out(&o)
+    };
+    let until = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = s.kubectl(&bin, &["logs", "web"]);
+            if out(&o).contains(what) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} in the logs: {}",
+                err(&o)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    until("two");
+    // Followed from before "three": the limit ends the stream inside the later line.
+    let follow = Command::new(&bin)
+        .args(["logs", "-f", "--limit-bytes=10", "web"])
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(follow.wait_with_output());
+    });
+    let o = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("kubectl logs -f --limit-bytes ends at the limit")
+        .unwrap();
+    assert_ok(&o, "logs -f --limit-bytes=10");
+    assert_eq!(out(&o), "one\ntwo\nth");
+    until("three");
+    assert_eq!(logs(&["--since=3s"]), "three\n");
+    assert_eq!(logs(&["--since=1h"]), "one\ntwo\nthree\n");
+    let stamped = logs(&["--timestamps"]);
+    let ts: Vec<&str> = stamped
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().0)
+        .collect();
+    assert_eq!(ts.len(), 3, "{stamped}");
+    assert_eq!(logs(&[&format!("--since-time={}", ts[2])]), "three\n");
+    assert_eq!(
+        logs(&[&format!("--since-time={}", ts[0])]),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(logs(&["--tail=2"]), "two\nthree\n");
+    assert_eq!(logs(&["--tail=1", "--limit-bytes=3"]), "thr");
+    assert_eq!(logs(&["--tail=0"]), "");
+    // What kubectl does not send, kube-apiserver's validation refuses (422 PodLogOptions).
+    let auth = format!("Authorization: Bearer {}", s.token());
+    let (code, body) = s.curl(
+        &["-H", &auth],
+        "/api/v1/namespaces/default/pods/web/log?sinceSeconds=0",
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains(r#""message":"PodLogOptions \"web\" is invalid: sinceSeconds: Invalid value: 0: must be greater than 0""#),
+        "{body}"
+    );
+}
+
 #[test]
 fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let bin = kubectls().remove(0);
