@@ -947,6 +947,116 @@ fn kubectl_logs_since_tail_and_limit_bytes() {
     );
 }
 
+/// The validation kube-apiserver adds to podgrace-core's, as kubectl shows it: a bad label
+/// (apply), a changed uid (patch), node ports out of range or taken (`kubectl create service
+/// nodeport`, a protobuf body); and serve refuses a node name the Node could not have.
+#[test]
+fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("validation", &[]);
+    let f = s.file(
+        "pod.yaml",
+        &POD.replace("labels: {app: web}", "labels: {app: -web}"),
+    );
+    let o = s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"The Pod "web" is invalid: metadata.labels: Invalid value: "-web": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#),
+        "{}",
+        err(&o)
+    );
+    let f = s.file("pod.yaml", POD);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "patch",
+            "pod",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"uid":"not-the-uid"}}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"The Pod "web" is invalid: metadata.uid: Invalid value: "not-the-uid": field is immutable"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "big",
+            "--tcp=80:80",
+            "--node-port=40000",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"Service "big" is invalid: spec.ports[0].nodePort: Invalid value: 40000: provided port is not in the valid range. The range of valid ports is 30000-32767"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "a",
+            "--tcp=80:80",
+            "--node-port=30080",
+        ],
+    );
+    assert_ok(&o, "create service nodeport");
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "b",
+            "--tcp=81:81",
+            "--node-port=30080",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"Service "b" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "get",
+            "service",
+            "a",
+            "-o",
+            "jsonpath={.spec.ports[0].nodePort}",
+        ],
+    );
+    assert_eq!(out(&o), "30080");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--node-name", "Node_1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(
+        err(&o).contains("invalid value 'Node_1' for '--node-name <NODE_NAME>': a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters"),
+        "{}",
+        err(&o)
+    );
+}
+
 #[test]
 fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let bin = kubectls().remove(0);
