@@ -287,6 +287,7 @@ async fn drill<R: RuntimeService + 'static>(
             stop_signal_overrides: BTreeMap::new(),
             force_host: false,
             images: !process,
+            uid: None,
         };
         // One recorder per pod: each pod's run report holds its own events only.
         let events = EventRecorder::new();

@@ -1057,6 +1057,86 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
     );
 }
 
+/// What the kubelet reports where the process runtime cannot or does not run a container, as
+/// kubectl shows it: a container without `command` waits in `CreateContainerError` (STATUS
+/// column, its message, the `Failed` event); a crash-looping container's `BackOff` event names
+/// the pod as `NAME_NAMESPACE(UID)` with the node as source; `kubectl get
+/// events.v1.events.k8s.io` fills its columns.
+#[test]
+fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("kubelet-status", &["--node-name", "box-1"]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    k(&["run", "nocmd", "--image=nginx:1.27"]);
+    let crash = s.file(
+        "crash.yaml",
+        &POD.replace("name: web", "name: crash")
+            .replace("command: [sleep, '100']", "command: [sh, -c, 'exit 3']"),
+    );
+    k(&["apply", "-f", crash.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut nocmd, mut back_off) = (String::new(), String::new());
+    while Instant::now() < deadline {
+        nocmd = k(&["get", "pod", "nocmd", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}"]);
+        back_off = k(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=BackOff,involvedObject.name=crash",
+            "-o",
+            "jsonpath={range .items[*]}{.source.host} {.message}{end}",
+        ]);
+        if nocmd.contains("CreateContainerError") && !back_off.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(nocmd, "Pending CreateContainerError: no command specified: the process runtime runs local processes and cannot read the image's ENTRYPOINT; set command (and args)");
+    let rows = k(&["get", "pod", "nocmd", "--no-headers"]);
+    assert_eq!(
+        rows.split_whitespace().nth(2),
+        Some("CreateContainerError"),
+        "{rows}"
+    );
+    let uid = k(&["get", "pod", "crash", "-o", "jsonpath={.metadata.uid}"]);
+    assert_eq!(
+        back_off,
+        format!("box-1 Back-off restarting failed container app in pod crash_default({uid})")
+    );
+    let failed = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Failed,involvedObject.name=nocmd",
+        "-o",
+        "jsonpath={.items[0].type}",
+    ]);
+    assert_eq!(failed, "Warning");
+    // events.k8s.io/v1 through the same printer: OBJECT, REASON and MESSAGE filled in.
+    let table = k(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "--field-selector",
+        "reason=BackOff",
+    ]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let row = lines.next().unwrap_or_default();
+    assert!(
+        row.contains("Warning   BackOff   pod/crash   Back-off restarting failed container app in pod crash_default("),
+        "{table}"
+    );
+}
+
 #[test]
 fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let bin = kubectls().remove(0);

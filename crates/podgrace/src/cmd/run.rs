@@ -154,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .collect::<BTreeMap<_, _>>(),
         force_host: false,
         images: args.runtime.runtime != RuntimeChoice::Process,
+        uid: None,
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
