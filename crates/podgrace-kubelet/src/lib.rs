@@ -22,6 +22,7 @@
 //! `HandlePodRemoves`), `pkg/kubelet/status/status_manager.go` (`syncPod`: the status patch and
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 
+pub mod env;
 pub mod logs;
 pub mod node;
 pub mod observed;

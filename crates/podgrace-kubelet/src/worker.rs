@@ -235,18 +235,24 @@ pub async fn sync_pod<S: RuntimeSource>(
         uid: Some(uid.clone()),
         ..PodOptions::default()
     };
-    let parsed = plan_of(&s.latest, version);
-    let plan = parsed.clone().and_then(|p| {
-        check_pod(&p, &opts).map_err(|e| e.to_string())?;
-        Ok(p)
-    });
+    // The environment as makeEnvironmentVariables builds it (ConfigMaps and Secrets read
+    // from the API), then the plan of the pod with it.
+    let env = crate::env::resolve(&shared.client, &s.latest, shared.config.host_ip).await;
+    let parsed = plan_of(env.as_ref().unwrap_or(&s.latest), version);
+    let plan = match &env {
+        Ok(_) => parsed.clone().and_then(|p| {
+            check_pod(&p, &opts).map_err(|e| e.to_string())?;
+            Ok(p)
+        }),
+        Err(e) => Err(e.message.clone()),
+    };
     if phase_of(&s.latest).is_terminal() || plan.is_err() {
         // A pod that has finished (seen again after a restart of the kubelet) is not run
         // again; one that cannot be run stays as it is, with a Warning saying why and, when
         // its containers are known, their CreateContainerError.
         if let (Ok(p), Err(_)) = (&parsed, &plan) {
             if !phase_of(&s.latest).is_terminal() {
-                let st = create_error_status(&s, p, &opts);
+                let st = create_error_status(&s, p, &opts, env.as_ref().err());
                 s.write(st).await;
             }
         }
@@ -410,7 +416,16 @@ fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
 /// Upstream: `pkg/kubelet/kuberuntime/kuberuntime_container.go` (`startContainer`),
 /// `pkg/kubelet/images/types.go` / `kuberuntime` errors (`CreateContainerError`),
 /// `pkg/kubelet/kubelet_pods.go` (`convertToAPIContainerStatuses`), Kubernetes 1.27 to 1.37.
-fn create_error_status<S: RuntimeSource>(s: &Sync<S>, plan: &PodPlan, opts: &PodOptions) -> Value {
+///
+/// A container whose environment cannot be built (`env`: a ConfigMap or Secret, or one of
+/// their keys, missing) waits with `CreateContainerConfigError` and the kubelet's message
+/// instead (`configmap "x" not found`).
+fn create_error_status<S: RuntimeSource>(
+    s: &Sync<S>,
+    plan: &PodPlan,
+    opts: &PodOptions,
+    env: Option<&crate::env::EnvError>,
+) -> Value {
     use podgrace_node::kubelet::spec::{container_spec, SpecError};
     let old = s.old_status();
     let view = PodView {
@@ -434,12 +449,11 @@ fn create_error_status<S: RuntimeSource>(s: &Sync<S>, plan: &PodPlan, opts: &Pod
     ] {
         for c in containers {
             let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
-            let Err(e) = container_spec(c, over, opts.force_host, opts.images) else {
-                continue;
-            };
-            let message = match e {
-                SpecError::NoCommand { .. } => "no command specified: the process runtime runs local processes and cannot read the image's ENTRYPOINT; set command (and args)".to_string(),
-                other => other.to_string(),
+            let (reason, message) = match (env, container_spec(c, over, opts.force_host, opts.images)) {
+                (Some(e), _) if e.container == c.name => ("CreateContainerConfigError", e.message.clone()),
+                (Some(_), _) | (None, Ok(_)) => continue,
+                (None, Err(SpecError::NoCommand { .. })) => ("CreateContainerError", "no command specified: the process runtime runs local processes and cannot read the image's ENTRYPOINT; set command (and args)".to_string()),
+                (None, Err(other)) => ("CreateContainerError", other.to_string()),
             };
             if let Some(cs) = status
                 .get_mut(list)
@@ -449,8 +463,7 @@ fn create_error_status<S: RuntimeSource>(s: &Sync<S>, plan: &PodPlan, opts: &Pod
                         .find(|x| x.get("name").and_then(Value::as_str) == Some(&c.name))
                 })
             {
-                cs["state"] =
-                    json!({"waiting": {"reason": "CreateContainerError", "message": message}});
+                cs["state"] = json!({"waiting": {"reason": reason, "message": message}});
             }
         }
     }

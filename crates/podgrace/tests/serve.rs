@@ -1137,6 +1137,100 @@ fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
     );
 }
 
+/// `envFrom` and `valueFrom` resolved into the container's environment as the kubelet's
+/// makeEnvironmentVariables does (ConfigMap and Secret read from the API, `env` after
+/// `envFrom`, the pod's own fields), seen in `kubectl logs`; a missing ConfigMap leaves the
+/// container waiting in CreateContainerConfigError with the kubelet's message.
+#[test]
+fn env_from_and_value_from_are_resolved_as_the_kubelet_does() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("env", &["--node-name", "box-2"]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    k(&[
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=MODE=fast",
+        "--from-literal=LEVEL=3",
+    ]);
+    k(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "--from-literal=password=hunter2",
+    ]);
+    let pod = "apiVersion: v1
+kind: Pod
+metadata: {name: env, labels: {app: env}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP\"; sleep 100']
+    envFrom:
+    - {prefix: CFG_, configMapRef: {name: cfg}}
+    - {configMapRef: {name: absent, optional: true}}
+    env:
+    - {name: LEVEL, valueFrom: {configMapKeyRef: {name: cfg, key: LEVEL}}}
+    - {name: CFG_LEVEL, value: overridden}
+    - {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: UID_, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}
+";
+    let f = s.file("env.yaml", pod);
+    k(&["apply", "-f", f.to_str().unwrap()]);
+    let missing = s.file(
+        "missing.yaml",
+        &POD.replace("name: web", "name: missing").replace(
+            "command: [sleep, '100']",
+            "command: [sleep, '100']\n    envFrom: [{configMapRef: {name: nope}}]",
+        ),
+    );
+    k(&["apply", "-f", missing.to_str().unwrap()]);
+    k(&["wait", "--for=condition=Ready", "pod/env", "--timeout=60s"]);
+    let uid = k(&["get", "pod", "env", "-o", "jsonpath={.metadata.uid}"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut logs = String::new();
+    while logs.is_empty() && Instant::now() < deadline {
+        logs = out(&s.kubectl(&bin, &["logs", "env"]));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        logs,
+        format!("fast overridden 3 hunter2 env default {uid} box-2 env\n")
+    );
+    let mut waiting = String::new();
+    while Instant::now() < deadline {
+        waiting = k(&["get", "pod", "missing", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}"]);
+        if waiting.starts_with("CreateContainerConfigError") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        waiting,
+        "CreateContainerConfigError: configmap \"nope\" not found"
+    );
+    let ev = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=missing,reason=Failed",
+        "-o",
+        "jsonpath={.items[0].message}",
+    ]);
+    assert_eq!(ev, "Error: configmap \"nope\" not found");
+}
+
 #[test]
 fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let bin = kubectls().remove(0);
@@ -1189,25 +1283,16 @@ fn logged_after(path: &Path, since_ns: i128) -> Option<f64> {
     Some((ns - since_ns) as f64 / 1e9)
 }
 
-/// Field case a (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec preStop `sleep 3`, an app
-/// that does not stop on SIGTERM, `kubectl delete --grace-period=5`. The termination facts
-/// through serve (real kubectl, the local kubelet, real processes) are those `podgrace run`
-/// reports for the same manifest, within ±150 ms: the preStop at once, SIGTERM after the
-/// preStop's 3 s, the kill at the grace period's end (5 s), deletionGracePeriodSeconds 5.
-#[test]
-fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
-    if !common::privileged("serve vs run") {
-        return;
-    }
-    const TOLERANCE: f64 = 0.150;
-    let bin = kubectls().remove(0);
-    let s = Serve::start("versus-run", &[]);
-    let manifest = |tag: &str| {
-        let term = s.dir.join(format!("{tag}.term"));
-        let pre = s.dir.join(format!("{tag}.prestop"));
-        let marker = format!("PODGRACE_VERSUS_{tag}_{}", std::process::id());
-        let text = format!(
-            "apiVersion: v1
+/// The pod of field case a (TGPS 10, exec preStop `sleep 3` logging its start to `TAG.prestop`,
+/// an app that logs SIGTERM to `TAG.term` and does not stop on it, ready once it trapped
+/// SIGTERM), named `term-a`: (manifest file, SIGTERM log, preStop log, `MARKER=1` in its
+/// environment).
+fn case_a_pod(s: &Serve, tag: &str) -> (PathBuf, PathBuf, PathBuf, String) {
+    let term = s.dir.join(format!("{tag}.term"));
+    let pre = s.dir.join(format!("{tag}.prestop"));
+    let marker = format!("PODGRACE_VERSUS_{tag}_{}", std::process::id());
+    let text = format!(
+        "apiVersion: v1
 kind: Pod
 metadata: {{name: term-a}}
 spec:
@@ -1225,16 +1310,31 @@ spec:
       preStop:
         exec: {{command: [sh, -c, 'date +%s%N >> {pre}; sleep 3']}}
 ",
-            term = term.display(),
-            pre = pre.display()
-        );
-        (
-            s.file(&format!("{tag}.yaml"), &text),
-            term,
-            pre,
-            format!("{marker}=1"),
-        )
-    };
+        term = term.display(),
+        pre = pre.display()
+    );
+    (
+        s.file(&format!("{tag}.yaml"), &text),
+        term,
+        pre,
+        format!("{marker}=1"),
+    )
+}
+
+/// Field case a (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec preStop `sleep 3`, an app
+/// that does not stop on SIGTERM, `kubectl delete --grace-period=5`. The termination facts
+/// through serve (real kubectl, the local kubelet, real processes) are those `podgrace run`
+/// reports for the same manifest, within ±150 ms: the preStop at once, SIGTERM after the
+/// preStop's 3 s, the kill at the grace period's end (5 s), deletionGracePeriodSeconds 5.
+#[test]
+fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
+    if !common::privileged("serve vs run") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    let bin = kubectls().remove(0);
+    let s = Serve::start("versus-run", &[]);
+    let manifest = |tag: &str| case_a_pod(&s, tag);
 
     // podgrace run: the delete 1 s after the start.
     let (file, term, pre, _) = manifest("run");
@@ -1337,6 +1437,172 @@ spec:
     assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
     assert!(
         (run_term - 3.0).abs() <= TOLERANCE && (run_exit - 5.0).abs() <= TOLERANCE,
+        "{facts}"
+    );
+    eprintln!("{facts}");
+}
+
+/// Field case c (`shared/cases/real-cluster-1.32.md`): the pod of case a deleted with
+/// `--grace-period=30`, then again with `--grace-period=3` 2.3 s later (while its preStop
+/// runs). The object takes the shorter grace (deletionGracePeriodSeconds 3, deletionTimestamp
+/// moved back 27 s); the kubelet keeps the kill it is running to the original deadline:
+/// SIGTERM after the preStop's 3 s, the kill at 30 s. Through serve (real kubectl, the local
+/// kubelet, real processes) the facts are those `podgrace run --second-delete 3@2.3` reports
+/// for the same manifest, within ±150 ms (both run at the same time).
+#[test]
+fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run_reports() {
+    if !common::privileged("serve vs run, second delete") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    const SECOND_AFTER: f64 = 2.3;
+    let bin = kubectls().remove(0);
+    // The recorded cluster ran 1.32: from 1.33 a second delete whose deadline already passed
+    // is stored as now with grace 1 instead (podgrace-core `before_delete_ms`).
+    let s = Serve::start("second-delete", &["--kubernetes-version", "1.32"]);
+    // podgrace run in the background: the first delete 1 s after the start, the second 2.3 s
+    // after it.
+    let (file, run_term_log, run_pre_log, _) = case_a_pod(&s, "run");
+    let run = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--delete-after",
+            "1s",
+            "--grace-period",
+            "30",
+        ])
+        .args([
+            "--second-delete",
+            &format!("3@{SECOND_AFTER}"),
+            "-o",
+            "json",
+            "--kubernetes-version",
+            "1.32",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("podgrace run");
+
+    let (file, term, pre, marker) = case_a_pod(&s, "serve");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "pod/term-a",
+                "--timeout=30s",
+            ],
+        ),
+        "wait Ready",
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "delete",
+            "pod",
+            "term-a",
+            "--grace-period=30",
+            "--wait=false",
+        ],
+    );
+    let deleted_ns = wall_ns();
+    let deleted = Instant::now();
+    assert_ok(&o, "first delete");
+    let get = || -> serde_json::Value {
+        serde_json::from_str(&out(
+            &s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"])
+        ))
+        .unwrap()
+    };
+    let first = get();
+    assert_eq!(first["metadata"]["deletionGracePeriodSeconds"], 30);
+    let app = pids_with_env(&marker)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trap"))
+        })
+        .expect("the app's process");
+    std::thread::sleep(Duration::from_secs_f64(SECOND_AFTER).saturating_sub(deleted.elapsed()));
+    let o = s.kubectl(
+        &bin,
+        &[
+            "delete",
+            "pod",
+            "term-a",
+            "--grace-period=3",
+            "--wait=false",
+        ],
+    );
+    assert_ok(&o, "second delete");
+    assert_eq!(out(&o), "pod \"term-a\" deleted\n");
+    assert!(err(&o).is_empty(), "no warning: {}", err(&o));
+    let second = get();
+    assert_eq!(second["metadata"]["deletionGracePeriodSeconds"], 3);
+    let ts = |v: &serde_json::Value| {
+        humantime::parse_rfc3339(v["metadata"]["deletionTimestamp"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(
+        ts(&first).duration_since(ts(&second)).unwrap(),
+        Duration::from_secs(27),
+        "deletionTimestamp moves back by 30 - 3 s"
+    );
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    while alive(app) {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(45),
+            "the app is killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serve_exit = deleted.elapsed().as_secs_f64();
+    let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM");
+
+    let o = run.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let r = common::json(&o);
+    let delete_at = r["deletes"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(r["deletes"][0]["deletionGracePeriodSeconds"], 30, "{r}");
+    assert_eq!(r["deletes"][1]["deletionGracePeriodSeconds"], 3, "{r}");
+    let t = &r["containers"][0]["terminations"][0];
+    let start = t["startSeconds"].as_f64().unwrap() - delete_at;
+    let run_pre = start + t["preStop"]["afterSeconds"].as_f64().unwrap();
+    let run_term = start + t["stopSignalAfterSeconds"].as_f64().unwrap();
+    let run_exit = start
+        + t["exitAfterSeconds"]
+            .as_f64()
+            .or(t["killAfterSeconds"].as_f64())
+            .unwrap();
+    assert!(
+        run_term_log.exists() && run_pre_log.exists(),
+        "the run's processes logged"
+    );
+    let facts = format!(
+        "preStop run {run_pre:.3} serve {serve_pre:.3}; SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3} (s after the first delete)"
+    );
+    assert!((serve_pre - run_pre).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
+    assert!(
+        (run_term - 3.0).abs() <= TOLERANCE && (run_exit - 30.0).abs() <= TOLERANCE,
         "{facts}"
     );
     eprintln!("{facts}");
