@@ -15,6 +15,7 @@
 //! - [`init`]: `podgrace init`'s signal forwarding, mapping, drain delay and exit code.
 
 pub mod conformance;
+pub mod features;
 pub mod init;
 pub mod lint;
 pub mod manifest;

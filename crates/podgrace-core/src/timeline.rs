@@ -504,11 +504,7 @@ pub fn explain(
         });
     }
     let base = kuberuntime::set_termination_grace_period(
-        GraceFields {
-            deletion_grace_period_seconds: start.dgps,
-            termination_grace_period_seconds: Some(tgps),
-            ..Default::default()
-        },
+        GraceFields::of_pod_kill(start.dgps, tgps),
         KillReason::Other,
     );
     // A plain delete of a pod whose TGPS is 0 is a force delete too; `zero-grace-force-deletes`
@@ -522,7 +518,7 @@ pub fn explain(
             ),
         });
     }
-    let ordering = version.at_least(1, 29) && pod.sidecars().next().is_some();
+    let ordering = kuberuntime::kills_in_termination_order(pod, version);
     let lat = latencies(opts);
     let mut containers = pod_kill(pod, base, override_seconds, version, ordering, lat);
     let second_delete = opts.second_delete.map(|later| {
@@ -1198,21 +1194,8 @@ fn probe_kill(
         Trigger::Startup(_) => KillReason::StartupProbe,
         _ => KillReason::LivenessProbe,
     };
-    let base = kuberuntime::set_termination_grace_period(
-        GraceFields {
-            deletion_grace_period_seconds: None,
-            termination_grace_period_seconds: Some(pod.termination_grace_period_seconds),
-            liveness_probe_seconds: c
-                .liveness_probe
-                .as_ref()
-                .and_then(|p| p.termination_grace_period_seconds),
-            startup_probe_seconds: c
-                .startup_probe
-                .as_ref()
-                .and_then(|p| p.termination_grace_period_seconds),
-        },
-        reason,
-    );
+    let base =
+        kuberuntime::set_termination_grace_period(GraceFields::of_probe_kill(pod, c), reason);
     let kill = KillContainer::new(base, None, opts.version);
     let hook = hook_ends(c, &kill);
     let signal = stop_signal(c);
@@ -1355,7 +1338,7 @@ pub fn container_findings_of(
             });
     }
     if t.kill_seconds.max > Seconds::from_secs(grace).saturating_add(Seconds::from_secs(2)) {
-        let why = if version.at_least(1, 28) {
+        let why = if version >= crate::rules::kuberuntime::OVERRIDE_BEFORE_PRESTOP_SINCE {
             "a native sidecar deducts its preStop and its wait for its turn in whole seconds, and each truncation can leave up to a second before the 2 s floor".to_string()
         } else {
             format!("Kubernetes {version} re-grants the full grace after the preStop hook (issue #115817, fixed in 1.28)")

@@ -170,7 +170,7 @@ pub mod message {
     /// (`image_manager.go` `EnsureImageExists`; from 1.35, with KubeletEnsureSecretPulledImages
     /// on by default, `... and can be accessed by the pod`).
     pub fn image_present(image: &str, version: podgrace_core::KubeVersion) -> String {
-        if version.at_least(1, 35) {
+        if version.kubelet_ensure_secret_pulled_images() {
             format!("Container image {image:?} already present on machine and can be accessed by the pod")
         } else {
             format!("Container image {image:?} already present on machine")

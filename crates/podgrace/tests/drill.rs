@@ -501,7 +501,7 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
         (rustix::process::Signal::TERM, 143),
         (rustix::process::Signal::INT, 130),
     ] {
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
             .args([
                 "drill",
                 file.to_str().unwrap(),
@@ -516,17 +516,60 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
             .spawn()
             .unwrap();
         let pid = rustix::process::Pid::from_child(&child);
-        std::thread::sleep(std::time::Duration::from_millis(2500));
+        // The signal goes once the drill reports its first step (its pods are starting), not
+        // after a fixed sleep that a loaded machine outruns.
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+            assert!(
+                n > 0,
+                "{signal:?}: the drill ended before its first step: {seen}"
+            );
+            seen.push_str(&line);
+            if line.starts_with("drill: ") && line.contains("s  ") {
+                break;
+            }
+        }
         rustix::process::kill_process(pid, signal).unwrap();
+        std::io::Read::read_to_string(&mut err, &mut seen).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{signal:?}: {}",
-            stderr(&out)
-        );
-        assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(code), "{signal:?}: {seen}");
+        assert!(seen.contains("interrupted"), "{seen}");
     }
+}
+
+/// A signal while the drill still sets up (here: containerd's socket accepts and never answers)
+/// ends podgrace with 128 + the signal and a word, not with the signal's default death.
+#[test]
+fn a_signal_while_the_drill_connects_to_containerd_exits_128_plus_its_number() {
+    let socket = tempdir("drillsig-setup").join("containerd.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["drill", "--runtime"])
+        .arg(format!("containerd:{}", socket.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The drill has connected: it is past its argument checks and waits on containerd.
+    let (_conn, _) = listener.accept().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("interrupted before the drill started"),
+        "{err}"
+    );
 }
 
 /// The examples that serve traffic drill as they are (issue 9 item 12); web.yaml, whose preStop

@@ -16,6 +16,7 @@ mod eviction;
 mod kuberuntime;
 mod nodeshutdown;
 mod podworker;
+mod restart;
 mod runtime;
 mod status;
 mod validation;
@@ -177,6 +178,8 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         "validation.ValidateEndpointIP" => validation::validate_endpoint_ip_vector(&mut c)?,
         f if f.starts_with("containerd ") || f.starts_with("moby ") => runtime::evaluate(&mut c)?,
         f if f.starts_with("deployment.") => controllers::evaluate(&mut c)?,
+        "flowcontrol.Backoff" => restart::backoff(&mut c)?,
+        "kubecontainer.ShouldContainerBeRestarted" => restart::should_restart(&mut c)?,
         _ => return Err(c.unknown_function()),
     }
     c.finish()
@@ -433,7 +436,7 @@ mod tests {
             "failed vectors:\n{}",
             failures.join("\n")
         );
-        assert_eq!(report.passed(), 96 + 142);
+        assert_eq!(report.passed(), 96 + 175);
     }
 
     #[test]
@@ -518,10 +521,12 @@ mod owner_tests {
             (&["printers."], 30),
             (&["validation."], 17),
             (&["deployment."], 18),
+            (&["flowcontrol."], 3),
+            (&["kubecontainer."], 30),
         ];
         for (prefixes, count) in owners {
             assert_eq!(assert_vectors_pass(prefixes), *count, "{prefixes:?}");
         }
-        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 142);
+        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 175);
     }
 }

@@ -54,7 +54,7 @@ fn binary_missing(
     }
     let fix = match h.known_duration() {
         // sleep.seconds is a whole number: a fractional sleep is rounded up.
-        Some(d) if cx.opts.version.at_least(1, 30) => format!(
+        Some(d) if cx.opts.version.pod_lifecycle_sleep_action() => format!(
             "use the sleep action instead: `lifecycle.preStop.sleep.seconds: {}`",
             d.ceil_secs()
         ),

@@ -239,7 +239,7 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
         } else {
             ""
         };
-        let fix = if cx.opts.version.at_least(1, 29) {
+        let fix = if cx.opts.version.sidecar_containers() {
             "run it as a native sidecar (move it to initContainers with restartPolicy: Always), which is stopped only after the app has exited"
         } else {
             "give the proxy a preStop that waits for the app (native sidecars need Kubernetes 1.29)"

@@ -290,7 +290,7 @@ fn nginx(cx: &PodCx<'_>, c: &ContainerPlan, sink: &mut Sink<'_>) {
     } else {
         c.field_span("image")
     };
-    let fix = if cx.opts.version.at_least(1, 33) {
+    let fix = if cx.opts.version.container_stop_signals() {
         "set lifecycle.stopSignal: SIGQUIT (ContainerStopSignals, needs spec.os.name: linux), build the image with STOPSIGNAL SIGQUIT"
     } else {
         "build the image with STOPSIGNAL SIGQUIT (lifecycle.stopSignal needs Kubernetes 1.33)"

@@ -99,7 +99,7 @@ pub(super) fn delay_fix(cx: &PodCx<'_>) -> (i64, String) {
     let sleep = (cx.config().endpoint_lag_seconds.ceil()
         + crate::rules::endpoints::ENDPOINT_RACE_MARGIN_SECONDS)
         .max(5.0) as i64;
-    let fix = if cx.opts.version.at_least(1, 30) {
+    let fix = if cx.opts.version.pod_lifecycle_sleep_action() {
         format!("`lifecycle.preStop.sleep.seconds: {sleep}`")
     } else {
         format!("an exec `sleep {sleep}` preStop")

@@ -139,14 +139,18 @@ impl Loader<'_> {
             ("apps/v1", "ReplicaSet") => Kind::Workload(WorkloadKind::ReplicaSet),
             ("batch/v1", "Job") => Kind::Workload(WorkloadKind::Job),
             ("batch/v1", "CronJob") => Kind::Workload(WorkloadKind::CronJob),
-            ("batch/v1beta1", "CronJob") if !version.at_least(1, 25) => {
+            ("batch/v1beta1", "CronJob") if version.serves_v1beta1_cronjob_and_pdb() => {
                 Kind::Workload(WorkloadKind::CronJob)
             }
             ("v1", "Service") => Kind::Service,
             ("v1", "ConfigMap") => Kind::ConfigMap,
             ("v1", "Secret") => Kind::Secret,
             ("policy/v1", "PodDisruptionBudget") => Kind::Pdb,
-            ("policy/v1beta1", "PodDisruptionBudget") if !version.at_least(1, 25) => Kind::Pdb,
+            ("policy/v1beta1", "PodDisruptionBudget")
+                if version.serves_v1beta1_cronjob_and_pdb() =>
+            {
+                Kind::Pdb
+            }
             ("v1", "List") => Kind::List,
             // `kubectl get -o yaml` of several objects can also give typed lists (PodList, ...).
             (_, k) if k.ends_with("List") && k.len() > 4 && doc.get("items").is_some() => {

@@ -290,7 +290,7 @@ fn container<'s>(
             },
         );
     }
-    if role == Role::Sidecar && !c.version.at_least(1, 29) {
+    if role == Role::Sidecar && !c.version.sidecar_containers() {
         let v = c.version;
         c.push(
             &with(base, &[Seg::Key("restartPolicy")]),
@@ -353,7 +353,7 @@ fn container<'s>(
                 grace,
             );
         }
-        if let (Some(_), false) = (&lc.stop_signal, c.version.at_least(1, 33)) {
+        if let (Some(_), false) = (&lc.stop_signal, c.version.container_stop_signals()) {
             let v = c.version;
             c.push(
                 &with(base, &[Seg::Key("lifecycle"), Seg::Key("stopSignal")]),
@@ -422,7 +422,7 @@ fn lifecycle_handler(
             &with(base, &[Seg::Key("tcpSocket"), Seg::Key("port")]),
         );
     } else if let Some(s) = &h.sleep {
-        if c.version.at_least(1, 30) {
+        if c.version.pod_lifecycle_sleep_action() {
             sleep_action(c, s.seconds, grace, &with(base, &[Seg::Key("sleep")]));
         } else {
             let v = c.version;
@@ -468,7 +468,7 @@ fn handler_count(c: &mut Checker<'_, '_, '_>, set: &[(&str, bool)], base: &[Seg<
 /// `0 <= seconds <= TGPS` with the message "must be non-negative and less than ...". The path is
 /// the `sleep` field, as upstream reports it.
 fn sleep_action(c: &mut Checker<'_, '_, '_>, seconds: i64, grace: i64, base: &[Seg<'_>]) {
-    let allow_zero = c.version.at_least(1, 33);
+    let allow_zero = c.version.pod_lifecycle_sleep_action_allow_zero();
     let (bad, words) = if allow_zero {
         (!(0..=grace).contains(&seconds), "must be non-negative")
     } else {

@@ -246,11 +246,14 @@ fn saturate(v: i128) -> i64 {
     i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }
 
+/// The release from which a shortened deletion timestamp no longer moves into the past (PR #122646).
+pub const CLAMPED_DELETION_TIMESTAMP_SINCE: crate::KubeVersion = crate::KubeVersion::new(1, 33);
+
 /// Whether `BeforeDelete` keeps a shortened deletion timestamp from moving into the past:
 /// `true` from Kubernetes 1.33 (PR #122646, "prevent deletionTimestamp from moving into the
 /// past", merged for 1.33; the recorded 1.32 cluster still moved it into the past).
 pub fn clamps_deletion_timestamp(version: crate::KubeVersion) -> bool {
-    version.at_least(1, 33)
+    version >= CLAMPED_DELETION_TIMESTAMP_SINCE
 }
 
 /// A pod stored in the registry, as `Store.Delete` sees it.

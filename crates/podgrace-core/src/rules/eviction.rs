@@ -12,6 +12,10 @@ use std::time::Duration;
 
 /// The override of a hard eviction since Kubernetes 1.31 (`immediateEvictionGracePeriodSeconds`).
 pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
+
+/// The release from which a hard eviction gets [`IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS`] instead
+/// of 0 (PR #124063).
+pub const IMMEDIATE_EVICTION_GRACE_SINCE: KubeVersion = KubeVersion::new(1, 31);
 /// Pods at or above this priority are critical and never evicted (`SystemCriticalPriority`).
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 /// `evictionPressureTransitionPeriod` default, and what a configured 0 becomes: 5 minutes.
@@ -329,7 +333,7 @@ pub fn grace_period_override(
     version: KubeVersion,
 ) -> i64 {
     if hard {
-        return if version.at_least(1, 31) {
+        return if version >= IMMEDIATE_EVICTION_GRACE_SINCE {
             IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS
         } else {
             0

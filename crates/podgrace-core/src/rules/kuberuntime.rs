@@ -38,6 +38,47 @@ pub struct GraceFields {
     pub startup_probe_seconds: Option<i64>,
 }
 
+impl GraceFields {
+    /// The fields of a pod kill (`killPod` from `SyncTerminatingPod`): the pod's
+    /// `deletionGracePeriodSeconds` (`None` when the object has none) and TGPS, in seconds; no
+    /// probe values, since the kill reason is not a probe.
+    pub fn of_pod_kill(deletion_grace_period_seconds: Option<i64>, tgps: i64) -> Self {
+        GraceFields {
+            deletion_grace_period_seconds,
+            termination_grace_period_seconds: Some(tgps),
+            ..Default::default()
+        }
+    }
+
+    /// The fields of a liveness or startup kill of `container` (the container-restart path of
+    /// `SyncPod`): no DGPS and no pod-level override, the pod's TGPS and the probes' own
+    /// `terminationGracePeriodSeconds` (KEP-2238), in seconds.
+    pub fn of_probe_kill(
+        pod: &crate::plan::PodPlan,
+        container: &crate::plan::ContainerPlan,
+    ) -> Self {
+        let probe = |p: &Option<crate::plan::Probe>| {
+            p.as_ref().and_then(|p| p.termination_grace_period_seconds)
+        };
+        GraceFields {
+            deletion_grace_period_seconds: None,
+            termination_grace_period_seconds: Some(pod.termination_grace_period_seconds),
+            liveness_probe_seconds: probe(&container.liveness_probe),
+            startup_probe_seconds: probe(&container.startup_probe),
+        }
+    }
+}
+
+/// Whether `killPodWithSyncResult` kills `pod`'s containers in termination order (sidecars after
+/// the main containers, `newTerminationOrdering`): only when the pod has a native sidecar
+/// (`types.HasRestartableInitContainer`) and the release has `SidecarContainers` on by default
+/// (1.29+); otherwise every container gets its stop signal at once.
+///
+/// Source: `pkg/kubelet/kuberuntime/kuberuntime_container.go` `killContainersWithSyncResult`.
+pub fn kills_in_termination_order(pod: &crate::plan::PodPlan, version: KubeVersion) -> bool {
+    version.sidecar_containers() && pod.sidecars().next().is_some()
+}
+
 /// `setTerminationGracePeriod`: the base grace of a container kill, in seconds. DGPS wins (even
 /// over probe values); else the failing probe's own `terminationGracePeriodSeconds` (KEP-2238,
 /// which may exceed TGPS) for liveness/startup kills; else TGPS; else 2.

@@ -5,6 +5,7 @@
 //! name says otherwise (`_ms` for milliseconds).
 
 pub mod apiserver;
+pub mod backoff;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
@@ -19,7 +20,9 @@ pub mod podstatus;
 pub mod podutil;
 pub mod podworker;
 pub mod printers;
+pub mod prober;
 pub mod replicaset;
+pub mod restart;
 pub mod runtime;
 pub mod scheduling;
 pub mod validation;

@@ -47,9 +47,9 @@ impl Features {
     /// The defaults of release `v`.
     pub fn of(v: KubeVersion) -> Features {
         Features {
-            logarithmic_scale_down: v.at_least(1, 22),
-            pod_deletion_cost: v.at_least(1, 22),
-            terminating_replicas: v.at_least(1, 35),
+            logarithmic_scale_down: v.logarithmic_scale_down(),
+            pod_deletion_cost: v.pod_deletion_cost(),
+            terminating_replicas: v.deployment_replicaset_terminating_replicas(),
         }
     }
 }

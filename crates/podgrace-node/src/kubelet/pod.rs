@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use podgrace_core::plan::{ContainerPlan, ContainerRole, PodPlan, RestartPolicy};
 use podgrace_core::rules::apiserver::{self, KubectlDeleteError, KubectlDeleteFlags};
+use podgrace_core::rules::backoff::Backoff;
 use podgrace_core::rules::eviction;
 use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason, OrderedContainer};
 use podgrace_core::rules::podstatus::{
@@ -36,6 +37,7 @@ use podgrace_core::rules::podstatus::{
 use podgrace_core::rules::podworker::{
     self, InFlightEffect, KillPodOptions, LaterUpdate, PodUpdate, PodWorker, UpdateType,
 };
+use podgrace_core::rules::restart;
 use podgrace_core::rules::runtime::{containerd_exit_reason, Signal};
 use podgrace_core::KubeVersion;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -350,7 +352,10 @@ struct Ctr {
     running: bool,
     exit: Option<ExitStatus>,
     started_at: Option<Instant>,
-    restarts: u32,
+    /// The crash back-off (`flowcontrol.Backoff` for this container), its times in milliseconds
+    /// since `epoch`.
+    back_off: Backoff,
+    epoch: Instant,
     /// Create-and-start attempts, failed ones included (a failed start counts as a run that
     /// exited, as the kubelet's restartCount does).
     attempts: u32,
@@ -426,20 +431,6 @@ struct Pod<R> {
     probe_kill_cancel: Vec<Canceller>,
 }
 
-/// The first restart is immediate, then 10 s doubling up to 300 s (`doBackOff`, the kubelet's
-/// `flowcontrol.Backoff` with 10 s initial and 300 s maximum). A container that ran 10 minutes
-/// starts over.
-fn back_off(restarts: u32) -> Duration {
-    match restarts {
-        0 | 1 => Duration::ZERO,
-        n => Duration::from_secs((10u64 << (n - 2).min(5)).min(300)),
-    }
-}
-
-/// A container that ran this long without failing resets its back-off (2 × the 5 min maximum,
-/// as the kubelet's back-off garbage collection does).
-const BACK_OFF_RESET: Duration = Duration::from_secs(600);
-
 impl<R: RuntimeService + 'static> Pod<R> {
     fn new(
         rt: Arc<R>,
@@ -478,7 +469,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         running: false,
                         exit: None,
                         started_at: None,
-                        restarts: 0,
+                        back_off: Backoff::crash_loop(),
+                        epoch: Instant::now(),
                         attempts: 0,
                         restart_at: None,
                         probe_killed: false,
@@ -879,37 +871,21 @@ impl<R: RuntimeService + 'static> Pod<R> {
     fn after_exit(&mut self, i: usize, at: Instant, status: ExitStatus) {
         let policy = self.plan.restart_policy;
         let c = &mut self.ctrs[i];
-        if c.started_at
-            .is_some_and(|s| at.saturating_duration_since(s) >= BACK_OFF_RESET)
+        let restart = match restart::after_exit(c.plan.role, policy, status.code(), c.probe_killed)
         {
-            c.restarts = 0;
-        }
-        // After a liveness or startup kill the container restarts unless the pod never does.
-        let probe_kill = c.probe_killed && policy != RestartPolicy::Never;
-        let restart = probe_kill
-            || match c.plan.role {
-                // Native sidecars always restart; a regular init container reruns on failure
-                // unless the pod never restarts.
-                ContainerRole::Sidecar => true,
-                ContainerRole::Init => status.code() != 0 && policy != RestartPolicy::Never,
-                ContainerRole::Main => match policy {
-                    RestartPolicy::Always => true,
-                    RestartPolicy::OnFailure => status.code() != 0,
-                    RestartPolicy::Never => false,
-                },
-            };
-        if c.plan.role == ContainerRole::Init
-            && status.code() != 0
-            && policy == RestartPolicy::Never
-        {
-            // The pod fails: nothing more starts, the rest is terminated.
-            self.failed = true;
-            self.command_kill_failed();
-            return;
-        }
+            restart::AfterExit::Restart => true,
+            restart::AfterExit::Stay => false,
+            restart::AfterExit::FailPod => {
+                // The pod fails: nothing more starts, the rest is terminated.
+                self.failed = true;
+                self.command_kill_failed();
+                return;
+            }
+        };
         if restart {
-            c.restarts += 1;
-            let delay = back_off(c.restarts);
+            let finished_ms = u64::try_from(at.saturating_duration_since(c.epoch).as_millis())
+                .unwrap_or(u64::MAX);
+            let delay = Duration::from_millis(c.back_off.restart_after_exit(finished_ms));
             if !delay.is_zero() {
                 self.events.warning(
                     reason::BACK_OFF,
@@ -1121,14 +1097,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
             version,
         );
         let base = kuberuntime::set_termination_grace_period(
-            GraceFields {
-                deletion_grace_period_seconds: self.api.deletion().deletion_grace_period_seconds,
-                termination_grace_period_seconds: Some(tgps),
-                ..Default::default()
-            },
+            GraceFields::of_pod_kill(self.api.deletion().deletion_grace_period_seconds, tgps),
             KillReason::Other,
         );
-        let ordering = version.at_least(1, 29) && self.plan.sidecars().next().is_some();
+        let ordering = kuberuntime::kills_in_termination_order(&self.plan, version);
         let task = self.spawn_kills(base, override_seconds, ordering, Killer::PodWorker);
         self.in_flight = Some(InFlight { task });
         self.kill_grace = Some(g);
@@ -1370,20 +1342,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         // The container-restart path: no pod-level override; the probe's own
         // terminationGracePeriodSeconds (KEP-2238) when it has one.
         let base = kuberuntime::set_termination_grace_period(
-            GraceFields {
-                deletion_grace_period_seconds: None,
-                termination_grace_period_seconds: Some(self.plan.termination_grace_period_seconds),
-                liveness_probe_seconds: c
-                    .plan
-                    .liveness_probe
-                    .as_ref()
-                    .and_then(|p| p.termination_grace_period_seconds),
-                startup_probe_seconds: c
-                    .plan
-                    .startup_probe
-                    .as_ref()
-                    .and_then(|p| p.termination_grace_period_seconds),
-            },
+            GraceFields::of_probe_kill(&self.plan, &c.plan),
             reason,
         );
         let will_restart = self.plan.restart_policy != RestartPolicy::Never;

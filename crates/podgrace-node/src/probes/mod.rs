@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use podgrace_core::plan::{ContainerPort, Probe, ProbeAction};
+use podgrace_core::rules::prober::{ProbeWorker, Tick};
 use podgrace_core::KubeVersion;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -63,24 +64,7 @@ const MAX_PROBE_RETRIES: usize = 3;
 /// The Kubernetes version in the `kube-probe/<major.minor>` User-Agent.
 pub const USER_AGENT_VERSION: KubeVersion = KubeVersion::LATEST;
 
-/// Which probe a worker runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProbeKind {
-    Startup,
-    Liveness,
-    Readiness,
-}
-
-impl ProbeKind {
-    /// `probeType.String()`: `Startup`, `Liveness`, `Readiness` (used in event messages).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeKind::Startup => "Startup",
-            ProbeKind::Liveness => "Liveness",
-            ProbeKind::Readiness => "Readiness",
-        }
-    }
-}
+pub use podgrace_core::rules::prober::{ProbeKind, ProbeState};
 
 /// The outcome of one attempt (`probe.Result` plus its output or error).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,14 +314,6 @@ impl<R: RuntimeService + 'static> Prober for RuntimeProber<R> {
     }
 }
 
-/// The results-manager value (`results.Result`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeState {
-    Unknown,
-    Success,
-    Failure,
-}
-
 /// What a worker publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeStatus {
@@ -446,9 +422,7 @@ pub fn spawn_probe_worker<P: Prober>(
         container: container_rx,
         status: status_tx,
         container_id: None,
-        last_result: ProbeState::Success,
-        result_run: 0,
-        on_hold: false,
+        rules: ProbeWorker::new(kind, probe),
     };
     tokio::spawn(async move {
         let period = Duration::from_secs(
@@ -489,20 +463,11 @@ struct Worker<P> {
     container: watch::Receiver<Option<ContainerRun>>,
     status: watch::Sender<ProbeStatus>,
     container_id: Option<String>,
-    last_result: ProbeState,
-    result_run: i64,
-    on_hold: bool,
+    /// The thresholds, the initial delay, the startup gate and the hold.
+    rules: ProbeWorker,
 }
 
 impl<P: Prober> Worker<P> {
-    fn initial_value(&self) -> ProbeState {
-        match self.kind {
-            ProbeKind::Readiness => ProbeState::Failure,
-            ProbeKind::Liveness => ProbeState::Success,
-            ProbeKind::Startup => ProbeState::Unknown,
-        }
-    }
-
     fn set(&self, result: ProbeState, by_threshold: bool) {
         let id = self.container_id.clone();
         let kind = self.kind;
@@ -527,23 +492,13 @@ impl<P: Prober> Worker<P> {
         };
         if self.container_id.as_deref() != Some(run.container_id.as_str()) {
             self.container_id = Some(run.container_id.clone());
-            self.set(self.initial_value(), false);
-            self.on_hold = false;
+            let initial = self.rules.new_container();
+            self.set(initial, false);
         }
-        if self.on_hold {
-            return;
-        }
-        if !run.running {
-            self.set(ProbeState::Failure, false);
-            return;
-        }
-        // int32(time.Since(startedAt).Seconds()) < initialDelaySeconds
+        // int32(time.Since(startedAt).Seconds())
         let ran = Instant::now()
             .saturating_duration_since(run.started_at)
             .as_secs();
-        if (ran as i64) < self.probe.initial_delay_seconds {
-            return;
-        }
         // `c.Started`: the startup probe succeeded for this container (or there is none).
         let started = match (self.kind, &self.startup) {
             (ProbeKind::Startup, _) => self.startup_succeeded(),
@@ -554,12 +509,16 @@ impl<P: Prober> Worker<P> {
                     && s.container_id.as_deref() == Some(run.container_id.as_str())
             }
         };
-        if started {
-            if self.kind == ProbeKind::Startup {
+        match self
+            .rules
+            .tick(run.running, i64::try_from(ran).unwrap_or(i64::MAX), started)
+        {
+            Tick::Skip => return,
+            Tick::NotRunning => {
+                self.set(ProbeState::Failure, false);
                 return;
             }
-        } else if self.kind != ProbeKind::Startup {
-            return;
+            Tick::Probe => {}
         }
         let mut attempt = ProbeResult::Unknown(String::new());
         for _ in 0..MAX_PROBE_RETRIES {
@@ -597,23 +556,8 @@ impl<P: Prober> Worker<P> {
             }
             ProbeResult::Success => ProbeState::Success,
         };
-        if self.last_result == result {
-            self.result_run += 1;
-        } else {
-            self.last_result = result;
-            self.result_run = 1;
-        }
-        if (result == ProbeState::Failure && self.result_run < self.probe.failure_threshold)
-            || (result == ProbeState::Success && self.result_run < self.probe.success_threshold)
-        {
-            return;
-        }
-        self.set(result, true);
-        if (self.kind == ProbeKind::Liveness && result == ProbeState::Failure)
-            || self.kind == ProbeKind::Startup
-        {
-            self.on_hold = true;
-            self.result_run = 0;
+        if let Some(published) = self.rules.result(result) {
+            self.set(published, true);
         }
     }
 

@@ -335,6 +335,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let mut interrupt = {
+        let _in_runtime = runtime.enter();
+        Interrupt::install().context("cannot watch SIGINT and SIGTERM")?
+    };
     let images = args.runtime.runtime != RuntimeChoice::Process;
     // Bad input is found before anything starts, containerd included.
     let template = match args.file.get() {
@@ -344,7 +348,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let pods = match &args.runtime.runtime {
         RuntimeChoice::Process => PodRuntime::Process,
         RuntimeChoice::Containerd { socket } => {
-            let (rt, mut output) = runtime.block_on(super::connect_containerd(socket))?;
+            // Connecting stops an earlier podgrace's pods with their grace: a signal meanwhile
+            // ends podgrace, as the same signal before the handlers were installed would.
+            let (rt, mut output) =
+                interrupt.or_exit(&runtime, super::connect_containerd(socket))?;
             // The pods' own output is not part of the drill's report.
             runtime.spawn(async move { while output.recv().await.is_some() {} });
             PodRuntime::Containerd(Arc::new(rt))
@@ -353,7 +360,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     match template {
         Some((plan, replicas, port)) => {
             let cfg = config(port, args.replicas.unwrap_or(replicas));
-            let outcome = runtime.block_on(drill_once(&pods, &plan, &cfg, &args, "drill"))?;
+            let outcome = runtime.block_on(drill_once(
+                &mut interrupt,
+                &pods,
+                &plan,
+                &cfg,
+                &args,
+                "drill",
+            ))?;
             match args.output.output {
                 Format::Json => print_json(&outcome.report)?,
                 Format::Text => write!(Out, "{}", summary(&outcome))?,
@@ -367,7 +381,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 Outcome::CheckFailed
             })
         }
-        None => demo(&runtime, &pods, &args, config),
+        None => demo(&runtime, &mut interrupt, &pods, &args, config),
     }
 }
 
@@ -407,6 +421,7 @@ fn warn_unused_flags(args: &Args) {
 /// sleep longer than the endpoint lag and an app that drains.
 fn demo(
     runtime: &tokio::runtime::Runtime,
+    interrupt: &mut Interrupt,
     pods: &PodRuntime,
     args: &Args,
     config: impl Fn(u16, usize) -> DrillConfig,
@@ -437,13 +452,21 @@ fn demo(
         cfg.duration = needed;
     }
     let a = runtime.block_on(drill_once(
+        interrupt,
         pods,
         &unfixed,
         &cfg,
         args,
         "1/2 without preStop",
     ))?;
-    let b = runtime.block_on(drill_once(pods, &fixed, &cfg, args, "2/2 with preStop"))?;
+    let b = runtime.block_on(drill_once(
+        interrupt,
+        pods,
+        &fixed,
+        &cfg,
+        args,
+        "2/2 with preStop",
+    ))?;
     match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
@@ -644,6 +667,7 @@ fn service_port(plan: &PodPlan) -> Option<u16> {
 
 /// Runs one drill with a progress bar (text) or log lines on stderr (JSON).
 async fn drill_once(
+    interrupt: &mut Interrupt,
     pods: &PodRuntime,
     plan: &PodPlan,
     cfg: &DrillConfig,
@@ -689,7 +713,7 @@ async fn drill_once(
     });
     let result = tokio::select! {
         r = run_drill_on(pods, plan, cfg, tx) => r,
-        code = interrupted() => {
+        code = interrupt.recv() => {
             if let Some(b) = &bar {
                 b.abandon();
             }
@@ -722,21 +746,53 @@ async fn drill_once(
     result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
 }
 
-/// The first SIGINT or SIGTERM to podgrace, as the exit code of a process it ended: 128 + the
-/// signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
-async fn interrupted() -> i32 {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut i), Ok(mut t)) => {
+/// SIGINT and SIGTERM to a drill, watched from the verb's start (before containerd is reached or
+/// any pod starts) to its end, so that a signal at any moment, between the demo's drills too, ends
+/// the drill with its pods instead of killing podgrace half-way (a signal handler installed only
+/// when a drill starts leaves the signal's default action, death without cleanup, before it, and
+/// swallows a signal between two drills).
+struct Interrupt {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Interrupt {
+    /// Installs the handlers; must run inside the tokio runtime. Errors when the kernel refuses a
+    /// signal handler.
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Runs `setup`, work done before any pod of the drill exists, unless SIGINT or SIGTERM
+    /// comes first: then podgrace exits at once with 128 + the signal, and says so.
+    fn or_exit<T>(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        setup: impl std::future::Future<Output = T>,
+    ) -> T {
+        runtime.block_on(async {
             tokio::select! {
-                _ = i.recv() => 128 + 2,
-                _ = t.recv() => 128 + 15,
+                r = setup => r,
+                code = self.recv() => {
+                    eprintln!("interrupted before the drill started its pods");
+                    std::process::exit(code)
+                }
             }
+        })
+    }
+
+    /// The first SIGINT or SIGTERM since `install` (one delivered while nothing waited counts),
+    /// as the exit code of a process it ended: 128 + the signal (130 for SIGINT, 143 for
+    /// SIGTERM), as a shell reports it.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.int.recv() => 128 + 2,
+            _ = self.term.recv() => 128 + 15,
         }
-        _ => std::future::pending().await,
     }
 }
 

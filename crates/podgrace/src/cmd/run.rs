@@ -40,8 +40,9 @@ pub struct Args {
     /// Which pod of the file, by name, when it holds several.
     #[arg(long)]
     pod: Option<String>,
-    /// Start the termination by itself after this long (`10s`, `1m30s`, `500ms`): the delete
-    /// (with --grace-period, --force, --now), or the eviction of --trigger.
+    /// Start the termination by itself this long (`10s`, `1m30s`, `500ms`) after the pod's first
+    /// container started (or failed to start): the delete (with --grace-period, --force, --now),
+    /// or the eviction of --trigger.
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     delete_after: Option<Duration>,
     #[command(flatten)]
@@ -322,12 +323,26 @@ async fn supervise<R: RuntimeService + 'static>(
             );
         }
     });
+    let mut container_events = events.subscribe();
     let pod = run_pod(runtime.clone(), plan, opts, events);
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terms = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    // --delete-after counts from the pod's first container start (or failed start), as a user
+    // deletes a pod they saw start: the sandbox's set-up, slower on a loaded machine, is not
+    // part of the app's time.
     let deleter = async {
         match args.delete_after {
-            Some(d) => tokio::time::sleep(d).await,
+            Some(d) => {
+                while let Some(e) = container_events.recv().await {
+                    if e.container.is_some()
+                        && (e.reason == podgrace_node::events::reason::STARTED
+                            || e.reason == podgrace_node::events::reason::FAILED)
+                    {
+                        break;
+                    }
+                }
+                tokio::time::sleep(d).await
+            }
             None => std::future::pending().await,
         }
     };
