@@ -21,6 +21,7 @@
 //! For in-process use (the drill's embedded serve) build [`Api`] and use
 //! [`http::router`] as a tower `Service`: `kube::Client::new(service, "default")` talks to
 //! it as to a real cluster, with no listener.
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod discovery;

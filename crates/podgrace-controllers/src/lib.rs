@@ -10,6 +10,7 @@
 //!
 //! Upstream: `cmd/kube-controller-manager` and `pkg/controller/{replicaset,deployment,
 //! garbagecollector,endpointslice,disruption}`.
+#![forbid(unsafe_code)]
 
 pub mod deployment;
 pub mod disruption;

@@ -13,6 +13,7 @@
 //! - [`lint`]: termination pitfalls in manifests, with stable rule ids.
 //! - [`conformance`]: evaluation of upstream-derived test vectors against the rules.
 //! - [`init`]: `podgrace init`'s signal forwarding, mapping, drain delay and exit code.
+#![forbid(unsafe_code)]
 
 pub mod conformance;
 pub mod features;

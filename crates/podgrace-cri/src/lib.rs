@@ -7,6 +7,7 @@
 //! has `ContainerConfig.stop_signal` of KEP-4960, which the `k8s-cri` crate's older copy
 //! lacks). Fields unknown to an older runtime are ignored by it, as protobuf does.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
+#![forbid(unsafe_code)]
 
 /// `runtime.v1`.
 pub mod v1 {

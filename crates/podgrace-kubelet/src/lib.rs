@@ -21,6 +21,7 @@
 //! `spec.nodeName=NODE`), `pkg/kubelet/kubelet.go` (`syncLoopIteration`, `HandlePodUpdates`,
 //! `HandlePodRemoves`), `pkg/kubelet/status/status_manager.go` (`syncPod`: the status patch and
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
+#![forbid(unsafe_code)]
 
 pub mod env;
 pub mod logs;

@@ -17,6 +17,7 @@
 //! sudo target/release/examples/bench_init --podgrace target/x86_64-unknown-linux-gnu/release/podgrace
 //! ```
 //! Needs root (a PID namespace per init).
+#![allow(unsafe_code)] // raw signal masks, clock_gettime and unshare for the measurement
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};

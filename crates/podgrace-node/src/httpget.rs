@@ -311,50 +311,36 @@ async fn follow(first: &Request, close: bool) -> Result<Response, HttpGetError> 
     }
 }
 
-/// Resolves a `Location` against the current request; the bool says whether it was relative.
+/// Resolves a `Location` against the current request as Go's `URL.ResolveReference` does (RFC
+/// 3986 section 5.2, dot segments removed); the bool says whether it was relative (`!IsAbs()`: no
+/// scheme, so `//host/path` is relative too, and keeps an overriding Host header). `None` for a
+/// Location that does not parse or leaves http and https.
+///
+/// Upstream: Go's `net/http` `Client.do` (redirects) and `net/url` `ResolveReference`.
 fn resolve_location(current: &Request, location: &str) -> Option<(Request, bool)> {
+    let base = url::Url::parse(&current.url()).ok()?;
+    let target = base.join(location).ok()?;
+    let relative = matches!(
+        url::Url::parse(location),
+        Err(url::ParseError::RelativeUrlWithoutBase)
+    );
     let mut next = current.clone();
-    if let Some(rest) = location.strip_prefix("//") {
-        let uri: Uri = format!("{}://{rest}", current.scheme.as_str())
-            .parse()
-            .ok()?;
-        apply_absolute(&mut next, &uri)?;
-        return Some((next, false));
-    }
-    if location.contains("://") {
-        let uri: Uri = location.parse().ok()?;
-        apply_absolute(&mut next, &uri)?;
-        return Some((next, false));
-    }
-    next.path = if location.starts_with('/') {
-        location.to_string()
-    } else {
-        let base = current.path.split('?').next().unwrap_or("/");
-        let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
-        format!("{dir}{location}")
-    };
-    Some((next, true))
-}
-
-fn apply_absolute(next: &mut Request, uri: &Uri) -> Option<()> {
-    next.scheme = match uri.scheme_str()? {
-        s if s.eq_ignore_ascii_case("https") => Scheme::Https,
-        s if s.eq_ignore_ascii_case("http") => Scheme::Http,
+    next.scheme = match target.scheme() {
+        "https" => Scheme::Https,
+        "http" => Scheme::Http,
         _ => return None,
     };
-    next.host = uri
-        .host()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    next.port = uri.port_u16().unwrap_or(match next.scheme {
-        Scheme::Http => 80,
-        Scheme::Https => 443,
-    });
-    next.path = uri
-        .path_and_query()
-        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
-    Some(())
+    next.host = match target.host()? {
+        url::Host::Domain(d) => d.to_string(),
+        url::Host::Ipv4(a) => a.to_string(),
+        url::Host::Ipv6(a) => a.to_string(),
+    };
+    next.port = target.port_or_known_default()?;
+    next.path = match target.query() {
+        Some(q) => format!("{}?{q}", target.path()),
+        None => target.path().to_string(),
+    };
+    Some((next, relative))
 }
 
 /// Go's wording of a socket error: `connection refused`, not `Connection refused (os error 111)`.
@@ -732,8 +718,19 @@ mod tests {
             url("https://example.com/z"),
             Some(("https://example.com:443/z".into(), false))
         );
-        assert_eq!(url("//other:81/"), Some(("http://other:81/".into(), false)));
+        // Scheme-relative is relative for Go (`IsAbs` is false): the Host override stays.
+        assert_eq!(url("//other:81/"), Some(("http://other:81/".into(), true)));
         assert_eq!(url("ftp://x/"), None);
+        // Dot segments are removed, as ResolveReference does.
+        assert_eq!(url("../c"), Some(("http://10.0.0.7:8080/c".into(), true)));
+        assert_eq!(
+            url("./d/../e?y=2"),
+            Some(("http://10.0.0.7:8080/a/e?y=2".into(), true))
+        );
+        assert_eq!(
+            url("/x/./y/../z"),
+            Some(("http://10.0.0.7:8080/x/z".into(), true))
+        );
     }
 
     #[test]

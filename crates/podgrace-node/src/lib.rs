@@ -24,9 +24,11 @@
 pub mod events;
 pub mod hooks;
 pub mod httpget;
+#[allow(unsafe_code)] // signal masks and kill(2) as PID 1
 pub mod init;
 pub mod kubelet;
 pub mod probes;
+#[allow(unsafe_code)] // fork/exec of containers (spawner)
 pub mod process;
 pub mod runtime;
 pub mod sandbox;

@@ -15,7 +15,8 @@
 //! Indexes are handed out round robin across podgrace processes, as the CNI host-local IPAM
 //! plugin does (`candidates`): a released address is reused last, not next.
 //!
-//! Built with iproute2 (`ip`), run through podgrace's own spawner and reaper. `hostNetwork`
+//! Built with iproute2 (`ip`), run through podgrace's own spawner and reaper, behind the
+//! [`NetOps`] seam ([`IpCommand`] the real one): the set-up's logic is unit-tested against a fake. `hostNetwork`
 //! pods get no namespace. Without the privilege to create namespaces every pod falls back to
 //! the host network with one warning. Stale namespaces of dead podgrace processes are removed
 //! before the first sandbox of a process is created.
@@ -155,6 +156,15 @@ struct PodNet {
     path: PathBuf,
     host_if: String,
     ip: Ipv4Addr,
+    index: u8,
+    /// What made it, and removes it.
+    ops: &'static dyn NetOps,
+}
+
+impl std::fmt::Debug for dyn NetOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NetOps")
+    }
 }
 
 /// Keeps pod traffic on the host: an `unreachable` route for the whole pod range, below the
@@ -196,6 +206,28 @@ fn ip(args: &[&str]) -> Result<String, SandboxError> {
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The privileged network operations a sandbox needs, as iproute2 commands (`args` are `ip`'s
+/// arguments; the result is its standard output): the seam between the sandbox's logic (address
+/// claim, set-up order, teardown on failure) and the kernel, so that the logic is tested without
+/// root against a fake (the way youki puts syscalls behind its `Syscall` trait).
+///
+/// Errors: [`SandboxError::Command`] when the operation fails, [`SandboxError::Spawn`] when it
+/// cannot be run.
+pub trait NetOps: Send + Sync {
+    /// Runs `ip ARGS...`.
+    fn ip(&self, args: &[&str]) -> Result<String, SandboxError>;
+}
+
+/// The real [`NetOps`]: iproute2's `ip`, run through podgrace's own spawner and reaper.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IpCommand;
+
+impl NetOps for IpCommand {
+    fn ip(&self, args: &[&str]) -> Result<String, SandboxError> {
+        ip(args)
+    }
 }
 
 const PREFIX: &str = "podgrace-";
@@ -353,24 +385,50 @@ impl Sandbox {
         }
         static FENCE: RangeFence = RangeFence::new();
         FENCE.install(config);
-        // Claim an index atomically: creating the host veth fails if another process holds it.
+        let sb = Sandbox::build(
+            &IpCommand,
+            name,
+            config,
+            last_reserved(config),
+            std::process::id(),
+        )?;
+        if let Some(n) = sb.index() {
+            set_last_reserved(config, n);
+        }
+        Ok(sb)
+    }
+
+    /// The set-up of a pod network through `ops`, after the address range is fenced: claims the
+    /// first free index after `last` (creating the host veth fails when another process holds
+    /// it), then makes the namespace `podgrace-<n>-<owner>`, moves the pod's veth end into it as
+    /// `eth0`, and sets addresses and routes; a failing step tears down what was made.
+    ///
+    /// Errors: [`SandboxError::AllocateAddress`] when every index is taken, the failing step's
+    /// error otherwise.
+    fn build(
+        ops: &'static dyn NetOps,
+        name: &str,
+        config: &NetworkConfig,
+        last: Option<u8>,
+        owner: u32,
+    ) -> Result<Sandbox, SandboxError> {
         // The search starts after the last index handed out, so a pod that just went does not
         // pass its address on at once (a proxy may still send it traffic for the endpoint lag).
-        let last = last_reserved(config);
         let mut claimed = None;
         for n in candidates(last) {
             let host_if = format!("pgh{n}");
-            if ip(&[
-                "link",
-                "add",
-                &host_if,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &format!("pgc{n}"),
-            ])
-            .is_ok()
+            if ops
+                .ip(&[
+                    "link",
+                    "add",
+                    &host_if,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &format!("pgc{n}"),
+                ])
+                .is_ok()
             {
                 claimed = Some(n);
                 break;
@@ -379,8 +437,7 @@ impl Sandbox {
         let Some(n) = claimed else {
             return Err(SandboxError::AllocateAddress { base: config.base });
         };
-        set_last_reserved(config, n);
-        let netns = format!("{PREFIX}{n}-{}", std::process::id());
+        let netns = format!("{PREFIX}{n}-{owner}");
         let mut sb = Sandbox {
             name: name.into(),
             net: Some(PodNet {
@@ -388,6 +445,8 @@ impl Sandbox {
                 netns: netns.clone(),
                 host_if: format!("pgh{n}"),
                 ip: config.addr(n),
+                index: n,
+                ops,
             }),
         };
         let host_ip = format!("{}", config.addr(1));
@@ -410,13 +469,19 @@ impl Sandbox {
             vec!["route", "add", &pod_cidr, "dev", &host_if, "src", &host_ip],
         ];
         for step in steps {
-            if let Err(e) = ip(&step) {
+            if let Err(e) = ops.ip(&step) {
                 sb.teardown();
                 return Err(e);
             }
         }
         tracing::debug!(pod = %name, %pod_ip, %netns, "pod sandbox network ready");
         Ok(sb)
+    }
+
+    /// The pod's index in the range (its address is `<base>.<index>`), `None` on the host
+    /// network.
+    fn index(&self) -> Option<u8> {
+        self.net.as_ref().map(|n| n.index)
     }
 
     /// The pod's name.
@@ -439,16 +504,14 @@ impl Sandbox {
     pub fn teardown(&mut self) {
         if let Some(net) = self.net.take() {
             // Already gone when an interrupted podgrace removed its namespaces at once.
-            if net.path.exists() {
-                if let Err(e) = ip(&["netns", "del", &net.netns]) {
-                    // Removed meanwhile by an interrupted podgrace's teardown_own: nothing to do.
-                    if net.path.exists() {
-                        tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
-                    }
+            if let Err(e) = net.ops.ip(&["netns", "del", &net.netns]) {
+                // Removed meanwhile by an interrupted podgrace's teardown_own: nothing to do.
+                if net.path.exists() {
+                    tracing::warn!(error = %e, "pod sandbox: deleting the network namespace");
                 }
             }
             // Normally gone with the namespace (its peer lived there).
-            let _ = ip(&["link", "del", &net.host_if]);
+            let _ = net.ops.ip(&["link", "del", &net.host_if]);
         }
     }
 }
@@ -495,6 +558,99 @@ mod tests {
             Err(PodNetworkError::HostPart(_))
         ));
         assert!("10.1.2.0/24".parse::<NetworkConfig>().is_ok());
+    }
+
+    /// A fake kernel: records every `ip` call; `link add pgh<N>` fails for the indexes in
+    /// `taken` (held by another process), and the first call containing `fail` fails.
+    struct FakeNet {
+        calls: Mutex<Vec<String>>,
+        taken: Vec<u8>,
+        fail: Option<&'static str>,
+    }
+
+    impl NetOps for FakeNet {
+        fn ip(&self, args: &[&str]) -> Result<String, SandboxError> {
+            let call = args.join(" ");
+            self.calls.lock().unwrap().push(call.clone());
+            let taken = self
+                .taken
+                .iter()
+                .any(|n| call.starts_with(&format!("link add pgh{n} ")));
+            if taken || self.fail.is_some_and(|f| call.contains(f)) {
+                return Err(SandboxError::Command {
+                    argv: args.iter().map(|a| a.to_string()).collect(),
+                    reason: "RTNETLINK answers: File exists".into(),
+                });
+            }
+            Ok(String::new())
+        }
+    }
+
+    fn fake(taken: Vec<u8>, fail: Option<&'static str>) -> &'static FakeNet {
+        Box::leak(Box::new(FakeNet {
+            calls: Mutex::new(Vec::new()),
+            taken,
+            fail,
+        }))
+    }
+
+    fn calls(f: &FakeNet) -> Vec<String> {
+        f.calls.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn a_pod_network_claims_the_next_free_index_and_is_set_up_then_removed_in_order() {
+        let net = fake(vec![8], None);
+        let config = NetworkConfig::default();
+        let mut sb = Sandbox::build(net, "web", &config, Some(7), 42).unwrap();
+        assert_eq!(sb.ip(), Some(Ipv4Addr::new(198, 18, 77, 9)));
+        assert_eq!(sb.netns_path(), Some(Path::new("/run/netns/podgrace-9-42")));
+        assert_eq!(
+            calls(net),
+            [
+                "link add pgh8 type veth peer name pgc8",
+                "link add pgh9 type veth peer name pgc9",
+                "netns add podgrace-9-42",
+                "link set pgc9 netns podgrace-9-42",
+                "-n podgrace-9-42 link set pgc9 name eth0",
+                "-n podgrace-9-42 link set lo up",
+                "-n podgrace-9-42 addr add 198.18.77.9/32 dev eth0",
+                "-n podgrace-9-42 link set eth0 up",
+                "-n podgrace-9-42 route add 198.18.77.1/32 dev eth0 scope link",
+                "addr add 198.18.77.1/32 dev pgh9",
+                "link set pgh9 up",
+                "route add 198.18.77.9/32 dev pgh9 src 198.18.77.1",
+            ]
+        );
+        sb.teardown();
+        sb.teardown();
+        let all = calls(net);
+        assert_eq!(all[12..], ["netns del podgrace-9-42", "link del pgh9"]);
+    }
+
+    #[test]
+    fn a_failing_step_removes_what_was_made_and_returns_its_error() {
+        let net = fake(vec![], Some("addr add 198.18.77.2/32"));
+        let err = Sandbox::build(net, "web", &NetworkConfig::default(), None, 42).unwrap_err();
+        assert!(err.to_string().contains("File exists"), "{err}");
+        let all = calls(net);
+        assert_eq!(
+            all[all.len() - 3..],
+            [
+                "-n podgrace-2-42 addr add 198.18.77.2/32 dev eth0",
+                "netns del podgrace-2-42",
+                "link del pgh2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_full_range_is_an_allocation_error_without_a_namespace() {
+        let net = fake((2..=254).collect(), None);
+        let err = Sandbox::build(net, "web", &NetworkConfig::default(), None, 42).unwrap_err();
+        assert!(matches!(err, SandboxError::AllocateAddress { .. }), "{err}");
+        assert_eq!(calls(net).len(), 253);
+        assert!(calls(net).iter().all(|c| c.starts_with("link add pgh")));
     }
 
     #[test]

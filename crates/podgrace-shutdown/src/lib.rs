@@ -27,6 +27,7 @@
 //! ([`quiesce`], [`connections`], [`grace`], [`wait`]), which `podgrace prestop-wait` uses.
 //! The `endpoints` feature adds [`endpoints`]: whether the pod's EndpointSlice entries are
 //! still ready, through the Kubernetes API.
+#![forbid(unsafe_code)]
 
 pub mod connections;
 pub mod grace;

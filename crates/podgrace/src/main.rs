@@ -1,7 +1,9 @@
 //! `podgrace`: Kubernetes pod termination, reproduced on one machine.
 //!
 //! The binary is thin: it parses the command line and hands each verb to its module in `cmd/`.
-//! Exit codes: 0 success, 1 the check failed, 2 bad usage or bad input.
+//! Exit codes: 0 success, 1 the check failed, 2 bad usage or bad input, 3 a failure of this
+//! machine (a port in use, a container runtime that cannot be reached, no network namespaces).
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod input;
@@ -63,6 +65,54 @@ pub enum Outcome {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
+
+/// A failure of this machine, not of the input (exit 3): what podgrace was doing when the
+/// machine refused, as context over the cause, whose chain is kept (`{:#}` prints it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MachineFailure(pub String);
+
+/// Attaches [`MachineFailure`] context to a fallible call.
+pub trait OnMachine<T> {
+    /// `what` podgrace was doing, over the error's own chain.
+    fn on_machine(self, what: impl FnOnce() -> String) -> anyhow::Result<T>;
+}
+
+impl<T, E> OnMachine<T> for Result<T, E>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn on_machine(self, what: impl FnOnce() -> String) -> anyhow::Result<T> {
+        self.map_err(|e| anyhow::Error::new(e).context(MachineFailure(what())))
+    }
+}
+
+/// The exit code of an error: 2 for bad usage or input (the default), 3 for a failure of the
+/// machine: a [`MachineFailure`] anywhere in its context, or a cause that is one by its kind (an
+/// address in use or not available, a refused connection).
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<BadInput>().is_some() {
+        return 2;
+    }
+    if e.downcast_ref::<MachineFailure>().is_some() {
+        return 3;
+    }
+    let machine = e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::AddrInUse
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::ConnectionRefused
+            )
+        })
+    });
+    if machine {
+        3
+    } else {
+        2
+    }
+}
 
 /// `podgrace init` and `podgrace prestop-wait` alone, parsed without the rest of the CLI.
 #[derive(Parser)]
@@ -134,7 +184,7 @@ fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
             for line in format!("{e:#}").lines() {
                 eprintln!("error: {line}");
             }
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&e))
         }
     }
 }

@@ -200,39 +200,13 @@ pub(crate) fn closest(key: &str, fields: &[&str]) -> Option<String> {
     best.map(|(_, f)| f.to_string())
 }
 
-/// Levenshtein distance over chars (small strings only).
+/// Levenshtein distance over chars (`strsim`), 3 for strings whose lengths already differ by more
+/// than 2 (no suggestion then, and no work on long keys).
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > 2 {
+    if a.chars().count().abs_diff(b.chars().count()) > 2 {
         return 3;
     }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        if let Some(c0) = cur.first_mut() {
-            *c0 = i + 1;
-        }
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            let del = prev
-                .get(j + 1)
-                .copied()
-                .unwrap_or(usize::MAX)
-                .saturating_add(1);
-            let ins = cur.get(j).copied().unwrap_or(usize::MAX).saturating_add(1);
-            let sub = prev
-                .get(j)
-                .copied()
-                .unwrap_or(usize::MAX)
-                .saturating_add(cost);
-            if let Some(c) = cur.get_mut(j + 1) {
-                *c = del.min(ins).min(sub);
-            }
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev.last().copied().unwrap_or(0)
+    strsim::levenshtein(a, b)
 }
 
 macro_rules! int_method {

@@ -275,6 +275,7 @@ impl Netfilter {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null());
                 // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+                #[allow(unsafe_code)]
                 unsafe {
                     std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
                         rustix::process::set_parent_process_death_signal(Some(

@@ -25,7 +25,7 @@ use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
 use super::args::{
     DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
 };
-use crate::{input, out::Out, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, OnMachine as _, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -334,10 +334,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+        .on_machine(|| "cannot start the async runtime".into())?;
     let mut interrupt = {
         let _in_runtime = runtime.enter();
-        Interrupt::install().context("cannot watch SIGINT and SIGTERM")?
+        Interrupt::install().on_machine(|| "cannot watch SIGINT and SIGTERM".into())?
     };
     let images = args.runtime.runtime != RuntimeChoice::Process;
     // Bad input is found before anything starts, containerd included.
@@ -743,7 +743,16 @@ async fn drill_once(
         b.finish_and_clear();
     }
     let _ = printer.await;
-    result.map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
+    result.map_err(|e| {
+        use podgrace_drill::scenario::DrillError;
+        // No namespaces or no proxy is this machine's failure (exit 3); a pod that does not
+        // start or get ready is the manifest's (exit 2).
+        if matches!(e, DrillError::NoNamespaces | DrillError::Proxy(_)) {
+            anyhow::Error::new(crate::MachineFailure(e.to_string()))
+        } else {
+            anyhow::Error::new(BadInput(e.to_string()))
+        }
+    })
 }
 
 /// SIGINT and SIGTERM to a drill, watched from the verb's start (before containerd is reached or

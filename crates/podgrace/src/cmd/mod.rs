@@ -32,6 +32,8 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 use anyhow::Context as _;
 
+use crate::OnMachine as _;
+
 /// The `--runtime` flag group of `run`, `drill` and `serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RuntimeArgs {
@@ -54,7 +56,7 @@ pub async fn connect_containerd(
     let logs = std::env::temp_dir().join(format!("podgrace-pods-{}", std::process::id()));
     let (rt, output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
         .await
-        .with_context(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)")?;
+        .on_machine(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)".into())?;
     let rt = rt.with_pull_progress();
     let v = rt.version();
     eprintln!(
@@ -147,12 +149,12 @@ pub fn read_image_stop_signals<'a>(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+        .on_machine(|| "cannot start the async runtime".into())?;
     rt.block_on(async {
         let logs = std::env::temp_dir().join(format!("podgrace-images-{}", std::process::id()));
         let (cri, _output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
             .await
-            .context("--image-source containerd: is containerd running, and is its socket readable?")?;
+            .on_machine(|| "--image-source containerd: is containerd running, and is its socket readable?".into())?;
         let ctx = podgrace_node::runtime::CallContext::background();
         let mut absent = std::collections::BTreeSet::new();
         for pod in pods {

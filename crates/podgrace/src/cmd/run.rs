@@ -31,7 +31,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::args::{
     DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
 };
-use crate::{input, out::Out, BadInput, Outcome};
+use crate::{input, out::Out, BadInput, OnMachine as _, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -178,7 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+        .on_machine(|| "cannot start the async runtime".into())?;
     if args.runtime_latency.is_some() && args.runtime.runtime != RuntimeChoice::Process {
         return Err(BadInput(
             "--runtime-latency adds a real runtime's latencies to the process runtime; with --runtime containerd the real ones apply".into(),

@@ -13,7 +13,7 @@ use podgrace_api::{Api, ApiConfig};
 
 use podgrace_kubelet::{KubeletConfig, ProcessRuntimes};
 
-use crate::{BadInput, Outcome};
+use crate::{BadInput, OnMachine as _, Outcome};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.bookmark_interval.is_zero() {
         return Err(BadInput("--bookmark-interval must be more than 0".into()).into());
     }
-    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let rt = tokio::runtime::Runtime::new().on_machine(|| "starting the runtime".into())?;
     rt.block_on(serve(args))
 }
 
@@ -88,7 +88,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     // Installed before anything is printed, so that a Ctrl-C right after start is a drain.
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let log_dir = LogDir::create().context("creating the container log directory")?;
+    let log_dir = LogDir::create().on_machine(|| "creating the container log directory".into())?;
     let api = Api::new(ApiConfig {
         log_dir: Some(log_dir.path.clone()),
         node_name: args.node_name.clone(),
@@ -102,7 +102,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let tls = podgrace_api::tls::server_config(&creds).context("configuring TLS")?;
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
-        .with_context(|| format!("listening on {}", args.bind))?;
+        .on_machine(|| format!("listening on {}", args.bind))?;
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
