@@ -1462,7 +1462,7 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
     let s = Serve::start("second-delete", &["--kubernetes-version", "1.32"]);
     // podgrace run in the background: the first delete 1 s after the start, the second 2.3 s
     // after it.
-    let (file, run_term_log, run_pre_log, _) = case_a_pod(&s, "run");
+    let (file, run_term_log, run_pre_log, _) = case_a_pod(&s, "run-c");
     let run = Command::new(env!("CARGO_BIN_EXE_podgrace"))
         .args([
             "run",
@@ -1486,7 +1486,8 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
         .spawn()
         .expect("podgrace run");
 
-    let (file, term, pre, marker) = case_a_pod(&s, "serve");
+    // Tags of their own: the environment marker must not match case a's pods (same test process).
+    let (file, term, pre, marker) = case_a_pod(&s, "serve-c");
     assert_ok(
         &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
         "apply",
