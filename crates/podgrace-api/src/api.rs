@@ -32,6 +32,9 @@ use crate::resource::{self, Resource, RESOURCES};
 use crate::status::{self, ApiError};
 use crate::store::{self, Obj, Page, ReadAt, Store, StoreError};
 
+/// The node port range (kube-apiserver's `--service-node-port-range` default).
+pub const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
+
 /// How the server is configured.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -244,12 +247,19 @@ impl Api {
         }
     }
 
-    fn allocate_service(&self, s: &Store, svc: &mut Value) {
+    /// Allocates a Service's cluster IP and, for NodePort and LoadBalancer Services, its node
+    /// ports (`pkg/registry/core/service/storage/alloc.go`, `initNodePorts`;
+    /// `portallocator`'s errors).
+    ///
+    /// # Errors
+    /// 422 for a requested node port outside 30000-32767 or already allocated, 500 when the
+    /// range is full.
+    fn allocate_service(&self, s: &Store, svc: &mut Value) -> Result<(), ApiError> {
         let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
-            return;
+            return Ok(());
         };
         if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
-            return;
+            return Ok(());
         }
         let set = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("");
         if set.is_empty() {
@@ -303,17 +313,76 @@ impl Api {
                         .collect()
                 })
                 .unwrap_or_default();
-            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                    if p.get("nodePort").and_then(Value::as_i64).is_none() {
-                        if let Some(np) = (30000..=32767).find(|n| !taken.contains(n)) {
-                            taken.push(np);
-                            p.insert("nodePort".into(), json!(np));
+            // `initNodePorts`: a requested port must be in the range and free; one node port
+            // per service port number (TCP and UDP of one port share it).
+            let mut by_port: std::collections::HashMap<i64, i64> = Default::default();
+            let name = meta::name(svc).to_string();
+            let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+                return Ok(());
+            };
+            let requested = |port: i64, ports: &[Value]| {
+                ports
+                    .iter()
+                    .filter(|p| p.get("port").and_then(Value::as_i64) == Some(port))
+                    .find_map(|p| {
+                        p.get("nodePort")
+                            .and_then(Value::as_i64)
+                            .filter(|n| *n != 0)
+                    })
+            };
+            let snapshot = ports.clone();
+            for (i, p) in ports.iter_mut().enumerate() {
+                let Some(p) = p.as_object_mut() else { continue };
+                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                let own = p
+                    .get("nodePort")
+                    .and_then(Value::as_i64)
+                    .filter(|n| *n != 0);
+                let shared = by_port
+                    .get(&port)
+                    .copied()
+                    .filter(|a| own.is_none_or(|n| n == *a));
+                let np = if let Some(a) = shared {
+                    a
+                } else if let Some(n) = own.or_else(|| requested(port, &snapshot)) {
+                    let refuse = |why: String| {
+                        ApiError::invalid(
+                            resource::find("", "v1", "services").expect("services"),
+                            &name,
+                            vec![status::Cause {
+                                reason: "FieldValueInvalid".into(),
+                                message: format!("Invalid value: {n}: {why}"),
+                                field: format!("spec.ports[{i}].nodePort"),
+                            }],
+                        )
+                    };
+                    if !NODE_PORT_RANGE.contains(&n) {
+                        return Err(refuse(format!(
+                            "provided port is not in the valid range. The range of valid ports is {}-{}",
+                            NODE_PORT_RANGE.start(),
+                            NODE_PORT_RANGE.end()
+                        )));
+                    }
+                    if taken.contains(&n) {
+                        return Err(refuse("provided port is already allocated".into()));
+                    }
+                    n
+                } else {
+                    match NODE_PORT_RANGE.clone().find(|n| !taken.contains(n)) {
+                        Some(n) => n,
+                        None => {
+                            return Err(ApiError::internal(
+                                "failed to allocate a nodePort: range is full",
+                            ))
                         }
                     }
-                }
+                };
+                taken.push(np);
+                by_port.insert(port, np);
+                p.insert("nodePort".into(), json!(np));
             }
         }
+        Ok(())
     }
 
     /// `POST` of a new object into namespace `ns` (ignored for cluster-scoped kinds).
@@ -334,7 +403,7 @@ impl Api {
         let mut s = self.lock();
         self.check_namespace(&s, r, ns, &name)?;
         if r.plural == "services" {
-            self.allocate_service(&s, &mut obj);
+            self.allocate_service(&s, &mut obj)?;
         }
         let mut obj = Self::to_storage(r, obj);
         let key = r.key(ns, &name);
@@ -628,6 +697,29 @@ impl Api {
                 .unwrap_or("");
             if !want.is_empty() && want != have {
                 return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
+            }
+        }
+        // `BeforeUpdate`: an empty uid takes the stored one, a different one is refused
+        // (`ValidateObjectMetaAccessorUpdate`), with the labels and annotations checked again.
+        {
+            let mut causes = Vec::new();
+            let uid = meta::uid(&new);
+            if !uid.is_empty() && uid != meta::uid(&old) {
+                causes.push(status::Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {}: field is immutable",
+                        crate::status_quote(uid)
+                    ),
+                    field: "metadata.uid".into(),
+                });
+            }
+            causes.extend(meta::validate_labels_and_annotations(
+                new.get("metadata").unwrap_or(&Value::Null),
+                "metadata",
+            ));
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(r, name, causes));
             }
         }
         // Fields the server owns stay as stored.

@@ -167,22 +167,44 @@ fn include_object(q: &HashMap<String, String>) -> Result<IncludeObject, ApiError
     }
 }
 
-/// Reads the request body up to the limit (3 MiB by default; 413 above it). An oversized body
-/// is still read and discarded up to 8 times the limit (for at most 2 s) before the answer, so
-/// that an HTTP/2 client gets the 413 instead of a reset stream; past that the stream is reset.
-/// The body of a create, update or subresource write: JSON only (no Content-Type is taken as
-/// JSON, as Go's decoder sniffs it).
+/// The body of a create, update or subresource write: JSON (no Content-Type is taken as
+/// JSON, as Go's decoder sniffs it) or protobuf (kubectl's typed commands), which is decoded
+/// into the same JSON ([`crate::protobuf::decode`]); the answer is JSON, which every client
+/// that sends protobuf lists in its Accept (`application/vnd.kubernetes.protobuf,application/json`).
 ///
 /// # Errors
-/// 415 for another media type (protobuf included), then as [`read_body`].
+/// 415 for another media type, 400 for a malformed protobuf body, then as [`read_body`].
 async fn read_object_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
     let ct = header(&req, "content-type");
     match ct.split(';').next().unwrap_or("").trim() {
         "" | "application/json" | "*/*" => read_body(api, req).await,
+        crate::protobuf::CONTENT_TYPE => {
+            let body = read_body(api, req).await?;
+            let object = crate::protobuf::decode(&body)?;
+            Ok(Bytes::from(
+                serde_json::to_vec(&object).map_err(ApiError::internal)?,
+            ))
+        }
         other => Err(ApiError::unsupported_body_media_type(other)),
     }
 }
 
+/// The DeleteOptions body of a delete: protobuf (client-go's typed deletes, `kubectl drain
+/// --disable-eviction`) decoded into JSON; anything else is read as JSON, as before.
+///
+/// # Errors
+/// 400 for a malformed protobuf body, then as [`read_body`].
+async fn read_options_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
+    let ct = header(&req, "content-type");
+    if ct.split(';').next().unwrap_or("").trim() == crate::protobuf::CONTENT_TYPE {
+        return read_object_body(api, req).await;
+    }
+    read_body(api, req).await
+}
+
+/// Reads the request body up to the limit (3 MiB by default; 413 above it). An oversized body
+/// is still read and discarded up to 8 times the limit (for at most 2 s) before the answer, so
+/// that an HTTP/2 client gets the 413 instead of a reset stream; past that the stream is reset.
 async fn read_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
     let limit = api.config().max_body_bytes;
     let mut body = req.into_body();
@@ -404,13 +426,13 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }
                 ("DELETE", Some(n), None) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_options_body(api, req).await?;
                     let opts = DeleteOptions::parse(&body, &q)?;
                     let w = api.delete(resource, &ns, n, &opts)?;
                     Ok(json_response(w.code, &w.object, &w.warnings))
                 }
                 ("DELETE", None, None) => {
-                    let body = read_body(api, req).await?;
+                    let body = read_options_body(api, req).await?;
                     let opts = DeleteOptions::parse(&body, &q)?;
                     let list = ListOptions::parse(&q)?;
                     let out =

@@ -36,6 +36,7 @@ pub mod openapi;
 pub mod openapi_v2;
 pub mod options;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod resource;
 pub mod selector;

@@ -1,12 +1,19 @@
 //! The `pods/log` subresource, read from the kubelet's container log files in the CRI
 //! format (`2016-10-06T00:17:09.669794202Z stdout F the line`), under
 //! `LOG_DIR/NAMESPACE_POD_UID/CONTAINER/RESTARTCOUNT.log` as the kubelet lays them out.
-//! Options: `container`, `follow`, `previous`, `timestamps`, `tailLines`, `limitBytes`.
+//! Options: `container`, `follow`, `previous`, `timestamps`, `tailLines`, `limitBytes`,
+//! `sinceSeconds`, `sinceTime` (validated as `ValidatePodLogOptions` does: a 422 for the
+//! `PodLogOptions`).
 //!
 //! Upstream: `pkg/registry/core/pod/rest/log.go` and `pkg/registry/core/pod/strategy.go`
 //! (`LogLocation`: the container choice and its errors), `pkg/kubelet/kuberuntime/logs/
 //! logs.go` (`ReadLogs`: the CRI format, partial lines, `--timestamps`, `--tail`,
-//! `--limit-bytes`, `--follow`), `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (paths).
+//! `--limit-bytes`, `--follow`; now `staging/src/k8s.io/cri-client/pkg/logs/logs.go`: the tail
+//! taken from the file's lines first, then lines older than the since time skipped, the byte
+//! limit over the whole stream, followed lines included), `NewLogOptions` (since is the later of
+//! now − `sinceSeconds` and `sinceTime`), `pkg/apis/core/validation/validation.go`
+//! (`ValidatePodLogOptions`), `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (paths).
+//! Kubernetes 1.27 to 1.37.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,7 +29,7 @@ use tokio::sync::mpsc;
 use crate::api::Api;
 use crate::meta;
 use crate::resource;
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
 
 /// The directory of a pod's logs (`NAMESPACE_POD_UID`).
 pub fn pod_dir(namespace: &str, pod: &str, uid: &str) -> String {
@@ -30,23 +37,150 @@ pub fn pod_dir(namespace: &str, pod: &str, uid: &str) -> String {
 }
 
 /// One CRI log line as `kubectl logs` prints it: the content (a partial line `P` is joined
-/// with the next), with the timestamp first when asked.
-pub fn render(line: &str, timestamps: bool, pending: &mut String) -> Option<String> {
+/// with the next), with the timestamp of its first part first when asked. A part written
+/// before `since` is skipped, as the kubelet's log writer skips it.
+pub fn render(
+    line: &str,
+    timestamps: bool,
+    since: Option<jiff::Timestamp>,
+    pending: &mut Pending,
+) -> Option<String> {
     let mut parts = line.splitn(4, ' ');
     let ts = parts.next()?;
     let _stream = parts.next()?;
     let tag = parts.next()?;
     let content = parts.next().unwrap_or("");
-    pending.push_str(content);
-    if tag == "P" {
+    let old = since.is_some_and(|s| ts.parse::<jiff::Timestamp>().is_ok_and(|t| t < s));
+    if !old {
+        if pending.text.is_empty() && pending.ts.is_empty() {
+            pending.ts = ts.to_string();
+        }
+        pending.text.push_str(content);
+    }
+    if tag == "P" || (old && pending.ts.is_empty()) {
         return None;
     }
-    let text = std::mem::take(pending);
+    let p = std::mem::take(pending);
     Some(if timestamps {
-        format!("{ts} {text}\n")
+        format!("{} {}\n", p.ts, p.text)
     } else {
-        format!("{text}\n")
+        format!("{}\n", p.text)
     })
+}
+
+/// A line whose parts (`P`) are still being joined: the first part's timestamp and the text.
+#[derive(Debug, Default)]
+pub struct Pending {
+    ts: String,
+    text: String,
+}
+
+/// The reading options of `pods/log` (`PodLogOptions`), parsed and validated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogOptions {
+    /// `tailLines`: the last lines of the file.
+    pub tail_lines: Option<usize>,
+    /// `limitBytes`: at most this many bytes in all, followed output included.
+    pub limit_bytes: Option<usize>,
+    /// `sinceSeconds`: lines of the last seconds.
+    pub since_seconds: Option<i64>,
+    /// `sinceTime`: lines from this time (RFC 3339).
+    pub since_time: Option<jiff::Timestamp>,
+}
+
+impl LogOptions {
+    /// Parses the query of `pods/NAME/log` for pod `name`.
+    ///
+    /// # Errors
+    /// 400 for a number or time that does not parse (Go's `strconv.ParseInt` / `time.Parse`
+    /// words); 422 `PodLogOptions "NAME" is invalid` for a negative `tailLines`, a `limitBytes` or
+    /// `sinceSeconds` under 1, or both `sinceSeconds` and `sinceTime`.
+    pub fn parse(q: &HashMap<String, String>, name: &str) -> Result<LogOptions, ApiError> {
+        let int = |k: &str| -> Result<Option<i64>, ApiError> {
+            q.get(k)
+                .map(|v| {
+                    v.parse::<i64>().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "strconv.ParseInt: parsing {v:?}: invalid syntax"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        let tail = int("tailLines")?;
+        let limit = int("limitBytes")?;
+        let since_seconds = int("sinceSeconds")?;
+        let since_time = q
+            .get("sinceTime")
+            .map(|v| {
+                v.parse::<jiff::Timestamp>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "parsing time {v:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {v:?} as \"2006\""
+                    ))
+                })
+            })
+            .transpose()?;
+        let invalid = |field: &str, reason: &str, message: String| Cause {
+            reason: reason.into(),
+            message,
+            field: field.into(),
+        };
+        let mut causes = Vec::new();
+        if let Some(n) = tail.filter(|n| *n < 0) {
+            causes.push(invalid(
+                "tailLines",
+                "FieldValueInvalid",
+                format!("Invalid value: {n}: must be greater than or equal to 0"),
+            ));
+        }
+        if let Some(n) = limit.filter(|n| *n < 1) {
+            causes.push(invalid(
+                "limitBytes",
+                "FieldValueInvalid",
+                format!("Invalid value: {n}: must be greater than 0"),
+            ));
+        }
+        match (since_seconds, since_time) {
+            (Some(_), Some(_)) => causes.push(invalid(
+                "[]",
+                "FieldValueForbidden",
+                "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified".into(),
+            )),
+            (Some(n), None) if n < 1 => causes.push(invalid(
+                "sinceSeconds",
+                "FieldValueInvalid",
+                format!("Invalid value: {n}: must be greater than 0"),
+            )),
+            _ => {}
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_kind(
+                "PodLogOptions",
+                "",
+                "PodLogOptions",
+                name,
+                causes,
+            ));
+        }
+        Ok(LogOptions {
+            tail_lines: tail.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            limit_bytes: limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            since_seconds,
+            since_time,
+        })
+    }
+
+    /// The time before which lines are skipped, as `NewLogOptions` derives it at `now`: the
+    /// later of now − `sinceSeconds` and `sinceTime`.
+    pub fn since(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let from_seconds = self
+            .since_seconds
+            .and_then(|n| now.checked_sub(jiff::SignedDuration::from_secs(n)).ok());
+        match (from_seconds, self.since_time) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 fn container_choice(
@@ -115,8 +249,8 @@ pub async fn serve(
     let previous = flag("previous");
     let timestamps = flag("timestamps");
     let follow = flag("follow") && !previous;
-    let tail: Option<usize> = q.get("tailLines").and_then(|v| v.parse().ok());
-    let limit: Option<usize> = q.get("limitBytes").and_then(|v| v.parse().ok());
+    let opts = LogOptions::parse(q, name)?;
+    let since = opts.since(jiff::Timestamp::now());
     let st = status_of(&pod, &container);
     let waiting = || {
         let reason = st
@@ -157,23 +291,22 @@ pub async fn serve(
     file.read_to_string(&mut text)
         .await
         .map_err(ApiError::internal)?;
-    let mut pending = String::new();
-    let mut lines: Vec<String> = text
-        .lines()
-        .filter_map(|l| render(l, timestamps, &mut pending))
+    let mut pending = Pending::default();
+    // The tail is taken from the file's lines, then the old ones skipped (`ReadLogs`).
+    let raw: Vec<&str> = text.lines().collect();
+    let skip = opts.tail_lines.map_or(0, |t| raw.len().saturating_sub(t));
+    let lines: Vec<String> = raw[skip..]
+        .iter()
+        .filter_map(|l| render(l, timestamps, since, &mut pending))
         .collect();
-    if let Some(t) = tail {
-        let skip = lines.len().saturating_sub(t);
-        lines.drain(..skip);
-    }
     let mut out: Vec<u8> = lines.concat().into_bytes();
-    if let Some(l) = limit {
-        out.truncate(l);
-    }
+    let mut remaining = opts.limit_bytes.unwrap_or(usize::MAX);
+    out.truncate(remaining);
+    remaining -= out.len();
     let resp = Response::builder()
         .status(200)
         .header("content-type", "text/plain");
-    if !follow || limit.is_some_and(|l| out.len() >= l) {
+    if !follow || remaining == 0 {
         return Ok(resp.body(Body::from(out)).unwrap_or_default());
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
@@ -198,9 +331,15 @@ pub async fn serve(
                 offset += whole as u64;
                 let chunk: String = buf[..whole]
                     .lines()
-                    .filter_map(|l| render(l, timestamps, &mut pending))
+                    .filter_map(|l| render(l, timestamps, since, &mut pending))
                     .collect();
+                let mut chunk = chunk.into_bytes();
+                chunk.truncate(remaining);
+                remaining -= chunk.len();
                 if !chunk.is_empty() && tx.send(Bytes::from(chunk)).await.is_err() {
+                    return;
+                }
+                if remaining == 0 {
                     return;
                 }
             }
@@ -233,18 +372,82 @@ mod tests {
 
     #[test]
     fn cri_lines_render_as_kubectl_logs_prints_them() {
-        let mut p = String::new();
+        let mut p = Pending::default();
         assert_eq!(
-            render("2026-12-01T10:00:00.1Z stdout F hello", false, &mut p).as_deref(),
+            render("2026-12-01T10:00:00.1Z stdout F hello", false, None, &mut p).as_deref(),
             Some("hello\n")
         );
         assert_eq!(
-            render("2026-12-01T10:00:00.2Z stdout P par", true, &mut p),
+            render("2026-12-01T10:00:00.2Z stdout P par", true, None, &mut p),
             None
         );
         assert_eq!(
-            render("2026-12-01T10:00:00.3Z stdout F tial", true, &mut p).as_deref(),
-            Some("2026-12-01T10:00:00.3Z partial\n")
+            render("2026-12-01T10:00:00.3Z stdout F tial", true, None, &mut p).as_deref(),
+            Some("2026-12-01T10:00:00.2Z partial\n")
         );
+    }
+
+    #[test]
+    fn lines_before_since_are_skipped() {
+        let since: jiff::Timestamp = "2026-12-01T10:00:01Z".parse().unwrap();
+        let mut p = Pending::default();
+        let r = |l: &str, p: &mut Pending| render(l, false, Some(since), p);
+        assert_eq!(r("2026-12-01T10:00:00.9Z stdout F old", &mut p), None);
+        assert_eq!(r("2026-12-01T10:00:00.95Z stdout P ol", &mut p), None);
+        assert_eq!(
+            r("2026-12-01T10:00:01Z stdout F new", &mut p).as_deref(),
+            Some("new\n")
+        );
+    }
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn log_options_are_validated_in_kube_apiservers_words() {
+        let e = LogOptions::parse(&q(&[("sinceSeconds", "0")]), "web").unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "PodLogOptions \"web\" is invalid: sinceSeconds: Invalid value: 0: must be greater than 0"
+        );
+        let e = LogOptions::parse(
+            &q(&[("sinceSeconds", "5"), ("sinceTime", "2026-12-01T10:00:00Z")]),
+            "web",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "PodLogOptions \"web\" is invalid: []: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified"
+        );
+        let e =
+            LogOptions::parse(&q(&[("tailLines", "-2"), ("limitBytes", "0")]), "web").unwrap_err();
+        assert_eq!(
+            e.message,
+            "PodLogOptions \"web\" is invalid: [tailLines: Invalid value: -2: must be greater than or equal to 0, limitBytes: Invalid value: 0: must be greater than 0]"
+        );
+        let e = LogOptions::parse(&q(&[("tailLines", "x")]), "web").unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "strconv.ParseInt: parsing \"x\": invalid syntax")
+        );
+        let o = LogOptions::parse(
+            &q(&[
+                ("sinceSeconds", "10"),
+                ("tailLines", "3"),
+                ("limitBytes", "7"),
+            ]),
+            "web",
+        )
+        .unwrap();
+        let now: jiff::Timestamp = "2026-12-01T10:00:10Z".parse().unwrap();
+        assert_eq!(o.since(now), Some("2026-12-01T10:00:00Z".parse().unwrap()));
+        assert_eq!((o.tail_lines, o.limit_bytes), (Some(3), Some(7)));
+        let o = LogOptions::parse(&q(&[("sinceTime", "2026-12-01T09:00:00Z")]), "web").unwrap();
+        assert_eq!(o.since(now), Some("2026-12-01T09:00:00Z".parse().unwrap()));
     }
 }

@@ -74,9 +74,142 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// `IsDNS1123Subdomain`'s messages for `s` (empty when it is one).
+pub fn subdomain_messages(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > 253 {
+        out.push("must be no more than 253 characters".to_string());
+    }
+    if !s.split('.').all(|l| is_label(l, false)) {
+        out.push(SUBDOMAIN_MSG.to_string());
+    }
+    out
+}
+
+const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_KEY_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// Whether `s` matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_label_key_name(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    !s.is_empty()
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
+        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+}
+
+/// `IsQualifiedName` (`content.IsLabelKey`): a label or annotation key, an optional DNS
+/// subdomain prefix and `/`, then a name part of at most 63 characters. The messages are
+/// upstream's (1.36 tree; releases before the `content` package say "a qualified name" where
+/// this says "a valid label key", for a key with more than one `/`).
+pub fn qualified_name_messages(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    subdomain_messages(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!("a valid label key {LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    if !is_label_key_name(name) {
+        errs.push(format!("name part {LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}')"));
+    }
+    errs
+}
+
+/// `IsValidLabelValue` (`content.IsLabelValue`): empty, or at most 63 characters of the label
+/// key's name form.
+pub fn label_value_messages(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_label_key_name(value) {
+        errs.push(format!("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({LABEL_KEY_FMT})?')"));
+    }
+    errs
+}
+
+/// The most annotations may hold, keys and values together (`TotalAnnotationSizeLimitB`,
+/// 256 KiB).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT_BYTES: usize = 256 * 1024;
+
+/// `ValidateLabels` and `ValidateAnnotations` of the metadata at `meta_path` (`metadata`,
+/// `spec.template.metadata`) of `obj`: each bad key or value an `Invalid value` at
+/// `<path>.labels` / `<path>.annotations` (keys in sorted order, where Go's map order is
+/// random), annotations over 256 KiB in all `Too long: may not be more than 262144 bytes`.
+///
+/// Upstream: `apimachinery/pkg/apis/meta/v1/validation/validation.go` (`ValidateLabels`,
+/// `ValidateLabelName`), `apimachinery/pkg/api/validation/objectmeta.go`
+/// (`ValidateAnnotations`, `ValidateAnnotationsSize`), `api/validate/content/kube.go`.
+pub fn validate_labels_and_annotations(meta: &Value, path: &str) -> Vec<Cause> {
+    let invalid = |field: String, value: &str, msg: String| Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {}: {msg}", crate::status_quote(value)),
+        field,
+    };
+    let mut out = Vec::new();
+    let map = |k: &str| -> BTreeMap<String, String> {
+        meta.get(k)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let labels_path = format!("{path}.labels");
+    for (k, v) in map("labels") {
+        for m in qualified_name_messages(&k) {
+            out.push(invalid(labels_path.clone(), &k, m));
+        }
+        for m in label_value_messages(&v) {
+            out.push(invalid(labels_path.clone(), &v, m));
+        }
+    }
+    let annotations = map("annotations");
+    let ann_path = format!("{path}.annotations");
+    for k in annotations.keys() {
+        for m in qualified_name_messages(&k.to_lowercase()) {
+            out.push(invalid(ann_path.clone(), k, m));
+        }
+    }
+    let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT_BYTES {
+        out.push(Cause {
+            reason: "FieldValueTooLong".into(),
+            message: format!(
+                "Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT_BYTES} bytes"
+            ),
+            field: ann_path,
+        });
+    }
+    out
+}
 
 fn is_label(s: &str, first_alpha: bool) -> bool {
     !s.is_empty()
@@ -113,7 +246,7 @@ pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
                 ));
             }
             if !name.split('.').all(|l| is_label(l, false)) {
-                out.push(format!("Invalid value: {q}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN_FMT}')"));
+                out.push(format!("Invalid value: {q}: {SUBDOMAIN_MSG}"));
             }
         }
         NameRule::Label => {
@@ -214,6 +347,7 @@ pub fn parse_time(s: &str) -> Option<jiff::Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn names_are_checked_with_upstream_wording() {
@@ -229,5 +363,41 @@ mod tests {
         let t: jiff::Timestamp = "2026-12-01T09:12:58.123456789Z".parse().unwrap();
         assert_eq!(time_string(t), "2026-12-01T09:12:58Z");
         assert_eq!(micro_time_string(t), "2026-12-01T09:12:58.123456Z");
+    }
+
+    #[test]
+    fn qualified_names_and_label_values_get_upstreams_messages() {
+        assert!(qualified_name_messages("app").is_empty());
+        assert!(qualified_name_messages("example.com/My_Name.1").is_empty());
+        assert_eq!(
+            qualified_name_messages(&format!("{}/x", "A")),
+            vec!["prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string()]
+        );
+        assert_eq!(
+            qualified_name_messages(&"n".repeat(64)),
+            vec!["name part must be no more than 63 characters".to_string()]
+        );
+        assert_eq!(
+            qualified_name_messages("x/"),
+            vec![
+                "name part must be non-empty".to_string(),
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string()
+            ]
+        );
+        assert!(label_value_messages("").is_empty());
+        assert!(label_value_messages("v1.2_x-Y").is_empty());
+        assert_eq!(
+            label_value_messages(&"v".repeat(64)),
+            vec!["must be no more than 63 characters".to_string()]
+        );
+        assert_eq!(label_value_messages("a b").len(), 1);
+        // Annotation keys are checked lowercased; exactly 256 KiB in all is allowed.
+        let meta = json!({"annotations": {"Example.COM/Key": "v".repeat(262144 - 15)}});
+        assert!(validate_labels_and_annotations(&meta, "metadata").is_empty());
+        let meta = json!({"annotations": {"Example.COM/Key": "v".repeat(262144 - 14)}});
+        assert_eq!(
+            validate_labels_and_annotations(&meta, "metadata")[0].field,
+            "metadata.annotations"
+        );
     }
 }

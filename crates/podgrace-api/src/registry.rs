@@ -329,6 +329,10 @@ pub fn prepare_create(
         m.remove("managedFields");
     }
     let mut causes = meta::validate_name(obj, name_rule(r));
+    causes.extend(meta::validate_labels_and_annotations(
+        obj.get("metadata").unwrap_or(&Value::Null),
+        "metadata",
+    ));
     match (r.group, r.kind) {
         ("", "Pod") => {
             default_pod(obj);
@@ -361,7 +365,10 @@ pub fn prepare_create(
             obj["status"] = json!({"phase": "Active"});
         }
         ("", "Secret") => default_secret(obj),
-        ("", "Service") => default_service(obj),
+        ("", "Service") => {
+            default_service(obj);
+            causes.extend(validate_service_node_ports(obj));
+        }
         ("", "Event") => {
             if obj.get("involvedObject").is_none() {
                 causes.push(Cause {
@@ -565,6 +572,49 @@ fn default_service(s: &mut Value) {
             }
         }
     }
+}
+
+/// `ValidateService`'s node port rules: no `nodePort` on a ClusterIP Service (`Forbidden: may
+/// not be used when `type` is 'ClusterIP'`), none twice for one protocol (`Duplicate value`).
+///
+/// Upstream: `pkg/apis/core/validation/validation.go` (`ValidateService`), 1.27 to 1.37.
+pub fn validate_service_node_ports(svc: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let cluster_ip = svc.pointer("/spec/type").and_then(Value::as_str) == Some("ClusterIP");
+    let ports = svc
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut seen: Vec<(String, i64)> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let np = p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+        if np == 0 {
+            continue;
+        }
+        let field = format!("spec.ports[{i}].nodePort");
+        if cluster_ip {
+            out.push(Cause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: may not be used when `type` is 'ClusterIP'".into(),
+                field: field.clone(),
+            });
+        }
+        let proto = p
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or("TCP")
+            .to_string();
+        if seen.contains(&(proto.clone(), np)) {
+            out.push(Cause {
+                reason: "FieldValueDuplicate".into(),
+                message: format!("Duplicate value: {np}"),
+                field,
+            });
+        }
+        seen.push((proto, np));
+    }
+    out
 }
 
 /// `ValidatePodUpdate`'s spec rule: a pod update may change only the container images,

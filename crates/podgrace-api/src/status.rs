@@ -204,14 +204,13 @@ impl ApiError {
 
     /// 415 for an object body in a content type the server does not decode, in
     /// kube-apiserver's words (`apimachinery/pkg/apis/meta/internalversion` negotiation,
-    /// `NewUnsupportedMediaTypeError`): protobuf (`application/vnd.kubernetes.protobuf`, which
-    /// kubectl's typed clients send for `kubectl create configmap` and its siblings) is not
-    /// served, only JSON.
+    /// `NewUnsupportedMediaTypeError`): JSON and protobuf are decoded (YAML bodies, which
+    /// kube-apiserver also takes, are not: no client sends them).
     pub fn unsupported_body_media_type(content_type: &str) -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json (got {content_type:?})"),
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {content_type:?})"),
         )
     }
 

@@ -198,6 +198,12 @@ pub fn cells(kind: &str, obj: &Value, now: jiff::Timestamp, version: KubeVersion
         "Pod" => pod_cells(obj, now, version),
         "Namespace" => vec![name, json!(s(obj, "/status/phase")), age()],
         "Node" => node_cells(obj, now),
+        // An events.k8s.io/v1 Event (no `involvedObject`, which a core Event requires; list
+        // items carry no apiVersion) is printed through its core form, as upstream converts it
+        // to the internal Event before `printEvent` (note → MESSAGE, regarding → OBJECT).
+        "Event" if obj.get("involvedObject").is_none() => {
+            event_cells(&crate::registry::event_from_events_v1(obj), now)
+        }
         "Event" => event_cells(obj, now),
         "ConfigMap" => {
             let n = obj
@@ -753,5 +759,32 @@ mod tests {
             (c[1].clone(), c[2].clone(), c[5].clone()),
             (json!("0/1"), json!("Pending"), json!("<none>"))
         );
+    }
+
+    #[test]
+    fn events_k8s_io_events_fill_the_same_columns_as_core_ones() {
+        let core = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "web.1", "namespace": "default", "creationTimestamp": "2026-12-01T09:59:00Z"},
+            "involvedObject": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{app}"},
+            "reason": "Killing", "message": "Stopping container app", "type": "Normal",
+            "source": {"component": "kubelet", "host": "node"},
+            "firstTimestamp": "2026-12-01T09:59:00Z", "lastTimestamp": "2026-12-01T09:59:30Z", "count": 2});
+        let mut v1 = crate::registry::event_to_events_v1(&core);
+        // As a list item: no apiVersion or kind.
+        v1.as_object_mut().unwrap().remove("apiVersion");
+        let want = vec![
+            json!("30s"),
+            json!("Normal"),
+            json!("Killing"),
+            json!("pod/web"),
+            json!("spec.containers{app}"),
+            json!("kubelet, node"),
+            json!("Stopping container app"),
+            json!("60s"),
+            json!(2),
+            json!("web.1"),
+        ];
+        assert_eq!(cells("Event", &core, now(), KubeVersion::default()), want);
+        assert_eq!(cells("Event", &v1, now(), KubeVersion::default()), want);
     }
 }

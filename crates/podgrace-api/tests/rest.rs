@@ -931,3 +931,168 @@ async fn a_deleted_namespace_terminates_deletes_its_content_and_goes() {
     let (c, _, _) = call(&r, "GET", "/api/v1/namespaces/team", "", "").await;
     assert_eq!(c, 404);
 }
+
+/// `ValidateObjectMeta`'s labels and annotations, on create and on update/patch, with
+/// kube-apiserver's 422 wording; a changed `metadata.uid` is immutable.
+#[tokio::test]
+async fn labels_annotations_and_the_uid_are_validated_as_kube_apiserver_does() {
+    let (_api, r) = api(100);
+    let pods = "/api/v1/namespaces/default/pods";
+    let (c, v) = post(
+        &r,
+        pods,
+        pod("web", json!({"bad key!": "x", "app": "-web", "a/b/c": ""})),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Pod \"web\" is invalid: [metadata.labels: Invalid value: \"a/b/c\": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName'), metadata.labels: Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]"
+    );
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.labels");
+    assert_eq!(v["details"]["causes"][0]["reason"], "FieldValueInvalid");
+    let mut p = pod("web", json!({"app": "web"}));
+    p["metadata"]["annotations"] = json!({"Example.COM/Big": "x".repeat(256 * 1024)});
+    let (c, v) = post(&r, pods, p).await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Pod \"web\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"
+    );
+    let mut p = pod("web", json!({"app": "web"}));
+    p["metadata"]["annotations"] = json!({"Example.COM/Fine": "x".repeat(1000), "/x": "y"});
+    let (c, v) = post(&r, pods, p).await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Pod \"web\" is invalid: metadata.annotations: Invalid value: \"/x\": prefix part must be non-empty"
+    );
+    let (c, v) = post(&r, pods, pod("web", json!({"app": "web"}))).await;
+    assert_eq!(c, 201, "{v}");
+    let uid = v["metadata"]["uid"].as_str().unwrap().to_string();
+    // A patch that changes the uid, or adds a bad label, is refused; the object stays.
+    let (c, v, _) = call(
+        &r,
+        "PATCH",
+        &format!("{pods}/web"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"uid":"0000-1111"}}"#,
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Pod \"web\" is invalid: metadata.uid: Invalid value: \"0000-1111\": field is immutable"
+    );
+    let (c, v, _) = call(
+        &r,
+        "PATCH",
+        &format!("{pods}/web"),
+        "application/strategic-merge-patch+json",
+        r#"{"metadata":{"labels":{"tier":"front end"}}}"#,
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.labels");
+    // An update without a uid keeps the stored one.
+    let (_, mut cur, _) = call(&r, "GET", &format!("{pods}/web"), "", "").await;
+    cur["metadata"].as_object_mut().unwrap().remove("uid");
+    cur["metadata"]["labels"]["tier"] = json!("front");
+    let (c, v, _) = call(
+        &r,
+        "PUT",
+        &format!("{pods}/web"),
+        "application/json",
+        cur.to_string(),
+    )
+    .await;
+    assert_eq!(c, 200, "{v}");
+    assert_eq!(v["metadata"]["uid"], uid.as_str());
+    assert_eq!(v["metadata"]["labels"]["tier"], "front");
+}
+
+/// Node ports: allocated from 30000-32767, a requested one out of the range or taken is a 422
+/// in the allocator's words, a duplicate within a Service or one on a ClusterIP Service is
+/// refused by validation; TCP and UDP of one port share their node port.
+#[tokio::test]
+async fn node_ports_are_allocated_and_refused_as_kube_apiserver_does() {
+    let (_api, r) = api(100);
+    let svcs = "/api/v1/namespaces/default/services";
+    let svc = |name: &str, ty: &str, ports: Value| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+               "spec": {"type": ty, "selector": {"app": "web"}, "ports": ports}})
+    };
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc("big", "NodePort", json!([{"port": 80, "nodePort": 99999}])),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Service \"big\" is invalid: spec.ports[0].nodePort: Invalid value: 99999: provided port is not in the valid range. The range of valid ports is 30000-32767"
+    );
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc(
+            "a",
+            "NodePort",
+            json!([{"name": "http", "port": 80, "nodePort": 30080}]),
+        ),
+    )
+    .await;
+    assert_eq!(c, 201, "{v}");
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc("b", "NodePort", json!([{"port": 81, "nodePort": 30080}])),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Service \"b\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
+    );
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc(
+            "c",
+            "NodePort",
+            json!([{"name": "a", "port": 81, "nodePort": 30081}, {"name": "b", "port": 82, "nodePort": 30081}]),
+        ),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Service \"c\" is invalid: spec.ports[1].nodePort: Duplicate value: 30081"
+    );
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc("d", "ClusterIP", json!([{"port": 81, "nodePort": 30082}])),
+    )
+    .await;
+    assert_eq!(c, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Service \"d\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"
+    );
+    let (c, v) = post(
+        &r,
+        svcs,
+        svc(
+            "dns",
+            "NodePort",
+            json!([{"name": "tcp", "port": 53, "protocol": "TCP"}, {"name": "udp", "port": 53, "protocol": "UDP"}]),
+        ),
+    )
+    .await;
+    assert_eq!(c, 201, "{v}");
+    let tcp = v["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+    assert!((30000..=32767).contains(&tcp) && tcp != 30080, "{v}");
+    assert_eq!(v["spec"]["ports"][1]["nodePort"], tcp);
+}

@@ -5,7 +5,7 @@
 //! watch event delivered). Then every pod is deleted (grace 0 after a plain delete's SIGTERM:
 //! the app exits on it) and the time until all are gone is reported.
 //!
-//! `cargo run --release -p podgrace-kubelet --example bench_start -- [--pods N]`
+//! `cargo run --release -p podgrace-kubelet --example bench_start -- [--pods N] [--host-network]`
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -31,6 +31,8 @@ async fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
+    // `--host-network`: the pods use the host's network (no network namespace and veth per pod).
+    let host_network = args.iter().any(|a| a == "--host-network");
     let api = Api::new(ApiConfig::default());
     let svc = tower::ServiceBuilder::new()
         .map_request(|req: http::Request<kube::client::Body>| req.map(axum::body::Body::new))
@@ -68,7 +70,7 @@ async fn main() {
         let name = format!("p{i}");
         let p: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name},
-            "spec": {"terminationGracePeriodSeconds": 2, "containers": [{"name": "app", "image": "busybox:1.36",
+            "spec": {"terminationGracePeriodSeconds": 2, "hostNetwork": host_network, "containers": [{"name": "app", "image": "busybox:1.36",
                 "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]}]}}))
         .unwrap();
         let at = Instant::now();

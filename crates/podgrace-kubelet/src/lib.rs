@@ -23,6 +23,7 @@
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 #![forbid(unsafe_code)]
 
+pub mod env;
 pub mod logs;
 pub mod node;
 pub mod observed;

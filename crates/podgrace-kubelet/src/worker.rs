@@ -243,13 +243,27 @@ pub async fn sync_pod<S: RuntimeSource>(
         images: shared.runtimes.uses_images(),
         ..PodOptions::default()
     };
-    let plan = plan_of(&s.latest, version).and_then(|p| {
-        check_pod(&p, &opts).map_err(|e| e.to_string())?;
-        Ok(p)
-    });
+    // The environment as makeEnvironmentVariables builds it (ConfigMaps and Secrets read
+    // from the API), then the plan of the pod with it.
+    let env = crate::env::resolve(&shared.client, &s.latest, shared.config.host_ip).await;
+    let parsed = plan_of(env.as_ref().unwrap_or(&s.latest), version);
+    let plan = match &env {
+        Ok(_) => parsed.clone().and_then(|p| {
+            check_pod(&p, &opts).map_err(|e| e.to_string())?;
+            Ok(p)
+        }),
+        Err(e) => Err(e.message.clone()),
+    };
     if phase_of(&s.latest).is_terminal() || plan.is_err() {
         // A pod that has finished (seen again after a restart of the kubelet) is not run
-        // again; one that cannot be run stays as it is, with a Warning saying why.
+        // again; one that cannot be run stays as it is, with a Warning saying why and, when
+        // its containers are known, their CreateContainerError.
+        if let (Ok(p), Err(_)) = (&parsed, &plan) {
+            if !phase_of(&s.latest).is_terminal() {
+                let st = create_error_status(&s, p, &opts, env.as_ref().err());
+                s.write(st).await;
+            }
+        }
         if let Err(msg) = &plan {
             let events = EventRecorder::new();
             events.warning(reason::FAILED, None, format!("Error: {msg}"));
@@ -479,6 +493,75 @@ fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
 
 /// After the pod worker: the final delete as soon as the object carries a deletion timestamp
 /// and a terminal phase (`canBeDeleted`), or nothing more once the object is gone.
+/// The status of a pod whose containers cannot be created: each container the process runtime
+/// cannot run waits with `CreateContainerError` and the reason as its message, as the kubelet
+/// reports a failed `CreateContainer` (`startContainer`'s `ErrCreateContainer`, surfaced by
+/// `convertToAPIContainerStatuses` from the pod sync result); the others wait in
+/// `ContainerCreating`; phase Pending, ContainersReady and Ready False. No sandbox is created
+/// for it (PodReadyToStartContainers False, no pod IP), where the kubelet would have one.
+///
+/// The message for a container without `command` is containerd's ("no command specified")
+/// with why: the process runtime runs no images, so it has no ENTRYPOINT to fall back on.
+///
+/// Upstream: `pkg/kubelet/kuberuntime/kuberuntime_container.go` (`startContainer`),
+/// `pkg/kubelet/images/types.go` / `kuberuntime` errors (`CreateContainerError`),
+/// `pkg/kubelet/kubelet_pods.go` (`convertToAPIContainerStatuses`), Kubernetes 1.27 to 1.37.
+///
+/// A container whose environment cannot be built (`env`: a ConfigMap or Secret, or one of
+/// their keys, missing) waits with `CreateContainerConfigError` and the kubelet's message
+/// instead (`configmap "x" not found`).
+fn create_error_status<S: RuntimeSource>(
+    s: &Sync<S>,
+    plan: &PodPlan,
+    opts: &PodOptions,
+    env: Option<&crate::env::EnvError>,
+) -> Value {
+    use podgrace_node::kubelet::spec::{container_spec, SpecError};
+    let old = s.old_status();
+    let view = PodView {
+        plan,
+        uid: &s.uid,
+        namespace: &s.namespace,
+        containers: &[],
+        sandbox_ready: false,
+        pod_is_terminal: false,
+        pod_ip: None,
+        host_ip: s.shared.config.host_ip,
+        start_time_ms: s.start_ms,
+        old_status: &old,
+        now_ms: s.shared.clock.now_ms(),
+        version: s.shared.config.version,
+        // No container was created, so no containerID is written.
+        runtime_type: "",
+    };
+    let (mut status, _) = generate(&view);
+    for (list, containers) in [
+        ("initContainerStatuses", &plan.init_containers),
+        ("containerStatuses", &plan.containers),
+    ] {
+        for c in containers {
+            let over = opts.stop_signal_overrides.get(&c.name).map(String::as_str);
+            let (reason, message) = match (env, container_spec(c, over, opts.force_host, opts.images)) {
+                (Some(e), _) if e.container == c.name => ("CreateContainerConfigError", e.message.clone()),
+                (Some(_), _) | (None, Ok(_)) => continue,
+                (None, Err(SpecError::NoCommand { .. })) => ("CreateContainerError", "no command specified: the process runtime runs local processes and cannot read the image's ENTRYPOINT; set command (and args)".to_string()),
+                (None, Err(other)) => ("CreateContainerError", other.to_string()),
+            };
+            if let Some(cs) = status
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .and_then(|a| {
+                    a.iter_mut()
+                        .find(|x| x.get("name").and_then(Value::as_str) == Some(&c.name))
+                })
+            {
+                cs["state"] = json!({"waiting": {"reason": reason, "message": message}});
+            }
+        }
+    }
+    status
+}
+
 async fn idle_until_deleted<S: RuntimeSource>(
     s: &mut Sync<S>,
     updates: &mut mpsc::UnboundedReceiver<Update>,

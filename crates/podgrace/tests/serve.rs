@@ -877,6 +877,380 @@ fn kubectl_logs_follows_the_containers_output() {
     assert!(text.starts_with("line "), "{line}");
 }
 
+/// `kubectl logs --since / --since-time / --tail / --limit-bytes`, as the kubelet's log reader
+/// honours them: the tail from the file's lines, lines older than the since time skipped (the
+/// later of now − sinceSeconds and sinceTime, which kubectl sends in whole seconds), the byte
+/// limit over the whole stream, a followed one included (`-f` ends at the limit).
+#[test]
+fn kubectl_logs_since_tail_and_limit_bytes() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("logs-since", &[]);
+    let pod = POD.replace(
+        "command: [sleep, '100']",
+        "command: [sh, -c, 'echo one; echo two; sleep 4; echo three; trap \"exit 0\" TERM; while true; do sleep 0.1; done']",
+    );
+    let f = s.file("pod.yaml", &pod);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    let logs = |args: &[&str]| {
+        let mut a = vec!["logs", "web"];
+        a.extend_from_slice(args);
+        let o = s.kubectl(&bin, &a);
+        assert_ok(&o, &format!("logs {args:?}"));
+        out(&o)
+    };
+    let until = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = s.kubectl(&bin, &["logs", "web"]);
+            if out(&o).contains(what) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} in the logs: {}",
+                err(&o)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    until("two");
+    // Followed from before "three": the limit ends the stream inside the later line.
+    let follow = Command::new(&bin)
+        .args(["logs", "-f", "--limit-bytes=10", "web"])
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(follow.wait_with_output());
+    });
+    let o = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("kubectl logs -f --limit-bytes ends at the limit")
+        .unwrap();
+    assert_ok(&o, "logs -f --limit-bytes=10");
+    assert_eq!(out(&o), "one\ntwo\nth");
+    until("three");
+    assert_eq!(logs(&["--since=3s"]), "three\n");
+    assert_eq!(logs(&["--since=1h"]), "one\ntwo\nthree\n");
+    let stamped = logs(&["--timestamps"]);
+    let ts: Vec<&str> = stamped
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().0)
+        .collect();
+    assert_eq!(ts.len(), 3, "{stamped}");
+    assert_eq!(logs(&[&format!("--since-time={}", ts[2])]), "three\n");
+    assert_eq!(
+        logs(&[&format!("--since-time={}", ts[0])]),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(logs(&["--tail=2"]), "two\nthree\n");
+    assert_eq!(logs(&["--tail=1", "--limit-bytes=3"]), "thr");
+    assert_eq!(logs(&["--tail=0"]), "");
+    // What kubectl does not send, kube-apiserver's validation refuses (422 PodLogOptions).
+    let auth = format!("Authorization: Bearer {}", s.token());
+    let (code, body) = s.curl(
+        &["-H", &auth],
+        "/api/v1/namespaces/default/pods/web/log?sinceSeconds=0",
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains(r#""message":"PodLogOptions \"web\" is invalid: sinceSeconds: Invalid value: 0: must be greater than 0""#),
+        "{body}"
+    );
+}
+
+/// The validation kube-apiserver adds to podgrace-core's, as kubectl shows it: a bad label
+/// (apply), a changed uid (patch), node ports out of range or taken (`kubectl create service
+/// nodeport`, a protobuf body); and serve refuses a node name the Node could not have.
+#[test]
+fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("validation", &[]);
+    let f = s.file(
+        "pod.yaml",
+        &POD.replace("labels: {app: web}", "labels: {app: -web}"),
+    );
+    let o = s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"The Pod "web" is invalid: metadata.labels: Invalid value: "-web": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#),
+        "{}",
+        err(&o)
+    );
+    let f = s.file("pod.yaml", POD);
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        "apply",
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "patch",
+            "pod",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"uid":"not-the-uid"}}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"The Pod "web" is invalid: metadata.uid: Invalid value: "not-the-uid": field is immutable"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "big",
+            "--tcp=80:80",
+            "--node-port=40000",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"Service "big" is invalid: spec.ports[0].nodePort: Invalid value: 40000: provided port is not in the valid range. The range of valid ports is 30000-32767"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "a",
+            "--tcp=80:80",
+            "--node-port=30080",
+        ],
+    );
+    assert_ok(&o, "create service nodeport");
+    let o = s.kubectl(
+        &bin,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "b",
+            "--tcp=81:81",
+            "--node-port=30080",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"Service "b" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"#),
+        "{}",
+        err(&o)
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "get",
+            "service",
+            "a",
+            "-o",
+            "jsonpath={.spec.ports[0].nodePort}",
+        ],
+    );
+    assert_eq!(out(&o), "30080");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--node-name", "Node_1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(
+        err(&o).contains("invalid value 'Node_1' for '--node-name <NODE_NAME>': a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters"),
+        "{}",
+        err(&o)
+    );
+}
+
+/// What the kubelet reports where the process runtime cannot or does not run a container, as
+/// kubectl shows it: a container without `command` waits in `CreateContainerError` (STATUS
+/// column, its message, the `Failed` event); a crash-looping container's `BackOff` event names
+/// the pod as `NAME_NAMESPACE(UID)` with the node as source; `kubectl get
+/// events.v1.events.k8s.io` fills its columns.
+#[test]
+fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("kubelet-status", &["--node-name", "box-1"]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    k(&["run", "nocmd", "--image=nginx:1.27"]);
+    let crash = s.file(
+        "crash.yaml",
+        &POD.replace("name: web", "name: crash")
+            .replace("command: [sleep, '100']", "command: [sh, -c, 'exit 3']"),
+    );
+    k(&["apply", "-f", crash.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut nocmd, mut back_off) = (String::new(), String::new());
+    while Instant::now() < deadline {
+        nocmd = k(&["get", "pod", "nocmd", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}"]);
+        back_off = k(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=BackOff,involvedObject.name=crash",
+            "-o",
+            "jsonpath={range .items[*]}{.source.host} {.message}{end}",
+        ]);
+        if nocmd.contains("CreateContainerError") && !back_off.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(nocmd, "Pending CreateContainerError: no command specified: the process runtime runs local processes and cannot read the image's ENTRYPOINT; set command (and args)");
+    let rows = k(&["get", "pod", "nocmd", "--no-headers"]);
+    assert_eq!(
+        rows.split_whitespace().nth(2),
+        Some("CreateContainerError"),
+        "{rows}"
+    );
+    let uid = k(&["get", "pod", "crash", "-o", "jsonpath={.metadata.uid}"]);
+    assert_eq!(
+        back_off,
+        format!("box-1 Back-off restarting failed container app in pod crash_default({uid})")
+    );
+    let failed = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Failed,involvedObject.name=nocmd",
+        "-o",
+        "jsonpath={.items[0].type}",
+    ]);
+    assert_eq!(failed, "Warning");
+    // events.k8s.io/v1 through the same printer: OBJECT, REASON and MESSAGE filled in.
+    let table = k(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "--field-selector",
+        "reason=BackOff",
+    ]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let row = lines.next().unwrap_or_default();
+    assert!(
+        row.contains("Warning   BackOff   pod/crash   Back-off restarting failed container app in pod crash_default("),
+        "{table}"
+    );
+}
+
+/// `envFrom` and `valueFrom` resolved into the container's environment as the kubelet's
+/// makeEnvironmentVariables does (ConfigMap and Secret read from the API, `env` after
+/// `envFrom`, the pod's own fields), seen in `kubectl logs`; a missing ConfigMap leaves the
+/// container waiting in CreateContainerConfigError with the kubelet's message.
+#[test]
+fn env_from_and_value_from_are_resolved_as_the_kubelet_does() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("env", &["--node-name", "box-2"]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    k(&[
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=MODE=fast",
+        "--from-literal=LEVEL=3",
+    ]);
+    k(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "--from-literal=password=hunter2",
+    ]);
+    let pod = "apiVersion: v1
+kind: Pod
+metadata: {name: env, labels: {app: env}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP\"; sleep 100']
+    envFrom:
+    - {prefix: CFG_, configMapRef: {name: cfg}}
+    - {configMapRef: {name: absent, optional: true}}
+    env:
+    - {name: LEVEL, valueFrom: {configMapKeyRef: {name: cfg, key: LEVEL}}}
+    - {name: CFG_LEVEL, value: overridden}
+    - {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: UID_, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}
+";
+    let f = s.file("env.yaml", pod);
+    k(&["apply", "-f", f.to_str().unwrap()]);
+    let missing = s.file(
+        "missing.yaml",
+        &POD.replace("name: web", "name: missing").replace(
+            "command: [sleep, '100']",
+            "command: [sleep, '100']\n    envFrom: [{configMapRef: {name: nope}}]",
+        ),
+    );
+    k(&["apply", "-f", missing.to_str().unwrap()]);
+    k(&["wait", "--for=condition=Ready", "pod/env", "--timeout=60s"]);
+    let uid = k(&["get", "pod", "env", "-o", "jsonpath={.metadata.uid}"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut logs = String::new();
+    while logs.is_empty() && Instant::now() < deadline {
+        logs = out(&s.kubectl(&bin, &["logs", "env"]));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        logs,
+        format!("fast overridden 3 hunter2 env default {uid} box-2 env\n")
+    );
+    let mut waiting = String::new();
+    while Instant::now() < deadline {
+        waiting = k(&["get", "pod", "missing", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}"]);
+        if waiting.starts_with("CreateContainerConfigError") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        waiting,
+        "CreateContainerConfigError: configmap \"nope\" not found"
+    );
+    let ev = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=missing,reason=Failed",
+        "-o",
+        "jsonpath={.items[0].message}",
+    ]);
+    assert_eq!(ev, "Error: configmap \"nope\" not found");
+}
+
 #[test]
 fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let bin = kubectls().remove(0);
@@ -929,25 +1303,16 @@ fn logged_after(path: &Path, since_ns: i128) -> Option<f64> {
     Some((ns - since_ns) as f64 / 1e9)
 }
 
-/// Field case a (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec preStop `sleep 3`, an app
-/// that does not stop on SIGTERM, `kubectl delete --grace-period=5`. The termination facts
-/// through serve (real kubectl, the local kubelet, real processes) are those `podgrace run`
-/// reports for the same manifest, within ±150 ms: the preStop at once, SIGTERM after the
-/// preStop's 3 s, the kill at the grace period's end (5 s), deletionGracePeriodSeconds 5.
-#[test]
-fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
-    if !common::privileged("serve vs run") {
-        return;
-    }
-    const TOLERANCE: f64 = 0.150;
-    let bin = kubectls().remove(0);
-    let s = Serve::start("versus-run", &[]);
-    let manifest = |tag: &str| {
-        let term = s.dir.join(format!("{tag}.term"));
-        let pre = s.dir.join(format!("{tag}.prestop"));
-        let marker = format!("PODGRACE_VERSUS_{tag}_{}", std::process::id());
-        let text = format!(
-            "apiVersion: v1
+/// The pod of field case a (TGPS 10, exec preStop `sleep 3` logging its start to `TAG.prestop`,
+/// an app that logs SIGTERM to `TAG.term` and does not stop on it, ready once it trapped
+/// SIGTERM), named `term-a`: (manifest file, SIGTERM log, preStop log, `MARKER=1` in its
+/// environment).
+fn case_a_pod(s: &Serve, tag: &str) -> (PathBuf, PathBuf, PathBuf, String) {
+    let term = s.dir.join(format!("{tag}.term"));
+    let pre = s.dir.join(format!("{tag}.prestop"));
+    let marker = format!("PODGRACE_VERSUS_{tag}_{}", std::process::id());
+    let text = format!(
+        "apiVersion: v1
 kind: Pod
 metadata: {{name: term-a}}
 spec:
@@ -965,16 +1330,31 @@ spec:
       preStop:
         exec: {{command: [sh, -c, 'date +%s%N >> {pre}; sleep 3']}}
 ",
-            term = term.display(),
-            pre = pre.display()
-        );
-        (
-            s.file(&format!("{tag}.yaml"), &text),
-            term,
-            pre,
-            format!("{marker}=1"),
-        )
-    };
+        term = term.display(),
+        pre = pre.display()
+    );
+    (
+        s.file(&format!("{tag}.yaml"), &text),
+        term,
+        pre,
+        format!("{marker}=1"),
+    )
+}
+
+/// Field case a (`shared/cases/real-cluster-1.32.md`): TGPS 10, exec preStop `sleep 3`, an app
+/// that does not stop on SIGTERM, `kubectl delete --grace-period=5`. The termination facts
+/// through serve (real kubectl, the local kubelet, real processes) are those `podgrace run`
+/// reports for the same manifest, within ±150 ms: the preStop at once, SIGTERM after the
+/// preStop's 3 s, the kill at the grace period's end (5 s), deletionGracePeriodSeconds 5.
+#[test]
+fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
+    if !common::privileged("serve vs run") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    let bin = kubectls().remove(0);
+    let s = Serve::start("versus-run", &[]);
+    let manifest = |tag: &str| case_a_pod(&s, tag);
 
     // podgrace run: the delete 1 s after the start.
     let (file, term, pre, _) = manifest("run");
@@ -1077,6 +1457,173 @@ spec:
     assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
     assert!(
         (run_term - 3.0).abs() <= TOLERANCE && (run_exit - 5.0).abs() <= TOLERANCE,
+        "{facts}"
+    );
+    eprintln!("{facts}");
+}
+
+/// Field case c (`shared/cases/real-cluster-1.32.md`): the pod of case a deleted with
+/// `--grace-period=30`, then again with `--grace-period=3` 2.3 s later (while its preStop
+/// runs). The object takes the shorter grace (deletionGracePeriodSeconds 3, deletionTimestamp
+/// moved back 27 s); the kubelet keeps the kill it is running to the original deadline:
+/// SIGTERM after the preStop's 3 s, the kill at 30 s. Through serve (real kubectl, the local
+/// kubelet, real processes) the facts are those `podgrace run --second-delete 3@2.3` reports
+/// for the same manifest, within ±150 ms (both run at the same time).
+#[test]
+fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run_reports() {
+    if !common::privileged("serve vs run, second delete") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    const SECOND_AFTER: f64 = 2.3;
+    let bin = kubectls().remove(0);
+    // The recorded cluster ran 1.32: from 1.33 a second delete whose deadline already passed
+    // is stored as now with grace 1 instead (podgrace-core `before_delete_ms`).
+    let s = Serve::start("second-delete", &["--kubernetes-version", "1.32"]);
+    // podgrace run in the background: the first delete 1 s after the start, the second 2.3 s
+    // after it.
+    let (file, run_term_log, run_pre_log, _) = case_a_pod(&s, "run-c");
+    let run = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--delete-after",
+            "1s",
+            "--grace-period",
+            "30",
+        ])
+        .args([
+            "--second-delete",
+            &format!("3@{SECOND_AFTER}"),
+            "-o",
+            "json",
+            "--kubernetes-version",
+            "1.32",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("podgrace run");
+
+    // Tags of their own: the environment marker must not match case a's pods (same test process).
+    let (file, term, pre, marker) = case_a_pod(&s, "serve-c");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "pod/term-a",
+                "--timeout=30s",
+            ],
+        ),
+        "wait Ready",
+    );
+    let o = s.kubectl(
+        &bin,
+        &[
+            "delete",
+            "pod",
+            "term-a",
+            "--grace-period=30",
+            "--wait=false",
+        ],
+    );
+    let deleted_ns = wall_ns();
+    let deleted = Instant::now();
+    assert_ok(&o, "first delete");
+    let get = || -> serde_json::Value {
+        serde_json::from_str(&out(
+            &s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"])
+        ))
+        .unwrap()
+    };
+    let first = get();
+    assert_eq!(first["metadata"]["deletionGracePeriodSeconds"], 30);
+    let app = pids_with_env(&marker)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trap"))
+        })
+        .expect("the app's process");
+    std::thread::sleep(Duration::from_secs_f64(SECOND_AFTER).saturating_sub(deleted.elapsed()));
+    let o = s.kubectl(
+        &bin,
+        &[
+            "delete",
+            "pod",
+            "term-a",
+            "--grace-period=3",
+            "--wait=false",
+        ],
+    );
+    assert_ok(&o, "second delete");
+    assert_eq!(out(&o), "pod \"term-a\" deleted\n");
+    assert!(err(&o).is_empty(), "no warning: {}", err(&o));
+    let second = get();
+    assert_eq!(second["metadata"]["deletionGracePeriodSeconds"], 3);
+    let ts = |v: &serde_json::Value| {
+        humantime::parse_rfc3339(v["metadata"]["deletionTimestamp"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(
+        ts(&first).duration_since(ts(&second)).unwrap(),
+        Duration::from_secs(27),
+        "deletionTimestamp moves back by 30 - 3 s"
+    );
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    while alive(app) {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(45),
+            "the app is killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serve_exit = deleted.elapsed().as_secs_f64();
+    let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM");
+
+    let o = run.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let r = common::json(&o);
+    let delete_at = r["deletes"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(r["deletes"][0]["deletionGracePeriodSeconds"], 30, "{r}");
+    assert_eq!(r["deletes"][1]["deletionGracePeriodSeconds"], 3, "{r}");
+    let t = &r["containers"][0]["terminations"][0];
+    let start = t["startSeconds"].as_f64().unwrap() - delete_at;
+    let run_pre = start + t["preStop"]["afterSeconds"].as_f64().unwrap();
+    let run_term = start + t["stopSignalAfterSeconds"].as_f64().unwrap();
+    let run_exit = start
+        + t["exitAfterSeconds"]
+            .as_f64()
+            .or(t["killAfterSeconds"].as_f64())
+            .unwrap();
+    assert!(
+        run_term_log.exists() && run_pre_log.exists(),
+        "the run's processes logged"
+    );
+    let facts = format!(
+        "preStop run {run_pre:.3} serve {serve_pre:.3}; SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3} (s after the first delete)"
+    );
+    assert!((serve_pre - run_pre).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
+    assert!(
+        (run_term - 3.0).abs() <= TOLERANCE && (run_exit - 30.0).abs() <= TOLERANCE,
         "{facts}"
     );
     eprintln!("{facts}");
@@ -1279,26 +1826,127 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
     );
 }
 
-/// kubectl's typed commands (`create configmap`, `create namespace`, ...) send protobuf, which
-/// serve does not decode: the 415 names the media type and what is accepted, in
-/// kube-apiserver's words, and the server goes on serving JSON.
+/// kubectl's typed commands (`create configmap|secret|namespace|deployment`) send protobuf
+/// bodies (`application/vnd.kubernetes.protobuf`, accepting JSON back): every kubectl build
+/// creates each kind and reads back what it sent, with the server's defaults applied.
 #[test]
-fn a_protobuf_body_gets_415_unsupported_media_type() {
-    let bin = kubectls().remove(0);
+fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
     let s = Serve::start("protobuf", &[]);
-    let o = s.kubectl(&bin, &["create", "configmap", "c", "--from-literal=a=b"]);
-    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert_eq!(
-        err(&o).trim(),
-        "error: failed to create configmap: the body of the request was in an unknown format - accepted media types include: application/json (got \"application/vnd.kubernetes.protobuf\")"
+    for (i, bin) in kubectls().iter().enumerate() {
+        let v = bin.display().to_string();
+        let created = |o: &Output, what: &str| {
+            assert_ok(o, &format!("{v}: create {what}"));
+            assert_eq!(out(o), format!("{what} created\n"), "{v}");
+        };
+        let get = |args: &[&str]| {
+            let o = s.kubectl(bin, args);
+            assert_ok(&o, &format!("{v}: get {args:?}"));
+            out(&o)
+        };
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "configmap",
+                &format!("cm-{i}"),
+                "--from-literal=a=b",
+                "--from-literal=n=1",
+            ],
+        );
+        created(&o, &format!("configmap/cm-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "configmap",
+                &format!("cm-{i}"),
+                "-o",
+                "jsonpath={.data}"
+            ]),
+            r#"{"a":"b","n":"1"}"#,
+            "{v}"
+        );
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "secret",
+                "generic",
+                &format!("s-{i}"),
+                "--from-literal=password=hunter2",
+            ],
+        );
+        created(&o, &format!("secret/s-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "secret",
+                &format!("s-{i}"),
+                "-o",
+                "jsonpath={.type} {.data.password}"
+            ]),
+            "Opaque aHVudGVyMg==",
+            "{v}"
+        );
+        let o = s.kubectl(bin, &["create", "namespace", &format!("ns-{i}")]);
+        created(&o, &format!("namespace/ns-{i}"));
+        assert_eq!(
+            get(&[
+                "get",
+                "namespace",
+                &format!("ns-{i}"),
+                "-o",
+                "jsonpath={.status.phase} {.spec.finalizers}"
+            ]),
+            r#"Active ["kubernetes"]"#,
+            "{v}"
+        );
+        let o = s.kubectl(
+            bin,
+            &[
+                "create",
+                "deployment",
+                &format!("d-{i}"),
+                "--image=nginx:1.27",
+                "-n",
+                &format!("ns-{i}"),
+            ],
+        );
+        created(&o, &format!("deployment.apps/d-{i}"));
+        assert_eq!(
+            get(&[
+                "get", "deployment", &format!("d-{i}"), "-n", &format!("ns-{i}"), "-o",
+                "jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image} {.spec.strategy.rollingUpdate.maxSurge} {.spec.template.spec.terminationGracePeriodSeconds}",
+            ]),
+            format!("1 d-{i} nginx:1.27 25% 30"),
+            "{v}"
+        );
+        // A second create of the same name is a 409 in kube-apiserver's words.
+        let o = s.kubectl(bin, &["create", "configmap", &format!("cm-{i}")]);
+        assert_eq!(o.status.code(), Some(1), "{v}: {}", out(&o));
+        assert_eq!(
+            err(&o).trim(),
+            format!("error: failed to create configmap: configmaps \"cm-{i}\" already exists"),
+            "{v}"
+        );
+    }
+    // The server goes on refusing what it does not decode, with kube-apiserver's 415.
+    let (code, body) = s.curl(
+        &[
+            "-H",
+            &format!("Authorization: Bearer {}", s.token()),
+            "-H",
+            "Content-Type: application/cbor",
+            "-X",
+            "POST",
+            "--data-binary",
+            "x",
+        ],
+        "/api/v1/namespaces/default/configmaps",
     );
-    let f = s.file(
-        "cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n",
-    );
-    assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
-        "apply",
+    assert_eq!(code, 415, "{body}");
+    assert!(
+        body.contains(r#"accepted media types include: application/json, application/vnd.kubernetes.protobuf (got \"application/cbor\")"#),
+        "{body}"
     );
 }
 

@@ -74,8 +74,9 @@ pub struct PodOptions {
     /// The runtime runs images (containerd): a container without `command` runs the image's
     /// ENTRYPOINT. [`run_pod`] sets it from the runtime; [`check_pod`] reads it.
     pub images: bool,
-    /// The API object's `metadata.uid` (the sandbox's and containers' `io.kubernetes.pod.uid`,
-    /// the log directory's name); `None`: a fresh one, as the API server would give.
+    /// The pod's UID when it has one (serve: the API object's), used where the kubelet names
+    /// the pod (`format.Pod`: `NAME_NAMESPACE(UID)` in BackOff and hook messages) and in the
+    /// sandbox's metadata; `None` draws a fresh one (`podgrace run`).
     pub uid: Option<String>,
 }
 
@@ -504,14 +505,19 @@ impl<R: RuntimeService + 'static> Pod<R> {
         let (probe_kill_tx, probe_kill_rx) = mpsc::unbounded_channel();
         let mut worker = PodWorker::new(version);
         worker.update_pod(PodUpdate::new(UpdateType::SyncPodCreate, Some(tgps)));
+        let uid = opts
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(new_uid);
         Ok(Pod {
             display: format!("{namespace}/{}", plan.name),
+            kubelet_name: format_pod(&plan.name, &namespace, &uid),
             identity: PodIdentity {
                 name: plan.name.clone(),
                 namespace: namespace.clone(),
-                uid: opts.uid.clone().unwrap_or_else(new_uid),
+                uid,
             },
-            kubelet_name: format_pod(&plan.name, &namespace, "podgrace"),
             rt,
             api: ApiObject::new(&plan, NODE_NAME, version),
             plan: Arc::new(plan),

@@ -27,8 +27,9 @@ pub struct Args {
     /// Where to write the kubeconfig (mode 0600: it holds the token).
     #[arg(long, default_value = "./podgrace.kubeconfig")]
     kubeconfig_out: PathBuf,
-    /// The node's name (the one node every pod is bound to).
-    #[arg(long, default_value = "podgrace")]
+    /// The node's name (the one node every pod is bound to): a lowercase RFC 1123 subdomain,
+    /// as the Node object's name must be.
+    #[arg(long, default_value = "podgrace", value_parser = parse_node_name)]
     node_name: String,
     #[command(flatten)]
     version: super::args::VersionArgs,
@@ -59,6 +60,18 @@ pub struct Args {
 
 /// The longest endpoint lag: 24 hours.
 const MAX_LAG: Duration = Duration::from_secs(24 * 3600);
+/// `--node-name`: the Node's `metadata.name` rule (`ValidateNodeName`, a DNS subdomain), so
+/// that the kubelet's registration is not refused after start.
+fn parse_node_name(s: &str) -> Result<String, String> {
+    let problems = podgrace_api::meta::subdomain_messages(s);
+    if s.is_empty() {
+        return Err("must be non-empty".into());
+    }
+    match problems.is_empty() {
+        true => Ok(s.to_string()),
+        false => Err(problems.join(", ")),
+    }
+}
 
 /// The container logs of this serve (the kubelet's `/var/log/pods`), removed at exit.
 struct LogDir {
