@@ -408,12 +408,16 @@ async fn the_stop_signal_of_nginx_s_image_alike() {
     let Some((p, c)) = both("nginx", &yaml, Action::Delete).await else {
         return;
     };
-    for o in [&p, &c] {
+    for (runtime, o) in [("process", &p), ("containerd", &c)] {
         let t = o.termination("app", TerminationReason::Deleted);
-        assert_eq!(t.stop_signal, Signal::SIGQUIT);
+        assert_eq!(t.stop_signal, Signal::SIGQUIT, "{runtime}");
+        // Seen failing now and then with SIGKILL at the deadline (not yet diagnosed): the
+        // message names the runtime and the stop events, for whoever looks next.
         assert_eq!(
             o.exit_status("app", TerminationReason::Deleted),
-            ExitStatus::Code(0)
+            ExitStatus::Code(0),
+            "{runtime}: {t:?}; stop events {:?}",
+            o.stops
         );
     }
     agree("nginx", "death", p.death("app"), c.death("app"));
