@@ -357,6 +357,8 @@ struct Ctr {
     id: Option<String>,
     running: bool,
     exit: Option<ExitStatus>,
+    /// The last exit was the kernel's OOM kill (the runtime's reason `OOMKilled`).
+    oom_killed: bool,
     started_at: Option<Instant>,
     /// The crash back-off (`flowcontrol.Backoff` for this container), its times in milliseconds
     /// since `epoch`.
@@ -476,6 +478,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         id: None,
                         running: false,
                         exit: None,
+                        oom_killed: false,
                         started_at: None,
                         back_off: Backoff::crash_loop(),
                         epoch: Instant::now(),
@@ -591,7 +594,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 (true, _) => ApiContainerState::Running,
                 (false, Some(e)) => ApiContainerState::Terminated(Terminated {
                     exit_code: e.code(),
-                    reason: containerd_exit_reason(e.code(), false).to_string(),
+                    reason: containerd_exit_reason(e.code(), c.oom_killed).to_string(),
                     signal: 0,
                     finished_at_ms: None,
                 }),
@@ -859,6 +862,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     c.running = st.state == crate::runtime::ContainerState::Running;
                     if st.exit.is_some() {
                         c.exit = st.exit;
+                        c.oom_killed = st.reason.as_deref() == Some("OOMKilled");
                     }
                 }
             }
@@ -874,13 +878,19 @@ impl<R: RuntimeService + 'static> Pod<R> {
         else {
             return;
         };
-        let ContainerEventKind::Stopped { at, status } = ev.kind else {
+        let ContainerEventKind::Stopped {
+            at,
+            status,
+            oom_killed,
+        } = ev.kind
+        else {
             return;
         };
         let terminating = self.terminating();
         let c = &mut self.ctrs[i];
         c.running = false;
         c.exit = Some(status);
+        c.oom_killed = oom_killed;
         if !terminating {
             c.report.exits.push((at, status));
         }
