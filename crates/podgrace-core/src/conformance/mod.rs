@@ -34,7 +34,9 @@ pub const SHARED_VECTORS: &str = include_str!("../../vectors/vectors.jsonl");
 
 /// podgrace's own vectors: upstream tables the shared file lacks (`getPhase`, `printPod`,
 /// `ValidateEndpointIP`, the controllers' `deployment/util`, `ActivePodsWithRanks`,
-/// `slowStartBatch`, the disruption controller's sync, `FindPort`, `podToEndpoint`) and rules taken from the code or from the recorded 1.32 cluster
+/// `slowStartBatch`, the disruption controller's sync, `FindPort`, `podToEndpoint`, the kubelet's
+/// cgroup resources: `MilliCPUToQuota`, `calculateLinuxResources`, `GetContainerOOMScoreAdjust`,
+/// `ResourceConfigForPod`) and rules taken from the code or from the recorded 1.32 cluster
 /// (`shared/cases/real-cluster-1.32.md`), each marked in its `source`, `version` and `note`.
 pub const PODGRACE_VECTORS: &str = include_str!("../../vectors/podgrace.jsonl");
 

@@ -322,7 +322,17 @@ impl OwnedCgroup {
                     level = level.join(part);
                 }
             }
-            std::fs::create_dir_all(&dir).map_err(|e| (dir.clone(), e))?;
+            // Another pod's removal may take an empty parent away between two mkdirs.
+            let mut made = std::fs::create_dir_all(&dir);
+            for _ in 0..3 {
+                match &made {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        made = std::fs::create_dir_all(&dir);
+                    }
+                    _ => break,
+                }
+            }
+            made.map_err(|e| (dir.clone(), e))?;
             dirs.push((c, m, dir));
         }
         Ok(OwnedCgroup {

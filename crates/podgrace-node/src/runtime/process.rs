@@ -669,7 +669,8 @@ impl RuntimeService for ProcessRuntime {
 /// runs without limits, said once in the log.
 ///
 /// # Errors
-/// [`RuntimeError::Host`] when the cgroup was made but its limits cannot be written.
+/// [`RuntimeError::Host`] when the cgroup cannot be made for another reason, or its limits
+/// cannot be written.
 fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeError> {
     let Some(parent) = &config.cgroup_parent else {
         return Ok(None);
@@ -677,6 +678,12 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
     let path = format!("{}{parent}", super::cgroup::PROCESS_ROOT);
     let cg = match OwnedCgroup::create(&path) {
         Ok(cg) => cg,
+        Err((dir, source)) if !no_cgroups(&source) => {
+            return Err(RuntimeError::Host {
+                what: format!("create the pod cgroup {}", dir.display()),
+                source,
+            });
+        }
         Err((dir, e)) => {
             static ONCE: std::sync::Once = std::sync::Once::new();
             ONCE.call_once(|| {
@@ -699,6 +706,14 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
         }
     }
     Ok(Some(cg))
+}
+
+/// The machine gives podgrace no cgroups: not root, or a read-only cgroup file system.
+fn no_cgroups(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// Removes a cgroup whose last processes may still be exiting (host mode's group kill, an
