@@ -85,9 +85,8 @@ async fn pid_with_env(marker: &str) -> i32 {
             .flatten()
             .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
             .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                    env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
-                })
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
             })
             .collect();
         if let [pid] = found[..] {
@@ -219,7 +218,10 @@ async fn containerd_container_cgroups_hold_the_kubelets_resources() {
         // The pod cgroup: ResourceConfigForPod (one container: the same numbers).
         let pod_mem = mem.parent().unwrap();
         let pod_cpu = cpu.parent().unwrap();
-        assert_eq!(read(pod_mem.join("memory.limit_in_bytes")), memory.to_string());
+        assert_eq!(
+            read(pod_mem.join("memory.limit_in_bytes")),
+            memory.to_string()
+        );
         assert_eq!(read(pod_cpu.join("cpu.shares")), shares.to_string());
         assert_eq!(read(pod_cpu.join("cpu.cfs_quota_us")), quota.to_string());
         assert_eq!(read(pod_cpu.join("cpu.cfs_period_us")), "100000");

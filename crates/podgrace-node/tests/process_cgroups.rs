@@ -97,14 +97,22 @@ async fn container_pid(marker: &str) -> (i32, String) {
                 let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
                 let path = cg
                     .lines()
-                    .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")) || l.starts_with("0::"))
+                    .find(|l| {
+                        l.split(':')
+                            .nth(1)
+                            .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+                            || l.starts_with("0::")
+                    })
                     .and_then(|l| l.splitn(3, ':').nth(2))
                     .unwrap_or_default()
                     .to_string();
                 return (pid, path);
             }
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "no process with {marker}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no process with {marker}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -124,7 +132,9 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
     let (rt, _out) = ProcessRuntime::new(NetworkConfig::default());
     let rt = Arc::new(rt);
     let node = cgroup::node_resources();
-    let own: i64 = read(PathBuf::from("/proc/self/oom_score_adj")).parse().unwrap();
+    let own: i64 = read(PathBuf::from("/proc/self/oom_score_adj"))
+        .parse()
+        .unwrap();
     let capable = read(PathBuf::from("/proc/self/status"))
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
@@ -160,17 +170,26 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
         };
         let pod = start(&rt, &yaml, &uid, EventRecorder::new());
         let mut st = pod.status();
-        tokio::time::timeout(Duration::from_secs(10), st.wait_for(|s| s.phase == PodPhase::Running))
-            .await
-            .expect("running")
-            .expect("status");
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            st.wait_for(|s| s.phase == PodPhase::Running),
+        )
+        .await
+        .expect("running")
+        .expect("status");
         let (pid, path) = container_pid(&format!("{marker}=1")).await;
-        assert!(path.starts_with(&format!("{pod_cg}/")), "{path} under {pod_cg}");
+        assert!(
+            path.starts_with(&format!("{pod_cg}/")),
+            "{path} under {pod_cg}"
+        );
         let mem = dir(Controller::Memory, &path);
         let cpu = dir(Controller::Cpu, &path);
         assert_eq!(read(mem.join("memory.limit_in_bytes")), memory.to_string());
         if node.swap_controller {
-            assert_eq!(read(mem.join("memory.memsw.limit_in_bytes")), memory.to_string());
+            assert_eq!(
+                read(mem.join("memory.memsw.limit_in_bytes")),
+                memory.to_string()
+            );
         }
         assert_eq!(read(cpu.join("cpu.shares")), shares.to_string());
         assert_eq!(read(cpu.join("cpu.cfs_quota_us")), quota.to_string());
@@ -180,12 +199,21 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
         assert_eq!(read(pm.join("memory.limit_in_bytes")), memory.to_string());
         assert_eq!(read(pc.join("cpu.shares")), shares.to_string());
         assert_eq!(read(pc.join("cpu.cfs_quota_us")), quota.to_string());
-        if cgroup::controller_mounts().iter().any(|(c, _)| *c == Controller::Pids) {
+        if cgroup::controller_mounts()
+            .iter()
+            .any(|(c, _)| *c == Controller::Pids)
+        {
             let procs = read(dir(Controller::Pids, &path).join("cgroup.procs"));
             assert_eq!(procs, pid.to_string(), "PID 1 in its pids cgroup");
         }
-        let oom: i64 = read(PathBuf::from(format!("/proc/{pid}/oom_score_adj"))).parse().unwrap();
-        let expected = if capable { requested_oom } else { requested_oom.max(own) };
+        let oom: i64 = read(PathBuf::from(format!("/proc/{pid}/oom_score_adj")))
+            .parse()
+            .unwrap();
+        let expected = if capable {
+            requested_oom
+        } else {
+            requested_oom.max(own)
+        };
         assert_eq!(oom, expected, "the kubelet asked for {requested_oom}");
         eprintln!("{qos}: oom_score_adj requested {requested_oom}, applied {oom}");
         end(&rt, pod, true).await;
@@ -242,5 +270,8 @@ async fn process_a_container_over_its_memory_limit_is_oom_killed() {
         .await
         .expect("remove");
     let pod_cg = format!("/podgrace/kubepods/burstable/pod{uid}");
-    assert!(!dir(Controller::Memory, &pod_cg).exists(), "{pod_cg} removed");
+    assert!(
+        !dir(Controller::Memory, &pod_cg).exists(),
+        "{pod_cg} removed"
+    );
 }

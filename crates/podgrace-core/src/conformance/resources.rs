@@ -28,12 +28,21 @@ fn opt_quantity(c: &Check<'_>, key: &str) -> Result<Option<Quantity>, VectorErro
     }
 }
 
-fn object<'v>(c: &Check<'_>, key: &str, v: &'v Value) -> Result<&'v Map<String, Value>, VectorError> {
+fn object<'v>(
+    c: &Check<'_>,
+    key: &str,
+    v: &'v Value,
+) -> Result<&'v Map<String, Value>, VectorError> {
     v.as_object()
         .ok_or_else(|| c.bad(key, "expected an object"))
 }
 
-fn only(c: &Check<'_>, key: &str, o: &Map<String, Value>, known: &[&str]) -> Result<(), VectorError> {
+fn only(
+    c: &Check<'_>,
+    key: &str,
+    o: &Map<String, Value>,
+    known: &[&str],
+) -> Result<(), VectorError> {
     match o.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(c.bad(key, format!("unknown field {k:?}"))),
         None => Ok(()),
@@ -90,7 +99,12 @@ fn pod(c: &Check<'_>) -> Result<PodResources, VectorError> {
         c,
         "pod.spec",
         spec,
-        &["priority", "priorityClassName", "initContainers", "containers"],
+        &[
+            "priority",
+            "priorityClassName",
+            "initContainers",
+            "containers",
+        ],
     )?;
     let list = |k: &str| -> Result<Vec<ResourceContainer>, VectorError> {
         match spec.get(k) {

@@ -225,8 +225,7 @@ pub fn calculate_linux_resources(
         r.cpu_period = node.cpu_cfs_quota_period_us;
     }
     if node.cgroup_v2 && !node.single_process_oom_kill.unwrap_or(false) {
-        r.unified
-            .insert("memory.oom.group".into(), "1".into());
+        r.unified.insert("memory.oom.group".into(), "1".into());
     }
     r
 }
@@ -255,11 +254,8 @@ pub fn container_oom_score_adjust(
     let capacity = i128::from(memory_capacity.max(1));
     let adj = |request: i64| (1000 - (1000 * i128::from(request)) / capacity) as i64;
     let mut oom = adj(container.resources.memory_request().value());
-    let is_sidecar = container.sidecar
-        && pod
-            .init_containers
-            .iter()
-            .any(|i| i.name == container.name);
+    let is_sidecar =
+        container.sidecar && pod.init_containers.iter().any(|i| i.name == container.name);
     if is_sidecar {
         let min_regular = pod
             .containers

@@ -313,7 +313,10 @@ pub fn pod_sandbox_config(
 
 /// `generateLinuxContainerResources` for container `c` of `plan` on this node
 /// ([`crate::runtime::cgroup::node_resources`]).
-pub fn container_resources(c: &ContainerPlan, plan: &PodPlan) -> resources::LinuxContainerResources {
+pub fn container_resources(
+    c: &ContainerPlan,
+    plan: &PodPlan,
+) -> resources::LinuxContainerResources {
     let pod = plan.resources();
     let me = pod
         .init_containers

@@ -166,7 +166,9 @@ pub fn controller_mounts() -> Vec<(Controller, Mount)> {
                     },
                 ));
             }
-            let p = v2.as_ref().filter(|_| unified.iter().any(|u| u == c.name()))?;
+            let p = v2
+                .as_ref()
+                .filter(|_| unified.iter().any(|u| u == c.name()))?;
             Some((
                 c,
                 Mount {
@@ -261,14 +263,22 @@ pub fn apply_pod_config(
                     write(&dir, "cpu.weight", &shares_to_weight(s).to_string())?;
                 }
                 if let Some(q) = cfg.cpu_quota.filter(|q| *q != 0) {
-                    let quota = if q < 0 { "max".to_string() } else { q.to_string() };
+                    let quota = if q < 0 {
+                        "max".to_string()
+                    } else {
+                        q.to_string()
+                    };
                     let period = cfg.cpu_period.unwrap_or(100_000);
                     write(&dir, "cpu.max", &format!("{quota} {period}"))?;
                 }
             }
             (Controller::Memory, v2) => {
                 if let Some(m) = cfg.memory.filter(|m| *m != 0) {
-                    let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+                    let file = if v2 {
+                        "memory.max"
+                    } else {
+                        "memory.limit_in_bytes"
+                    };
                     write(&dir, file, &m.to_string())?;
                 }
             }
@@ -310,10 +320,7 @@ impl OwnedCgroup {
             let dir = m.path.join(relative(path));
             if m.v2 {
                 // Every level from the root down to the parent hands the controllers on.
-                let control: String = v2_controllers
-                    .iter()
-                    .map(|c| format!("+{c} "))
-                    .collect();
+                let control: String = v2_controllers.iter().map(|c| format!("+{c} ")).collect();
                 let mut level = m.path.clone();
                 for part in relative(path).iter() {
                     std::fs::create_dir_all(&level).map_err(|e| (level.clone(), e))?;
@@ -411,7 +418,11 @@ impl OwnedCgroup {
                         } else {
                             r.cpu_quota.to_string()
                         };
-                        let p = if r.cpu_period != 0 { r.cpu_period } else { 100_000 };
+                        let p = if r.cpu_period != 0 {
+                            r.cpu_period
+                        } else {
+                            100_000
+                        };
                         write(dir, "cpu.max", &format!("{q} {p}"))?;
                     }
                 }
@@ -443,11 +454,14 @@ impl OwnedCgroup {
     /// `memory.oom_control` (Linux 4.13+) or v2's `memory.events`. 0 without a memory
     /// controller.
     pub fn oom_kills(&self) -> u64 {
-        let Some((_, m, dir)) = self.dirs.iter().find(|(c, _, _)| *c == Controller::Memory)
-        else {
+        let Some((_, m, dir)) = self.dirs.iter().find(|(c, _, _)| *c == Controller::Memory) else {
             return 0;
         };
-        let file = if m.v2 { "memory.events" } else { "memory.oom_control" };
+        let file = if m.v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
         std::fs::read_to_string(dir.join(file))
             .ok()
             .and_then(|s| {

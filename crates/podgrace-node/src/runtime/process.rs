@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use podgrace_core::rules::latency::{Range, RuntimeLatencies, Sampler};
 use tokio::sync::mpsc;
 
+use super::cgroup::OwnedCgroup;
 use super::{
     CallContext, ContainerConfig, ContainerEvent, ContainerEventKind, ContainerState,
     ContainerStatus, ExecSyncResponse, PodSandboxConfig, PodSandboxStatus, RuntimeError,
     RuntimeService, StopEvent, StopEventKind,
 };
-use super::cgroup::OwnedCgroup;
 use crate::process::{ContainerProcess, ContainerSpec, OutputLine};
 use crate::sandbox::{NetworkConfig, Sandbox, SandboxError};
 use podgrace_core::rules::runtime::containerd_exit_reason;
@@ -357,7 +357,10 @@ impl RuntimeService for ProcessRuntime {
                 .get(&c.sandbox_id)
                 .and_then(|s| s.sandbox.as_ref())
                 .and_then(|s| s.netns_path().map(|p| p.to_path_buf()));
-            let pod_cgroup = st.sandboxes.get(&c.sandbox_id).and_then(|s| s.cgroup.clone());
+            let pod_cgroup = st
+                .sandboxes
+                .get(&c.sandbox_id)
+                .and_then(|s| s.cgroup.clone());
             (
                 ContainerSpec {
                     name: c.config.name.clone(),
@@ -367,7 +370,11 @@ impl RuntimeService for ProcessRuntime {
                     netns,
                     force_host: c.config.force_host,
                     cgroup_procs: Vec::new(),
-                    oom_score_adj: c.config.resources.as_ref().map(|r| effective_oom_score_adj(r.oom_score_adj)),
+                    oom_score_adj: c
+                        .config
+                        .resources
+                        .as_ref()
+                        .map(|r| effective_oom_score_adj(r.oom_score_adj)),
                 },
                 pod_cgroup,
                 c.config.resources.clone(),
@@ -380,9 +387,8 @@ impl RuntimeService for ProcessRuntime {
             Some(pod) => {
                 let cg = OwnedCgroup::create(&format!("{}/{id}", pod.path()))
                     .and_then(|cg| match &resources {
-                        Some(r) => cg.apply_container(r).map(|()| cg.clone()).map_err(|e| {
+                        Some(r) => cg.apply_container(r).map(|()| cg.clone()).inspect_err(|_| {
                             cg.remove();
-                            e
                         }),
                         None => Ok(cg),
                     })
@@ -725,7 +731,10 @@ async fn remove_cgroup(cg: OwnedCgroup) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tracing::warn!(cgroup = cg.path(), "process runtime: cgroup still busy, left in place");
+    tracing::warn!(
+        cgroup = cg.path(),
+        "process runtime: cgroup still busy, left in place"
+    );
 }
 
 /// The `oom_score_adj` a container's PID 1 gets for the kubelet's `requested` one. Without
