@@ -29,6 +29,6 @@ pub use kill::{HookOutcome, HookRecord, KillRecord};
 pub use object::{DeleteApi, ObjectEvent, WatchKind};
 pub use pod::{
     check_pod, run_pod, DeleteKubelet, DeleteRecord, Killer, PodCommand, PodError, PodHandle,
-    PodOptions, PodPhase, PodReport, PodStatus, Termination, TerminationReason,
+    PodOptions, PodReport, PodStatus, PodWorkerState, Termination, TerminationReason,
 };
 pub use report::{build_report, RunReport};

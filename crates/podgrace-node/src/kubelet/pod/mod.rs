@@ -52,7 +52,7 @@ mod status;
 mod terminate;
 
 pub use status::{
-    ContainerReport, DeleteKubelet, DeleteRecord, Killer, PodPhase, PodReport, PodStatus,
+    ContainerReport, DeleteKubelet, DeleteRecord, Killer, PodReport, PodStatus, PodWorkerState,
     Termination, TerminationReason,
 };
 use terminate::LATE_HOOK_WAIT;
@@ -185,7 +185,7 @@ pub fn run_pod<R: RuntimeService + 'static>(
     opts.images = runtime.uses_images();
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (status_tx, status_rx) = watch::channel(PodStatus {
-        phase: PodPhase::Starting,
+        phase: PodWorkerState::Starting,
         pod_ip: None,
         ready: false,
         terminating_since: None,
@@ -468,7 +468,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         self.container_events = self.rt.container_events(&sandbox);
         self.sandbox = Some(sandbox);
         self.spawn_probes();
-        self.publish(PodPhase::Starting);
+        self.publish(PodWorkerState::Starting);
 
         loop {
             if !self.terminating() {
@@ -599,7 +599,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         );
         self.api
             .final_delete((terminal_at + delay).max(Instant::now()));
-        self.publish(PodPhase::Terminated);
+        self.publish(PodWorkerState::Terminated);
         Ok(PodReport {
             pod: self.display.clone(),
             started: self.started,

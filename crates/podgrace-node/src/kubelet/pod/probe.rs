@@ -7,7 +7,7 @@
 use podgrace_core::plan::{ContainerRole, RestartPolicy};
 use podgrace_core::rules::kuberuntime::{self, GraceFields, KillReason};
 
-use super::status::{Killer, PodPhase, Termination, TerminationReason};
+use super::status::{Killer, PodWorkerState, Termination, TerminationReason};
 use super::terminate::hook_target;
 use super::Pod;
 use crate::events::message;
@@ -79,9 +79,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
     /// or startup failure past its threshold kills the container (`computePodActions`).
     pub(super) fn probe_result(&mut self, i: usize, kind: ProbeKind, st: ProbeStatus) {
         let phase = if self.terminating() {
-            PodPhase::Terminating
+            PodWorkerState::Terminating
         } else {
-            PodPhase::Running
+            PodWorkerState::Running
         };
         if kind == ProbeKind::Readiness {
             self.publish(phase);

@@ -10,7 +10,7 @@ use podgrace_core::plan::ContainerRole;
 use podgrace_core::rules::podworker::{PodUpdate, UpdateType};
 use podgrace_core::rules::restart;
 
-use super::status::{PodPhase, TerminationReason};
+use super::status::{PodWorkerState, TerminationReason};
 use super::Pod;
 use crate::events::{message, reason};
 use crate::probes::ContainerRun as ProbeRun;
@@ -63,7 +63,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             c.completed = true;
         }
         if terminating {
-            self.publish(PodPhase::Terminating);
+            self.publish(PodWorkerState::Terminating);
             return;
         }
         self.after_exit(i, at, status);
@@ -113,7 +113,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             self.enter_termination(u, TerminationReason::Deleted, false);
             return;
         }
-        self.publish(PodPhase::Running);
+        self.publish(PodWorkerState::Running);
     }
 
     /// Every main container has exited and none will restart.

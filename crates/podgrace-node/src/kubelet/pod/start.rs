@@ -9,7 +9,7 @@ use std::time::Instant;
 use podgrace_core::plan::ContainerRole;
 use podgrace_core::rules::runtime::Signal;
 
-use super::status::PodPhase;
+use super::status::PodWorkerState;
 use super::Pod;
 use crate::events::{message, reason};
 use crate::hooks::{run_handler, HookTarget};
@@ -61,7 +61,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
         }
         if !self.terminating() {
-            self.publish(PodPhase::Running);
+            self.publish(PodWorkerState::Running);
         }
     }
 
@@ -183,7 +183,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 let _ = self.rt.stop_container(&ctx, &id, 2).await;
             }
         }
-        self.publish(PodPhase::Running);
+        self.publish(PodWorkerState::Running);
     }
 
     /// `EnsureImageExists` (`pkg/kubelet/images/image_manager.go`): per `imagePullPolicy`,

@@ -19,9 +19,11 @@ use crate::probes::ProbeKind;
 use crate::process::ExitStatus;
 use crate::runtime::RuntimeService;
 
-/// The pod's lifecycle as a watcher sees it.
+/// The pod task's lifecycle as a watcher sees it: the pod worker's own state, not Kubernetes'
+/// `status.phase` (Pending, Running, Succeeded, Failed), which the API object
+/// ([`crate::kubelet::object`]) keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodPhase {
+pub enum PodWorkerState {
     /// Sandbox and containers are being started.
     Starting,
     Running,
@@ -65,7 +67,7 @@ pub struct DeleteRecord {
 /// What the pod task publishes on every change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodStatus {
-    pub phase: PodPhase,
+    pub phase: PodWorkerState,
     /// The pod IP (`None` before the sandbox exists, or on the host network).
     pub pod_ip: Option<IpAddr>,
     /// Pod `Ready` condition: every running container ready.
@@ -164,12 +166,12 @@ pub struct PodReport {
 }
 
 impl<R: RuntimeService + 'static> Pod<R> {
-    pub(super) fn publish(&self, phase: PodPhase) {
+    pub(super) fn publish(&self, phase: PodWorkerState) {
         // The Ready condition: every running container (sidecars and mains) is ready, which
         // needs its readiness probe to succeed when it has one. It is kept up to date during
         // termination too (readiness probes keep running), which drives EndpointSlice serving.
-        let ready = phase != PodPhase::Starting
-            && phase != PodPhase::Terminated
+        let ready = phase != PodWorkerState::Starting
+            && phase != PodWorkerState::Terminated
             && self
                 .ctrs
                 .iter()

@@ -20,7 +20,7 @@ use podgrace_core::rules::runtime::Signal;
 use tokio::task::JoinHandle;
 
 use super::status::{
-    DeleteKubelet, DeleteRecord, Killer, PodPhase, Termination, TerminationReason,
+    DeleteKubelet, DeleteRecord, Killer, PodWorkerState, Termination, TerminationReason,
 };
 use super::{InFlight, Pod, PodCommand};
 use crate::events::{message, EventRecorder};
@@ -154,7 +154,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             }
             self.status
                 .send_modify(|s| s.terminating_since = Some(Instant::now()));
-            self.publish(PodPhase::Terminating);
+            self.publish(PodWorkerState::Terminating);
             return DeleteKubelet::Started {
                 grace_period_seconds: g,
             };
