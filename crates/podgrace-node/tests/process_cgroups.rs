@@ -14,7 +14,9 @@ use common::need_namespaces;
 use podgrace_core::manifest;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport};
+use podgrace_node::kubelet::{
+    run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodWorkerState,
+};
 use podgrace_node::process::ExitStatus;
 use podgrace_node::runtime::cgroup::{self, Controller};
 use podgrace_node::runtime::{CallContext, ProcessRuntime, RuntimeService};
@@ -172,7 +174,7 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
         let mut st = pod.status();
         tokio::time::timeout(
             Duration::from_secs(10),
-            st.wait_for(|s| s.phase == PodPhase::Running),
+            st.wait_for(|s| s.phase == PodWorkerState::Running),
         )
         .await
         .expect("running")
