@@ -15,6 +15,8 @@
 //! NAME` otherwise); the namespace is `-n`, else the context's, else `default`.
 //!
 //! Built on `kube` (its `Kubeconfig` and `Config`); nothing here is special to `podgrace serve`.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ pub struct ClusterOptions {
 /// A client for one cluster, with the namespace to use.
 #[derive(Clone)]
 pub struct Cluster {
+    /// The kube client for the context's server and credentials.
     pub client: kube::Client,
     /// `-n`, else the context's namespace, else `default`.
     pub namespace: String,
@@ -50,7 +53,12 @@ pub enum ClusterError {
     KubeconfigMissing(PathBuf),
     /// The kubeconfig cannot be read or parsed.
     #[error("error: error loading config file \"{}\": {message}", path.display())]
-    KubeconfigInvalid { path: PathBuf, message: String },
+    KubeconfigInvalid {
+        /// The kubeconfig file.
+        path: PathBuf,
+        /// Why it cannot be read or parsed.
+        message: String,
+    },
     /// `--context` names no context of the kubeconfig.
     #[error("Error in configuration: context was not found for specified context: {0}")]
     ContextNotFound(String),
@@ -73,8 +81,11 @@ pub enum ClusterError {
     /// `NotFound`, ...), as `Error from server (REASON): MESSAGE`.
     #[error("Error from server ({reason}): {message}")]
     Api {
+        /// The HTTP status code (`Status.code`).
         code: u16,
+        /// `Status.reason` (`Forbidden`, `NotFound`, ...).
         reason: String,
+        /// `Status.message`.
         message: String,
     },
 }

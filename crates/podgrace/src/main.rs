@@ -8,6 +8,7 @@
 mod cmd;
 mod input;
 mod out;
+mod render;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -21,6 +21,7 @@
 mod budget;
 pub mod catalogue;
 mod config;
+pub mod document;
 mod hooks;
 mod kill;
 mod probes;

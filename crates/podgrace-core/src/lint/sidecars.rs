@@ -160,15 +160,17 @@ fn drain_setting(pod: &PodPlan, c: &ContainerPlan) -> Option<(Seconds, &'static 
         .map(|s| (Seconds::from_secs(s), "TERMINATION_DRAIN_DURATION_SECONDS"))
 }
 
-/// A Go `time.Duration` string (`5s`, `1m30s`, `500ms`, `1.5s`), to the millisecond.
+/// A Go `time.Duration` string (`5s`, `1m30s`, `500ms`, `1.5s`, `0`) as Go's
+/// `time.ParseDuration` reads it (istio decodes ProxyConfig's durations so; implemented by
+/// `kube_core::Duration`), to the millisecond (rounded down). `None` for what Go refuses (no
+/// unit, `1d`, a space before the unit) and for a negative duration.
 fn go_duration(s: &str) -> Option<Seconds> {
-    let s = s.trim();
-    if let Some(n) = s.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
-        return (n.is_finite() && n >= 0.0).then(|| Seconds::from_ms((n * 1000.0).round() as i128));
+    let d: kube_core::Duration = s.trim().parse().ok()?;
+    if d.is_negative() {
+        return None;
     }
-    humantime::parse_duration(s)
-        .ok()
-        .map(|d| Seconds::from_ms(d.as_millis() as i128))
+    let d: std::time::Duration = d.into();
+    Some(Seconds::from_ms(i128::try_from(d.as_millis()).ok()?))
 }
 
 pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
@@ -262,6 +264,22 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn go_durations_as_go_parses_them() {
+        let ms = |s: &str| super::go_duration(s).map(|d| d.ms());
+        assert_eq!(ms("20s"), Some(20_000));
+        assert_eq!(ms("1m30s"), Some(90_000));
+        assert_eq!(ms("1.5s"), Some(1_500));
+        assert_eq!(ms("500ms"), Some(500));
+        assert_eq!(ms("1h"), Some(3_600_000));
+        assert_eq!(ms("0"), Some(0));
+        // Go refuses these (humantime, used before, took them: a drain of a day).
+        assert_eq!(ms("1d"), None);
+        assert_eq!(ms("20 s"), None);
+        assert_eq!(ms("20"), None);
+        assert_eq!(ms("-5s"), None);
+    }
+
     use crate::lint::testutil::*;
 
     #[test]

@@ -140,6 +140,43 @@ pub struct TerminationRun {
     pub killed_by: &'static str,
 }
 
+/// An exit within this many seconds of the stop signal is "at once" for [`Diagnosis`]: 50 ms.
+pub const PROMPT_EXIT_SECONDS: f64 = 0.05;
+
+/// What a termination says about how the app handled its stop signal (the `run` summary's
+/// diagnosis line). Seconds count from the stop signal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Diagnosis {
+    /// The stop signal was not acted on: SIGKILL came at the deadline, `after_seconds` after it.
+    StopSignalIgnored {
+        /// From the stop signal to SIGKILL, seconds.
+        after_seconds: f64,
+    },
+    /// The app exited within [`PROMPT_EXIT_SECONDS`] of the stop signal, which may mean it
+    /// dropped its in-flight work.
+    ExitedAtOnce {
+        /// From the stop signal to the exit, seconds.
+        after_seconds: f64,
+    },
+}
+
+impl TerminationRun {
+    /// The diagnosis of this termination: `None` when no stop signal was sent, or when the app
+    /// exited on it after [`PROMPT_EXIT_SECONDS`] or more (a graceful stop).
+    pub fn diagnosis(&self) -> Option<Diagnosis> {
+        let sig = self.stop_signal_after_seconds?;
+        match (self.kill_after_seconds, self.exit_after_seconds) {
+            (Some(k), _) => Some(Diagnosis::StopSignalIgnored {
+                after_seconds: k - sig,
+            }),
+            (None, Some(e)) if e - sig < PROMPT_EXIT_SECONDS => Some(Diagnosis::ExitedAtOnce {
+                after_seconds: e - sig,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A preStop hook in the run report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -349,5 +386,49 @@ fn termination_run(
         exit_code: exit.map(|(_, s)| s.code()),
         exit_signal: exit.and_then(|(_, s)| signal_name(s)),
         killed_by: t.killer.as_str(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(sig: Option<f64>, kill: Option<f64>, exit: Option<f64>) -> TerminationRun {
+        TerminationRun {
+            reason: "Deleted",
+            start_seconds: 1.0,
+            grace_period_seconds: 30,
+            pre_stop: None,
+            stop_signal: "SIGTERM".into(),
+            stop_signal_after_seconds: sig,
+            kill_after_seconds: kill,
+            exit_after_seconds: exit,
+            exit_code: None,
+            exit_signal: None,
+            killed_by: "podWorker",
+        }
+    }
+
+    #[test]
+    fn diagnosis_of_a_stop() {
+        // SIGKILL at the deadline, 29.5 s after SIGTERM: the signal was ignored.
+        assert_eq!(
+            run(Some(0.5), Some(30.0), Some(30.01)).diagnosis(),
+            Some(Diagnosis::StopSignalIgnored {
+                after_seconds: 29.5
+            })
+        );
+        // An exit 10 ms after SIGTERM: at once.
+        match run(Some(0.5), None, Some(0.51)).diagnosis() {
+            Some(Diagnosis::ExitedAtOnce { after_seconds }) => {
+                assert!((after_seconds - 0.01).abs() < 1e-9, "{after_seconds}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // 50 ms or more: a graceful stop, nothing to say; no stop signal: nothing either.
+        assert_eq!(run(Some(0.5), None, Some(0.55)).diagnosis(), None);
+        assert_eq!(run(Some(0.5), None, Some(2.0)).diagnosis(), None);
+        assert_eq!(run(None, Some(1.0), Some(1.0)).diagnosis(), None);
+        assert_eq!(run(Some(0.5), None, None).diagnosis(), None);
     }
 }

@@ -1,0 +1,6 @@
+//! Text rendering, one module per verb: what the verb's `cmd` module computed, as people read
+//! it. The JSON documents are the libraries' typed contracts, serialized as they are.
+
+pub mod explain;
+pub mod lint;
+pub mod run;
