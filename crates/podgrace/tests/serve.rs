@@ -1157,6 +1157,97 @@ fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
     );
 }
 
+/// `kubectl set image` on a bare pod: the kubelet kills the container whose image changed
+/// (its preStop hook, the pod's grace of 3 s, `Killing` with `Container app definition changed, will
+/// be restarted`) and starts it again with the new image, even under `restartPolicy: Never`,
+/// as `computePodActions` does when the container's hash changes; restartCount goes to 1.
+#[test]
+fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("set-image", &[]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    let marker = format!("PODGRACE_SET_IMAGE_TEST={}", std::process::id());
+    let (mk, mv) = marker.split_once('=').unwrap();
+    let pod = POD
+        .replace(
+            "  terminationGracePeriodSeconds: 10\n",
+            "  terminationGracePeriodSeconds: 3\n  restartPolicy: Never\n",
+        )
+        .replace(
+            "    command: [sleep, '100']\n",
+            &format!(
+                "    command: [sleep, '100']\n    env:\n    - {{name: {mk}, value: '{mv}'}}\n"
+            ),
+        )
+        .replace("sleep: {seconds: 3}", "sleep: {seconds: 1}");
+    let f = s.file("pod.yaml", &pod);
+    k(&["apply", "-f", f.to_str().unwrap()]);
+    k(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
+    let old = pids_with_env(&marker);
+    assert!(!old.is_empty(), "the container runs");
+    let at = Instant::now();
+    assert_eq!(
+        k(&["set", "image", "pod/web", "app=nginx:1.28"]),
+        "pod/web image updated\n"
+    );
+    let alive = |pid: &i32| Path::new(&format!("/proc/{pid}")).exists();
+    while old.iter().any(alive) {
+        assert!(
+            at.elapsed() < Duration::from_secs(10),
+            "the old container is killed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed_after = at.elapsed();
+    // The pod's grace (3 s): the preStop sleep (1 s), then SIGTERM, which `sleep` as PID 1 of
+    // its PID namespace ignores, then SIGKILL at the end of the grace.
+    assert!(
+        killed_after >= Duration::from_millis(2_900) && killed_after < Duration::from_millis(4_500),
+        "killed {killed_after:?} after set image"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut st = String::new();
+    while Instant::now() < deadline {
+        st = k(&["get", "pod", "web", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].image} {.status.containerStatuses[0].ready} {.status.containerStatuses[0].lastState.terminated.exitCode} {.status.containerStatuses[0].lastState.terminated.reason}"]);
+        if st.starts_with("Running 1 nginx:1.28 true") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(st, "Running 1 nginx:1.28 true 137 Error");
+    let new = pids_with_env(&marker);
+    assert!(
+        !new.is_empty() && !new.iter().any(|p| old.contains(p)),
+        "a new instance runs: old {old:?}, new {new:?}"
+    );
+    let killing = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web,reason=Killing",
+        "-o",
+        "jsonpath={range .items[*]}{.type} {.involvedObject.fieldPath}: {.message}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(
+        killing,
+        "Normal spec.containers{app}: Container app definition changed, will be restarted\n"
+    );
+    let started = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web,reason=Started",
+        "-o",
+        "jsonpath={range .items[*]}{.count} {.message}{end}",
+    ]);
+    // The second Started is the first one counted again (the event correlator).
+    assert_eq!(started, "2 Started container app");
+}
+
 /// `envFrom` and `valueFrom` resolved into the container's environment as the kubelet's
 /// makeEnvironmentVariables does (ConfigMap and Secret read from the API, `env` after
 /// `envFrom`, the pod's own fields), seen in `kubectl logs`; a missing ConfigMap leaves the

@@ -91,6 +91,11 @@ pub enum PodCommand {
         hard: bool,
         eviction_max_pod_grace_period: i64,
     },
+    /// The object's container images now (`spec.containers[*].image` and
+    /// `spec.initContainers[*].image`, the fields a pod update may change), by container
+    /// name: a running container whose image changed is killed with the pod's grace and
+    /// started again with the new one (`computePodActions`: the container's hash changed).
+    Images(BTreeMap<String, String>),
 }
 
 /// The pod's lifecycle as a watcher sees it.
@@ -159,16 +164,19 @@ pub enum TerminationReason {
     Evicted,
     LivenessProbe,
     StartupProbe,
+    /// The container's definition (its image) changed: killed to be started again.
+    DefinitionChanged,
 }
 
 impl TerminationReason {
-    /// `Deleted`, `Evicted`, `LivenessProbe` or `StartupProbe`.
+    /// `Deleted`, `Evicted`, `LivenessProbe`, `StartupProbe` or `DefinitionChanged`.
     pub fn as_str(self) -> &'static str {
         match self {
             TerminationReason::Deleted => "Deleted",
             TerminationReason::Evicted => "Evicted",
             TerminationReason::LivenessProbe => "LivenessProbe",
             TerminationReason::StartupProbe => "StartupProbe",
+            TerminationReason::DefinitionChanged => "DefinitionChanged",
         }
     }
 }
@@ -370,6 +378,10 @@ struct Ctr {
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
     /// never restarts, whatever its exit code.
     probe_killed: bool,
+    /// Killed by the kubelet because its definition (image) changed: restarts whatever the
+    /// pod's `restartPolicy`, with a fresh back-off (the back-off key holds the container's
+    /// hash).
+    definition_changed: bool,
     /// It should be (re)started as soon as its turn and back-off allow.
     want_start: bool,
     /// It has been started at least once.
@@ -482,6 +494,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         attempts: 0,
                         restart_at: None,
                         probe_killed: false,
+                        definition_changed: false,
                         want_start: true,
                         ever_started: false,
                         completed: false,
@@ -909,6 +922,15 @@ impl<R: RuntimeService + 'static> Pod<R> {
     fn after_exit(&mut self, i: usize, at: Instant, status: ExitStatus) {
         let policy = self.plan.restart_policy;
         let c = &mut self.ctrs[i];
+        if std::mem::take(&mut c.definition_changed) {
+            // Restarted regardless of restartPolicy, at once: a new back-off key.
+            c.back_off = Backoff::crash_loop();
+            c.epoch = Instant::now();
+            c.restart_at = Some(Instant::now());
+            c.want_start = true;
+            self.publish(PodPhase::Running);
+            return;
+        }
         let restart = match restart::after_exit(c.plan.role, policy, status.code(), c.probe_killed)
         {
             restart::AfterExit::Restart => true,
@@ -1027,7 +1049,128 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
                 self.enter_termination(u, TerminationReason::Evicted, false);
             }
+            PodCommand::Images(images) => self.images_changed(&images),
         }
+    }
+
+    /// The object's images changed (`kubectl set image`): each container whose image differs
+    /// takes the new one; a running one is killed as `computePodActions` kills a container
+    /// whose hash changed (`Killing` with `Container NAME definition changed, will be
+    /// restarted`, or `Init container NAME definition changed` for a native sidecar; the pod's
+    /// grace, its preStop hook) and started again once stopped, whatever `restartPolicy`
+    /// says. One waiting out its back-off starts at once (the back-off key holds the hash).
+    /// Regular init containers and a terminating pod are left alone, as upstream does.
+    ///
+    /// Upstream: `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (`computePodActions`,
+    /// `containerChanged`), `kuberuntime_container.go` (`computeInitContainerActions`,
+    /// `killContainer`), `pkg/kubelet/container/helpers.go` (`HashContainer`: name and image),
+    /// Kubernetes 1.27 to 1.37.
+    fn images_changed(&mut self, images: &BTreeMap<String, String>) {
+        if self.terminating() || self.failed {
+            return;
+        }
+        for i in 0..self.ctrs.len() {
+            let c = &self.ctrs[i];
+            let Some(image) = images.get(&c.plan.name) else {
+                continue;
+            };
+            if c.plan.image.as_deref() == Some(image.as_str())
+                || (c.plan.role == ContainerRole::Init)
+            {
+                continue;
+            }
+            let over = self
+                .opts
+                .stop_signal_overrides
+                .get(&c.plan.name)
+                .map(String::as_str);
+            let mut plan = c.plan.clone();
+            plan.image = Some(image.clone());
+            let Ok(spec) = container_spec(&plan, over, self.opts.force_host, self.opts.images)
+            else {
+                continue;
+            };
+            let pod = Arc::make_mut(&mut self.plan);
+            if let Some(pc) = pod
+                .init_containers
+                .iter_mut()
+                .chain(pod.containers.iter_mut())
+                .find(|pc| pc.name == plan.name)
+            {
+                pc.image = Some(image.clone());
+            }
+            let c = &mut self.ctrs[i];
+            c.plan = plan;
+            c.spec = spec;
+            if !c.running || c.probe_kill_in_flight {
+                if c.restart_at.is_some() {
+                    c.back_off = Backoff::crash_loop();
+                    c.epoch = Instant::now();
+                    c.restart_at = Some(Instant::now());
+                }
+                continue;
+            }
+            let Some(id) = c.id.clone() else {
+                continue;
+            };
+            c.definition_changed = true;
+            c.probe_kill_in_flight = true;
+            let message = if c.plan.role == ContainerRole::Sidecar {
+                message::init_definition_changed(&c.plan.name)
+            } else {
+                message::definition_changed(&c.plan.name)
+            };
+            let base = kuberuntime::set_termination_grace_period(
+                GraceFields::of_pod_kill(None, self.plan.termination_grace_period_seconds),
+                KillReason::Other,
+            );
+            self.spawn_container_kill(i, id, base, message, TerminationReason::DefinitionChanged);
+        }
+    }
+
+    /// Kills instance `id` of container `i` as `SyncPod` kills one container (no pod-level
+    /// override, `base_grace` seconds, `message` as the `Killing` event); the termination
+    /// comes back through `probe_kill_rx`.
+    fn spawn_container_kill(
+        &mut self,
+        i: usize,
+        id: String,
+        base_grace: i64,
+        message: String,
+        term_reason: TerminationReason,
+    ) {
+        let plan = self.ctrs[i].plan.clone();
+        let signal = self.ctrs[i].spec.stop_signal;
+        let (ctx, canceller) = CallContext::background().with_cancel();
+        self.probe_kill_cancel.push(canceller);
+        let rt = self.rt.clone();
+        let events = self.events.clone();
+        let pod_name = self.kubelet_name.clone();
+        let pod_ip = self.pod_ip;
+        let version = self.opts.version;
+        let done = self.probe_kill_tx.clone();
+        let late = self.late_hooks.clone();
+        tokio::spawn(async move {
+            let target = KillTarget {
+                container: &plan,
+                id: &id,
+                base_grace,
+                override_seconds: None,
+                message,
+                hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
+            };
+            let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events, &late).await;
+            let _ = done.send((
+                i,
+                Termination {
+                    reason: term_reason,
+                    container_id: id.clone(),
+                    stop_signal: signal,
+                    kill,
+                    killer: Killer::PodWorker,
+                },
+            ));
+        });
     }
 
     fn kubectl_error(&self, e: KubectlDeleteError) {
@@ -1384,38 +1527,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
             reason,
         );
         let will_restart = self.plan.restart_policy != RestartPolicy::Never;
-        let plan = c.plan.clone();
-        let signal = c.spec.stop_signal;
-        let (ctx, canceller) = CallContext::background().with_cancel();
-        self.probe_kill_cancel.push(canceller);
-        let rt = self.rt.clone();
-        let events = self.events.clone();
-        let pod_name = self.kubelet_name.clone();
-        let pod_ip = self.pod_ip;
-        let version = self.opts.version;
-        let done = self.probe_kill_tx.clone();
-        let late = self.late_hooks.clone();
-        tokio::spawn(async move {
-            let target = KillTarget {
-                container: &plan,
-                id: &id,
-                base_grace: base,
-                override_seconds: None,
-                message: message::killing_after_probe(&plan.name, probe_word, will_restart),
-                hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
-            };
-            let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events, &late).await;
-            let _ = done.send((
-                i,
-                Termination {
-                    reason: term_reason,
-                    container_id: id.clone(),
-                    stop_signal: signal,
-                    kill,
-                    killer: Killer::PodWorker,
-                },
-            ));
-        });
+        let message = message::killing_after_probe(&c.plan.name, probe_word, will_restart);
+        self.spawn_container_kill(i, id, base, message, term_reason);
     }
 
     /// A container counts as started once running and past its startup probe, if any.
