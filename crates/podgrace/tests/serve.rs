@@ -1250,7 +1250,7 @@ fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
 
 /// `envFrom` and `valueFrom` resolved into the container's environment as the kubelet's
 /// makeEnvironmentVariables does (ConfigMap and Secret read from the API, `env` after
-/// `envFrom`, the pod's own fields), seen in `kubectl logs`; a missing ConfigMap leaves the
+/// `envFrom`, the pod's own fields, its sandbox's address `status.podIP`/`podIPs`), seen in `kubectl logs`; a missing ConfigMap leaves the
 /// container waiting in CreateContainerConfigError with the kubelet's message.
 #[test]
 fn env_from_and_value_from_are_resolved_as_the_kubelet_does() {
@@ -1283,7 +1283,7 @@ spec:
   containers:
   - name: app
     image: busybox:1.36
-    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP\"; sleep 100']
+    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP $POD_IP $POD_IPS $HOST_IP\"; sleep 100']
     envFrom:
     - {prefix: CFG_, configMapRef: {name: cfg}}
     - {configMapRef: {name: absent, optional: true}}
@@ -1296,6 +1296,9 @@ spec:
     - {name: UID_, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
     - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
     - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
 ";
     let f = s.file("env.yaml", pod);
     k(&["apply", "-f", f.to_str().unwrap()]);
@@ -1309,6 +1312,14 @@ spec:
     k(&["apply", "-f", missing.to_str().unwrap()]);
     k(&["wait", "--for=condition=Ready", "pod/env", "--timeout=60s"]);
     let uid = k(&["get", "pod", "env", "-o", "jsonpath={.metadata.uid}"]);
+    let ips = k(&[
+        "get",
+        "pod",
+        "env",
+        "-o",
+        "jsonpath={.status.podIP} {.status.podIPs[*].ip} {.status.hostIP}",
+    ]);
+    assert!(!ips.starts_with(' '), "the pod has an address: {ips:?}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut logs = String::new();
     while logs.is_empty() && Instant::now() < deadline {
@@ -1317,7 +1328,7 @@ spec:
     }
     assert_eq!(
         logs,
-        format!("fast overridden 3 hunter2 env default {uid} box-2 env\n")
+        format!("fast overridden 3 hunter2 env default {uid} box-2 env {ips}\n")
     );
     let mut waiting = String::new();
     while Instant::now() < deadline {
