@@ -1564,6 +1564,223 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
     eprintln!("{facts}");
 }
 
+/// Field case b (`shared/cases/real-cluster-1.32.md`): the pod of case a force-deleted
+/// (`kubectl delete --force --grace-period=0`). kubectl warns and says `force deleted`; the
+/// watch shows one MODIFIED (deletionGracePeriodSeconds 0) then DELETED; the object is gone at
+/// once while the kubelet still kills with its minimum grace (override 1 s): the preStop cut
+/// after 1 s, SIGTERM then, SIGKILL 2 s later, so the processes outlive the object by about
+/// 3 s, and `FailedPreStopHook` comes after the object is gone. The kubelet's timings through
+/// serve are those `podgrace run --grace-period 0 --force` reports, within ±150 ms.
+#[test]
+fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
+    if !common::privileged("serve vs run") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    let bin = kubectls().remove(0);
+    let s = Serve::start("versus-run-b", &[]);
+
+    // podgrace run: the force delete 1 s after the start.
+    let (file, term, pre, _) = case_a_pod(&s, "runb");
+    let o = common::podgrace(&[
+        "run",
+        file.to_str().unwrap(),
+        "--delete-after",
+        "1s",
+        "--grace-period",
+        "0",
+        "--force",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let r = common::json(&o);
+    let delete_at = r["deletes"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(r["deletes"][0]["api"], "deleted");
+    assert_eq!(r["deletes"][0]["killGracePeriodSeconds"], 1);
+    let t = &r["containers"][0]["terminations"][0];
+    let start = t["startSeconds"].as_f64().unwrap() - delete_at;
+    assert_eq!(t["preStop"]["outcome"], "cut");
+    let run_pre = start + t["preStop"]["afterSeconds"].as_f64().unwrap();
+    let run_term = start + t["stopSignalAfterSeconds"].as_f64().unwrap();
+    let run_exit = start
+        + t["exitAfterSeconds"]
+            .as_f64()
+            .or(t["killAfterSeconds"].as_f64())
+            .unwrap();
+    let run_hook_failed = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "FailedPreStopHook")
+        .and_then(|e| e["seconds"].as_f64())
+        .expect("run: FailedPreStopHook")
+        - delete_at;
+    assert!(term.exists() && pre.exists(), "the run's processes logged");
+
+    // serve: the same manifest through kubectl, a watch of the pod open from its
+    // resourceVersion.
+    let (file, term, pre, marker) = case_a_pod(&s, "serveb");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "pod/term-a",
+                "--timeout=30s",
+            ],
+        ),
+        "wait Ready",
+    );
+    let rv = out(&s.kubectl(
+        &bin,
+        &[
+            "get",
+            "pod",
+            "term-a",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ],
+    ));
+    let mut watch = Command::new("curl")
+        .args(["-sSN", "--cacert"])
+        .arg(s.ca())
+        .args(["-H", &format!("Authorization: Bearer {}", s.token())])
+        .arg(format!(
+            "{}/api/v1/namespaces/default/pods?watch=true&fieldSelector=metadata.name%3Dterm-a&resourceVersion={rv}",
+            s.server
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl watch");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let ev: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let _ = tx.send((
+                Instant::now(),
+                ev["type"].as_str().unwrap_or_default().to_string(),
+                ev["object"]["metadata"]["deletionGracePeriodSeconds"].clone(),
+            ));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let app = pids_with_env(&marker)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trap"))
+        })
+        .expect("the app's process");
+    let sent = Instant::now();
+    let o = s.kubectl(
+        &bin,
+        &["delete", "pod", "term-a", "--force", "--grace-period=0"],
+    );
+    let deleted_ns = wall_ns();
+    let deleted = Instant::now();
+    assert_ok(&o, "force delete");
+    assert_eq!(
+        err(&o),
+        "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.\n"
+    );
+    assert_eq!(out(&o), "pod \"term-a\" force deleted\n");
+    let g = s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"]);
+    assert_eq!(g.status.code(), Some(1));
+    assert_eq!(
+        err(&g),
+        "Error from server (NotFound): pods \"term-a\" not found\n"
+    );
+    let events: Vec<_> = (0..2)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("a watch event")
+        })
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|(_, t, g)| format!("{t} {g}"))
+            .collect::<Vec<_>>(),
+        ["MODIFIED 0", "DELETED 0"]
+    );
+    assert!(
+        events.iter().all(|(at, _, _)| *at <= deleted),
+        "both events came before kubectl returned"
+    );
+    let hook_failed = |s: &Serve| {
+        out(&s.kubectl(
+            &bin,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=term-a,reason=FailedPreStopHook",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        ))
+    };
+    // Not yet: the hook fails when the kill ends it, after the object is gone.
+    assert_eq!(hook_failed(&s), "");
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    assert!(alive(app), "the processes outlive the object");
+    while alive(app) {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(10),
+            "the app is killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serve_exit = deleted.elapsed().as_secs_f64();
+    let mut serve_hook_failed = None;
+    while deleted.elapsed() < Duration::from_secs(10) {
+        if hook_failed(&s) == "PreStopHook failed" {
+            serve_hook_failed = Some(deleted.elapsed().as_secs_f64());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let serve_hook_failed = serve_hook_failed.expect("FailedPreStopHook after the object went");
+    let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let facts = format!(
+        "preStop run {run_pre:.3} serve {serve_pre:.3}; SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3}; FailedPreStopHook run {run_hook_failed:.3} serve <= {serve_hook_failed:.3} (s after the delete; kubectl took {:.3})",
+        deleted.duration_since(sent).as_secs_f64()
+    );
+    eprintln!("{facts}");
+    assert!((serve_pre - run_pre).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
+    // Polled through kubectl (about 70 ms a call): no earlier than the run's, and not much later.
+    assert!(
+        serve_hook_failed >= run_hook_failed - TOLERANCE
+            && serve_hook_failed <= run_hook_failed + TOLERANCE + 0.2,
+        "{facts}"
+    );
+    assert!(
+        (run_term - 1.0).abs() <= TOLERANCE && (run_exit - 3.0).abs() <= TOLERANCE,
+        "{facts}"
+    );
+}
+
 /// Field case c (`shared/cases/real-cluster-1.32.md`): the pod of case a deleted with
 /// `--grace-period=30`, then again with `--grace-period=3` 2.3 s later (while its preStop
 /// runs). The object takes the shorter grace (deletionGracePeriodSeconds 3, deletionTimestamp
