@@ -1143,7 +1143,9 @@ impl Api {
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         Self::check_fields(r, list)?;
-        let keys: Vec<(String, String)> = {
+        // The list as it was before the deletes is the response, whatever each delete did
+        // (a graceful one leaves the object, with its deletion timestamp).
+        let (listed_rv, listed) = {
             let s = self.lock();
             let page = s
                 .list(
@@ -1155,32 +1157,25 @@ impl Api {
                     |o| Self::matches(r, list, o),
                 )
                 .map_err(|e| store_err(r, "", e))?;
-            page.items
-                .iter()
-                .map(|(_, o)| (o.namespace().to_string(), o.name().to_string()))
-                .collect()
+            (page.rv, page.items)
         };
-        let mut items = Vec::new();
-        for (ns, name) in keys {
-            match self.delete_locked(r, &ns, &name, opts) {
-                Ok(w) => {
-                    if w.object.get("kind").and_then(Value::as_str) != Some("Status") {
-                        let mut o = w.object;
-                        if let Some(m) = o.as_object_mut() {
-                            m.remove("kind");
-                            m.remove("apiVersion");
-                        }
-                        items.push(o);
-                    }
-                }
-                Err(e) if e.code == 404 => {}
+        let mut items = Vec::with_capacity(listed.len());
+        for (_, o) in &listed {
+            match self.delete_locked(r, o.namespace(), o.name(), opts) {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => continue,
                 Err(e) => return Err(e),
             }
+            let mut v = Self::present_obj(r, o);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            items.push(v);
         }
         self.reap_namespaces();
-        let rv = self.lock().current_rv();
         Ok(
-            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": listed_rv.to_string()}, "items": items}),
         )
     }
 
