@@ -1194,6 +1194,9 @@ fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
         k(&["set", "image", "pod/web", "app=nginx:1.28"]),
         "pod/web image updated\n"
     );
+    // The server took the change between `at` and kubectl's return (which takes up to a
+    // second on a loaded machine).
+    let returned = Instant::now();
     let alive = |pid: &i32| Path::new(&format!("/proc/{pid}")).exists();
     while old.iter().any(alive) {
         assert!(
@@ -1203,11 +1206,13 @@ fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let killed_after = at.elapsed();
+    let killed_after_return = returned.elapsed();
     // The pod's grace (3 s): the preStop sleep (1 s), then SIGTERM, which `sleep` as PID 1 of
     // its PID namespace ignores, then SIGKILL at the end of the grace.
     assert!(
-        killed_after >= Duration::from_millis(2_900) && killed_after < Duration::from_millis(4_500),
-        "killed {killed_after:?} after set image"
+        killed_after >= Duration::from_millis(2_900)
+            && killed_after_return <= Duration::from_millis(3_200),
+        "killed {killed_after:?} after set image started, {killed_after_return:?} after it returned"
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut st = String::new();
@@ -1564,7 +1569,8 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
     eprintln!("{facts}");
 }
 
-/// Field case b (`shared/cases/real-cluster-1.32.md`): the pod of case a force-deleted
+/// Field case b (`shared/cases/real-cluster-1.32.md`): the pod of case a (its preStop
+/// sleeping 4 s, see below) force-deleted
 /// (`kubectl delete --force --grace-period=0`). kubectl warns and says `force deleted`; the
 /// watch shows one MODIFIED (deletionGracePeriodSeconds 0) then DELETED; the object is gone at
 /// once while the kubelet still kills with its minimum grace (override 1 s): the preStop cut
@@ -1580,8 +1586,18 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
     let bin = kubectls().remove(0);
     let s = Serve::start("versus-run-b", &[]);
 
+    // The pod of case a with the preStop's sleep 4 s instead of 3: the node recorded the
+    // hook killed with its container at +3.095 s (its exec started at +0.127 s, so `sleep 3`
+    // was still running); here the exec starts at once and a `sleep 3` would race the kill
+    // at 3.0 s.
+    let case_b_pod = |tag: &str| {
+        let (file, term, pre, marker) = case_a_pod(&s, tag);
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace("; sleep 3']", "; sleep 4']")).unwrap();
+        (file, term, pre, marker)
+    };
     // podgrace run: the force delete 1 s after the start.
-    let (file, term, pre, _) = case_a_pod(&s, "runb");
+    let (file, term, pre, _) = case_b_pod("runb");
     let o = common::podgrace(&[
         "run",
         file.to_str().unwrap(),
@@ -1620,7 +1636,7 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
 
     // serve: the same manifest through kubectl, a watch of the pod open from its
     // resourceVersion.
-    let (file, term, pre, marker) = case_a_pod(&s, "serveb");
+    let (file, term, pre, marker) = case_b_pod("serveb");
     assert_ok(
         &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
         "apply",
@@ -1710,10 +1726,6 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
             .collect::<Vec<_>>(),
         ["MODIFIED 0", "DELETED 0"]
     );
-    assert!(
-        events.iter().all(|(at, _, _)| *at <= deleted),
-        "both events came before kubectl returned"
-    );
     let hook_failed = |s: &Serve| {
         out(&s.kubectl(
             &bin,
@@ -1748,31 +1760,48 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
         std::thread::sleep(Duration::from_millis(5));
     }
     let serve_exit = deleted.elapsed().as_secs_f64();
-    let mut serve_hook_failed = None;
-    while deleted.elapsed() < Duration::from_secs(10) {
+    // The event appeared between the start of the last kubectl call that did not see it and
+    // the end of the first that did (a call takes 70 ms to a second, with the load).
+    let mut seen_within = None;
+    let mut before = deleted.elapsed().as_secs_f64();
+    while deleted.elapsed() < Duration::from_secs(15) {
+        let asked = deleted.elapsed().as_secs_f64();
         if hook_failed(&s) == "PreStopHook failed" {
-            serve_hook_failed = Some(deleted.elapsed().as_secs_f64());
+            seen_within = Some((before, deleted.elapsed().as_secs_f64()));
             break;
         }
+        before = asked;
         std::thread::sleep(Duration::from_millis(20));
     }
-    let serve_hook_failed = serve_hook_failed.expect("FailedPreStopHook after the object went");
+    let (hook_not_yet, hook_seen) = seen_within.expect("FailedPreStopHook after the object went");
+    // kubectl returns some time after the server took the delete (up to a second on a loaded
+    // machine), so the kubelet's timings are compared from the preStop's start, which follows
+    // the delete at once (run: after 0.001 s, the recorded node: 0.039 s).
     let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
-    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM") - serve_pre;
+    let serve_exit = serve_exit - serve_pre;
+    let (hook_not_yet, hook_seen) = (hook_not_yet - serve_pre, hook_seen - serve_pre);
+    let (run_term, run_exit, run_hook_failed) = (
+        run_term - run_pre,
+        run_exit - run_pre,
+        run_hook_failed - run_pre,
+    );
     let _ = watch.kill();
     let _ = watch.wait();
     let facts = format!(
-        "preStop run {run_pre:.3} serve {serve_pre:.3}; SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3}; FailedPreStopHook run {run_hook_failed:.3} serve <= {serve_hook_failed:.3} (s after the delete; kubectl took {:.3})",
+        "after the preStop's start: SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3}; FailedPreStopHook run {run_hook_failed:.3} serve in [{hook_not_yet:.3}, {hook_seen:.3}] (s; the preStop started {run_pre:.3} s after the run's delete, {serve_pre:.3} s after kubectl returned, which took {:.3})",
         deleted.duration_since(sent).as_secs_f64()
     );
     eprintln!("{facts}");
-    assert!((serve_pre - run_pre).abs() <= TOLERANCE, "{facts}");
+    assert!(run_pre <= TOLERANCE, "{facts}");
+    assert!(
+        serve_pre <= TOLERANCE,
+        "the preStop comes with the delete: {facts}"
+    );
     assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
     assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
-    // Polled through kubectl (about 70 ms a call): no earlier than the run's, and not much later.
     assert!(
-        serve_hook_failed >= run_hook_failed - TOLERANCE
-            && serve_hook_failed <= run_hook_failed + TOLERANCE + 0.2,
+        hook_not_yet <= run_hook_failed + TOLERANCE && hook_seen >= run_hook_failed - TOLERANCE,
         "{facts}"
     );
     assert!(
