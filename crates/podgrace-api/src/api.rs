@@ -211,7 +211,12 @@ impl Api {
     }
     /// A stored object as `r` serves it.
     pub fn present_obj(r: &Resource, o: &Obj) -> Value {
-        Self::present(r, &o.value())
+        let v = o.value();
+        if r.group == "events.k8s.io" {
+            registry::event_to_events_v1(&v)
+        } else {
+            v
+        }
     }
 
     /// The object as `r` serves it.
@@ -400,6 +405,19 @@ impl Api {
         let warnings = decoded.warnings.clone();
         let mut obj = registry::prepare_create(r, ns, decoded, &self.context())?;
         let name = meta::name(&obj).to_string();
+        let mut bound = r.kind == "Pod"
+            && r.group.is_empty()
+            && obj
+                .pointer("/status/conditions/0/type")
+                .and_then(Value::as_str)
+                == Some("PodScheduled");
+        // Whether the node takes the pod is worked out before the store is locked (it decodes
+        // the Node and the Pod): a cordon racing with the create is seen by the next one, as
+        // the scheduler's cache sees it.
+        let refused = bound && {
+            let node = self.lock().get("nodes", &self.0.cfg.node_name);
+            node.is_some_and(|n| Self::node_refuses(&n, &obj))
+        };
         let mut s = self.lock();
         self.check_namespace(&s, r, ns, &name)?;
         if r.plural == "services" {
@@ -407,13 +425,7 @@ impl Api {
         }
         let mut obj = Self::to_storage(r, obj);
         let key = r.key(ns, &name);
-        let mut bound = r.kind == "Pod"
-            && r.group.is_empty()
-            && obj
-                .pointer("/status/conditions/0/type")
-                .and_then(Value::as_str)
-                == Some("PodScheduled");
-        if bound && self.node_refuses(&s, &obj) {
+        if refused {
             // A cordoned or tainted node: the pod stays unbound for the scheduler, which
             // reports FailedScheduling and binds it once the node takes pods again.
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
@@ -424,13 +436,19 @@ impl Api {
             }
             bound = false;
         }
+        // The scheduler's binding records `Scheduled` (events.k8s.io/v1, from
+        // `pkg/scheduler/schedule_one.go` `bindingCycle`), about the pod as stored (the
+        // resourceVersion its create takes).
+        let scheduled = bound.then(|| {
+            let mut pod_md = json!({"metadata": {
+                "name": meta::name(&obj), "namespace": meta::namespace(&obj), "uid": meta::uid(&obj)}});
+            store::stamp(&mut pod_md, s.current_rv() + 1);
+            scheduled_event(&pod_md, &self.0.cfg.node_name, now())
+        });
         let stored = s
             .create(r.storage, &key, obj)
             .map_err(|e| store_err(r, &name, e))?;
-        if bound {
-            // The scheduler's binding records `Scheduled` (events.k8s.io/v1, from
-            // `pkg/scheduler/schedule_one.go` `bindingCycle`).
-            let ev = scheduled_event(&stored.value(), &self.0.cfg.node_name, now());
+        if let Some(ev) = scheduled {
             let ek = format!("{ns}/{}", meta::name(&ev));
             let _ = s.create("events", &ek, ev);
         }
@@ -450,10 +468,13 @@ impl Api {
     /// Whether the node object (if one is registered) does not take `pod`: cordoned, or a
     /// NoSchedule/NoExecute taint the pod does not tolerate (podgrace-core's
     /// `rules::scheduling`).
-    fn node_refuses(&self, s: &Store, pod: &Value) -> bool {
-        let Some(node) = s.get("nodes", &self.0.cfg.node_name) else {
+    fn node_refuses(node: &Obj, pod: &Value) -> bool {
+        // A schedulable node without taints takes every pod: nothing to decode.
+        if node.field("spec.unschedulable") != Some("true")
+            && !node.item_json().contains("\"taints\"")
+        {
             return false;
-        };
+        }
         let (Ok(node), Ok(pod)) = (
             serde_json::from_value::<k8s_openapi::api::core::v1::Node>(node.value()),
             serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()),
@@ -1122,7 +1143,9 @@ impl Api {
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         Self::check_fields(r, list)?;
-        let keys: Vec<(String, String)> = {
+        // The list as it was before the deletes is the response, whatever each delete did
+        // (a graceful one leaves the object, with its deletion timestamp).
+        let (listed_rv, listed) = {
             let s = self.lock();
             let page = s
                 .list(
@@ -1134,32 +1157,25 @@ impl Api {
                     |o| Self::matches(r, list, o),
                 )
                 .map_err(|e| store_err(r, "", e))?;
-            page.items
-                .iter()
-                .map(|(_, o)| (o.namespace().to_string(), o.name().to_string()))
-                .collect()
+            (page.rv, page.items)
         };
-        let mut items = Vec::new();
-        for (ns, name) in keys {
-            match self.delete_locked(r, &ns, &name, opts) {
-                Ok(w) => {
-                    if w.object.get("kind").and_then(Value::as_str) != Some("Status") {
-                        let mut o = w.object;
-                        if let Some(m) = o.as_object_mut() {
-                            m.remove("kind");
-                            m.remove("apiVersion");
-                        }
-                        items.push(o);
-                    }
-                }
-                Err(e) if e.code == 404 => {}
+        let mut items = Vec::with_capacity(listed.len());
+        for (_, o) in &listed {
+            match self.delete_locked(r, o.namespace(), o.name(), opts) {
+                Ok(_) => {}
+                Err(e) if e.code == 404 => continue,
                 Err(e) => return Err(e),
             }
+            let mut v = Self::present_obj(r, o);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            items.push(v);
         }
         self.reap_namespaces();
-        let rv = self.lock().current_rv();
         Ok(
-            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+            json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": listed_rv.to_string()}, "items": items}),
         )
     }
 

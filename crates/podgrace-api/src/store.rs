@@ -84,7 +84,11 @@ fn field_text(v: &Value, label: &str) -> Option<String> {
 impl Stored {
     /// Indexes and serializes `v` (its `kind` and `apiVersion` are kept apart).
     pub fn new(v: &Value) -> Stored {
-        let mut body = v.clone();
+        Stored::from_value(v.clone())
+    }
+
+    /// [`Stored::new`] of an object the store takes over (no copy of it is made).
+    pub fn from_value(mut body: Value) -> Stored {
         let (mut kind, mut av) = (String::new(), String::new());
         if let Some(m) = body.as_object_mut() {
             kind = m
@@ -96,6 +100,7 @@ impl Stored {
                 .and_then(|k| k.as_str().map(str::to_string))
                 .unwrap_or_default();
         }
+        let v = &body;
         let labels = v
             .pointer("/metadata/labels")
             .and_then(Value::as_object)
@@ -388,7 +393,7 @@ impl Store {
         }
         self.rv += 1;
         stamp(&mut obj, self.rv);
-        let obj = Arc::new(Stored::new(&obj));
+        let obj = Arc::new(Stored::from_value(obj));
         self.table(resource)
             .objects
             .insert(key.to_string(), obj.clone());
@@ -417,7 +422,7 @@ impl Store {
         };
         self.rv += 1;
         stamp(&mut obj, self.rv);
-        let obj = Arc::new(Stored::new(&obj));
+        let obj = Arc::new(Stored::from_value(obj));
         self.table(resource)
             .objects
             .insert(key.to_string(), obj.clone());
@@ -447,7 +452,7 @@ impl Store {
         self.rv += 1;
         let mut last = prev.value();
         stamp(&mut last, self.rv);
-        let last = Arc::new(Stored::new(&last));
+        let last = Arc::new(Stored::from_value(last));
         let rv = self.rv;
         self.record(
             resource,
@@ -628,7 +633,7 @@ pub fn watch_event(
             }
             let mut prev = event.prev.as_ref()?.value();
             stamp(&mut prev, event.rv);
-            Some((EventType::Deleted, Arc::new(Stored::new(&prev))))
+            Some((EventType::Deleted, Arc::new(Stored::from_value(prev))))
         }
         (false, false) => None,
     }

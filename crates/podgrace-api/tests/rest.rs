@@ -1096,3 +1096,126 @@ async fn node_ports_are_allocated_and_refused_as_kube_apiserver_does() {
     assert!((30000..=32767).contains(&tcp) && tcp != 30080, "{v}");
     assert_eq!(v["spec"]["ports"][1]["nodePort"], tcp);
 }
+
+/// `deletecollection` with a label selector (only the matching objects go, the response is
+/// the list of what was deleted), a pod collection deleted gracefully with the options'
+/// grace, `preconditions` (UID, resourceVersion) refused with kube-apiserver's 409 wording,
+/// and a bad `propagationPolicy` refused with its 400.
+#[tokio::test]
+async fn deletecollection_preconditions_and_propagation_policy_as_kube_apiserver() {
+    let (_api, r) = api(100);
+    for (name, tier) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let (code, _) = post(
+            &r,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"tier": tier}}, "data": {"k": "v"}}),
+        )
+        .await;
+        assert_eq!(code, 201);
+    }
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps?labelSelector=tier%3Dx",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["kind"], "ConfigMapList");
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let (_, left, _) = call(&r, "GET", "/api/v1/namespaces/default/configmaps", "", "").await;
+    let left: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["c"]);
+
+    // Pods (bound to the node, so graceful): each keeps the collection delete's grace.
+    for name in ["p1", "p2"] {
+        let (code, _) = post(
+            &r,
+            "/api/v1/namespaces/default/pods",
+            pod(name, json!({"app": "web"})),
+        )
+        .await;
+        assert_eq!(code, 201);
+    }
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        json!({"gracePeriodSeconds": 7}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    for name in ["p1", "p2"] {
+        let (code, p, _) = call(
+            &r,
+            "GET",
+            &format!("/api/v1/namespaces/default/pods/{name}"),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(code, 200);
+        assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 7, "{name}");
+    }
+
+    let (_, c, _) = call(&r, "GET", "/api/v1/namespaces/default/configmaps/c", "", "").await;
+    let uid = c["metadata"]["uid"].as_str().unwrap().to_string();
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/c",
+        "application/json",
+        json!({"preconditions": {"uid": "nope"}}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        v["message"],
+        format!("Operation cannot be fulfilled on configmaps \"c\": Precondition failed: UID in precondition: nope, UID in object meta: {uid}")
+    );
+    assert_eq!(v["reason"], "Conflict");
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/c",
+        "application/json",
+        json!({"preconditions": {"resourceVersion": "1"}}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 409, "{v}");
+    assert!(v["message"].as_str().unwrap().contains(
+        "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: "
+    ));
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/c",
+        "application/json",
+        json!({"propagationPolicy": "Sideways"}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(v["message"], "propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
+    let (code, v, _) = call(
+        &r,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/c",
+        "application/json",
+        json!({"preconditions": {"uid": uid}, "propagationPolicy": "Background"}).to_string(),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+}

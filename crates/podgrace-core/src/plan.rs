@@ -363,6 +363,10 @@ pub struct ContainerPlan {
     pub working_dir: Option<String>,
     /// Literal `env` values in order; values from references are recorded as `None`.
     pub env: Vec<(String, Option<String>)>,
+    /// The `valueFrom.fieldRef.fieldPath` of the `env` entries that have one, by variable
+    /// name (`POD_IP` → `status.podIP`): the node layer resolves the pod's addresses
+    /// (`status.podIP`, `status.podIPs`) once the sandbox has them.
+    pub env_field_refs: BTreeMap<String, String>,
     /// `envFrom` sources in order.
     pub env_from: Vec<EnvFrom>,
     pub ports: Vec<ContainerPort>,

@@ -23,6 +23,7 @@ fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> Cont
         args: vec![],
         working_dir: None,
         env: vec![],
+        env_field_refs: Default::default(),
         env_from: vec![],
         ports: vec![],
         volume_mounts: vec![],

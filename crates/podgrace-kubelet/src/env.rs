@@ -4,12 +4,14 @@
 //! ones of the same name; `valueFrom` resolved from a ConfigMap key, a Secret key or a field of
 //! the pod (`metadata.name`, `metadata.namespace`, `metadata.uid`, `metadata.labels['K']`,
 //! `metadata.annotations['K']`, `spec.nodeName`, `spec.serviceAccountName`, `status.hostIP`,
-//! `status.hostIPs`). The ConfigMaps and Secrets are read from the API server.
+//! `status.hostIPs`, `status.podIP`, `status.podIPs`). The ConfigMaps and Secrets are read from the API server.
 //!
-//! Not resolved here: `status.podIP` / `status.podIPs` (the pod's address comes from its
-//! sandbox, which the pod worker creates after this), `resourceFieldRef`, `fileKeyRef`, and
-//! `$(VAR)` expansion; such a variable is left to the node layer, which leaves it out of the
-//! process's environment (`ContainerSpec::unresolved_env`).
+//! `status.podIP` / `status.podIPs` are the node's address for a `hostNetwork` pod; for the
+//! others they are left to the node layer's pod worker, which fills them in when it creates the
+//! container, once the sandbox has given the pod its address (`ContainerPlan::env_field_refs`).
+//!
+//! Not resolved: `resourceFieldRef`, `fileKeyRef`, and `$(VAR)` expansion; such a variable is
+//! left out of the process's environment (`ContainerSpec::unresolved_env`).
 //!
 //! Upstream: `pkg/kubelet/kubelet_pods.go` (`makeEnvironmentVariables`,
 //! `podFieldSelectorRuntimeValue`), the watch-based ConfigMap and Secret managers
@@ -85,8 +87,13 @@ fn subscript(path: &str) -> Option<(&str, &str)> {
 }
 
 /// `podFieldSelectorRuntimeValue` for what is known before the sandbox exists; `None` for a
-/// field left unresolved (`status.podIP`, `status.podIPs`).
+/// field left to the node layer (`status.podIP`, `status.podIPs` of a pod with a network of its
+/// own) or not resolved.
 fn field_value(pod: &Value, path: &str, host_ip: IpAddr) -> Option<String> {
+    let host_network = pod
+        .pointer("/spec/hostNetwork")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let text = |ptr: &str| {
         pod.pointer(ptr)
             .and_then(Value::as_str)
@@ -114,6 +121,7 @@ fn field_value(pod: &Value, path: &str, host_ip: IpAddr) -> Option<String> {
         "spec.nodeName" => text("/spec/nodeName"),
         "spec.serviceAccountName" => text("/spec/serviceAccountName"),
         "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
+        "status.podIP" | "status.podIPs" if host_network => host_ip.to_string(),
         _ => return None,
     })
 }
@@ -308,6 +316,12 @@ mod tests {
             Some("127.0.0.1")
         );
         assert_eq!(field_value(&pod, "status.podIP", ip), None);
+        let mut host = pod.clone();
+        host["spec"]["hostNetwork"] = json!(true);
+        assert_eq!(
+            field_value(&host, "status.podIPs", ip).as_deref(),
+            Some("127.0.0.1")
+        );
         assert_eq!(not_found(false, "cfg"), "configmap \"cfg\" not found");
     }
 }

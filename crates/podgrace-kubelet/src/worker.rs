@@ -276,7 +276,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         return;
     }
     let Ok(plan) = plan else { return };
-    let plan = match volume_data(&shared.client, &namespace, plan).await {
+    let mut plan = match volume_data(&shared.client, &namespace, plan).await {
         Ok(p) => p,
         Err(msg) => {
             // The volume manager keeps the pod in ContainerCreating, with the reason.
@@ -337,6 +337,11 @@ pub async fn sync_pod<S: RuntimeSource>(
                 Some(Update::Changed(p)) => {
                     if let Ok(v) = serde_json::to_value(&*p) {
                         s.latest = v;
+                    }
+                    // `kubectl set image`: the pod worker restarts what changed.
+                    let images = images_of(&s.latest);
+                    if changed_images(&mut plan, &images) {
+                        handle.send(PodCommand::Images(images));
                     }
                 }
                 Some(Update::Removed) | None => {
@@ -409,6 +414,39 @@ pub async fn sync_pod<S: RuntimeSource>(
         // The output ends when the pod's processes and runtime are gone.
         let _ = t.await;
     }
+}
+
+/// The object's container images by container name (`spec.initContainers[*].image` and
+/// `spec.containers[*].image`; a container without one is left out).
+fn images_of(pod: &Value) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for list in ["initContainers", "containers"] {
+        for c in pod["spec"][list].as_array().into_iter().flatten() {
+            if let (Some(n), Some(i)) = (c["name"].as_str(), c["image"].as_str()) {
+                out.insert(n.to_string(), i.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Takes `images` into the containers of `plan` (the status shows the spec's image); `true`
+/// when one of them changed.
+fn changed_images(plan: &mut PodPlan, images: &std::collections::BTreeMap<String, String>) -> bool {
+    let mut changed = false;
+    for c in plan
+        .init_containers
+        .iter_mut()
+        .chain(plan.containers.iter_mut())
+    {
+        if let Some(i) = images.get(&c.name) {
+            if c.image.as_deref() != Some(i.as_str()) {
+                c.image = Some(i.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
 }
 
 /// The data of the pod's configMap and secret volumes, read from the API in the pod's

@@ -104,6 +104,19 @@ pub mod message {
         m
     }
 
+    /// `Killing` for a container whose definition (image) changed: `"Container NAME definition
+    /// changed, will be restarted"` (`kuberuntime_manager.go` `computePodActions`; it restarts
+    /// whatever the restart policy).
+    pub fn definition_changed(container: &str) -> String {
+        format!("Container {container} definition changed, will be restarted")
+    }
+
+    /// `Killing` for a native sidecar whose definition changed: `"Init container NAME
+    /// definition changed"` (`kuberuntime_container.go` `computeInitContainerActions`).
+    pub fn init_definition_changed(container: &str) -> String {
+        format!("Init container {container} definition changed")
+    }
+
     /// `Created`: `"Created container: NAME"` (`kuberuntime_container.go` `startContainer`,
     /// Kubernetes 1.32+; earlier `"Created container NAME"`).
     pub fn created(container: &str) -> String {

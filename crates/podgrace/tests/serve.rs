@@ -1157,9 +1157,105 @@ fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
     );
 }
 
+/// `kubectl set image` on a bare pod: the kubelet kills the container whose image changed
+/// (its preStop hook, the pod's grace of 3 s, `Killing` with `Container app definition changed, will
+/// be restarted`) and starts it again with the new image, even under `restartPolicy: Never`,
+/// as `computePodActions` does when the container's hash changes; restartCount goes to 1.
+#[test]
+fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
+    let bin = kubectls().remove(0);
+    let s = Serve::start("set-image", &[]);
+    let k = |args: &[&str]| {
+        let o = s.kubectl(&bin, args);
+        assert_ok(&o, &format!("{args:?}"));
+        out(&o)
+    };
+    let marker = format!("PODGRACE_SET_IMAGE_TEST={}", std::process::id());
+    let (mk, mv) = marker.split_once('=').unwrap();
+    let pod = POD
+        .replace(
+            "  terminationGracePeriodSeconds: 10\n",
+            "  terminationGracePeriodSeconds: 3\n  restartPolicy: Never\n",
+        )
+        .replace(
+            "    command: [sleep, '100']\n",
+            &format!(
+                "    command: [sleep, '100']\n    env:\n    - {{name: {mk}, value: '{mv}'}}\n"
+            ),
+        )
+        .replace("sleep: {seconds: 3}", "sleep: {seconds: 1}");
+    let f = s.file("pod.yaml", &pod);
+    k(&["apply", "-f", f.to_str().unwrap()]);
+    k(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
+    let old = pids_with_env(&marker);
+    assert!(!old.is_empty(), "the container runs");
+    let at = Instant::now();
+    assert_eq!(
+        k(&["set", "image", "pod/web", "app=nginx:1.28"]),
+        "pod/web image updated\n"
+    );
+    // The server took the change between `at` and kubectl's return (which takes up to a
+    // second on a loaded machine).
+    let returned = Instant::now();
+    let alive = |pid: &i32| Path::new(&format!("/proc/{pid}")).exists();
+    while old.iter().any(alive) {
+        assert!(
+            at.elapsed() < Duration::from_secs(10),
+            "the old container is killed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed_after = at.elapsed();
+    let killed_after_return = returned.elapsed();
+    // The pod's grace (3 s): the preStop sleep (1 s), then SIGTERM, which `sleep` as PID 1 of
+    // its PID namespace ignores, then SIGKILL at the end of the grace.
+    assert!(
+        killed_after >= Duration::from_millis(2_900)
+            && killed_after_return <= Duration::from_millis(3_200),
+        "killed {killed_after:?} after set image started, {killed_after_return:?} after it returned"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut st = String::new();
+    while Instant::now() < deadline {
+        st = k(&["get", "pod", "web", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].image} {.status.containerStatuses[0].ready} {.status.containerStatuses[0].lastState.terminated.exitCode} {.status.containerStatuses[0].lastState.terminated.reason}"]);
+        if st.starts_with("Running 1 nginx:1.28 true") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(st, "Running 1 nginx:1.28 true 137 Error");
+    let new = pids_with_env(&marker);
+    assert!(
+        !new.is_empty() && !new.iter().any(|p| old.contains(p)),
+        "a new instance runs: old {old:?}, new {new:?}"
+    );
+    let killing = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web,reason=Killing",
+        "-o",
+        "jsonpath={range .items[*]}{.type} {.involvedObject.fieldPath}: {.message}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(
+        killing,
+        "Normal spec.containers{app}: Container app definition changed, will be restarted\n"
+    );
+    let started = k(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web,reason=Started",
+        "-o",
+        "jsonpath={range .items[*]}{.count} {.message}{end}",
+    ]);
+    // The second Started is the first one counted again (the event correlator).
+    assert_eq!(started, "2 Started container app");
+}
+
 /// `envFrom` and `valueFrom` resolved into the container's environment as the kubelet's
 /// makeEnvironmentVariables does (ConfigMap and Secret read from the API, `env` after
-/// `envFrom`, the pod's own fields), seen in `kubectl logs`; a missing ConfigMap leaves the
+/// `envFrom`, the pod's own fields, its sandbox's address `status.podIP`/`podIPs`), seen in `kubectl logs`; a missing ConfigMap leaves the
 /// container waiting in CreateContainerConfigError with the kubelet's message.
 #[test]
 fn env_from_and_value_from_are_resolved_as_the_kubelet_does() {
@@ -1192,7 +1288,7 @@ spec:
   containers:
   - name: app
     image: busybox:1.36
-    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP\"; sleep 100']
+    command: [sh, -c, 'echo \"$CFG_MODE $CFG_LEVEL $LEVEL $PASSWORD $POD $NS $UID_ $NODE $APP $POD_IP $POD_IPS $HOST_IP\"; sleep 100']
     envFrom:
     - {prefix: CFG_, configMapRef: {name: cfg}}
     - {configMapRef: {name: absent, optional: true}}
@@ -1205,6 +1301,9 @@ spec:
     - {name: UID_, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
     - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
     - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
 ";
     let f = s.file("env.yaml", pod);
     k(&["apply", "-f", f.to_str().unwrap()]);
@@ -1218,6 +1317,14 @@ spec:
     k(&["apply", "-f", missing.to_str().unwrap()]);
     k(&["wait", "--for=condition=Ready", "pod/env", "--timeout=60s"]);
     let uid = k(&["get", "pod", "env", "-o", "jsonpath={.metadata.uid}"]);
+    let ips = k(&[
+        "get",
+        "pod",
+        "env",
+        "-o",
+        "jsonpath={.status.podIP} {.status.podIPs[*].ip} {.status.hostIP}",
+    ]);
+    assert!(!ips.starts_with(' '), "the pod has an address: {ips:?}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut logs = String::new();
     while logs.is_empty() && Instant::now() < deadline {
@@ -1226,7 +1333,7 @@ spec:
     }
     assert_eq!(
         logs,
-        format!("fast overridden 3 hunter2 env default {uid} box-2 env\n")
+        format!("fast overridden 3 hunter2 env default {uid} box-2 env {ips}\n")
     );
     let mut waiting = String::new();
     while Instant::now() < deadline {
@@ -1460,6 +1567,247 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
         "{facts}"
     );
     eprintln!("{facts}");
+}
+
+/// Field case b (`shared/cases/real-cluster-1.32.md`): the pod of case a (its preStop
+/// sleeping 4 s, see below) force-deleted
+/// (`kubectl delete --force --grace-period=0`). kubectl warns and says `force deleted`; the
+/// watch shows one MODIFIED (deletionGracePeriodSeconds 0) then DELETED; the object is gone at
+/// once while the kubelet still kills with its minimum grace (override 1 s): the preStop cut
+/// after 1 s, SIGTERM then, SIGKILL 2 s later, so the processes outlive the object by about
+/// 3 s, and `FailedPreStopHook` comes after the object is gone. The kubelet's timings through
+/// serve are those `podgrace run --grace-period 0 --force` reports, within ±150 ms.
+#[test]
+fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms() {
+    if !common::privileged("serve vs run") {
+        return;
+    }
+    const TOLERANCE: f64 = 0.150;
+    let bin = kubectls().remove(0);
+    let s = Serve::start("versus-run-b", &[]);
+
+    // The pod of case a with the preStop's sleep 4 s instead of 3: the node recorded the
+    // hook killed with its container at +3.095 s (its exec started at +0.127 s, so `sleep 3`
+    // was still running); here the exec starts at once and a `sleep 3` would race the kill
+    // at 3.0 s.
+    let case_b_pod = |tag: &str| {
+        let (file, term, pre, marker) = case_a_pod(&s, tag);
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace("; sleep 3']", "; sleep 4']")).unwrap();
+        (file, term, pre, marker)
+    };
+    // podgrace run: the force delete 1 s after the start.
+    let (file, term, pre, _) = case_b_pod("runb");
+    let o = common::podgrace(&[
+        "run",
+        file.to_str().unwrap(),
+        "--delete-after",
+        "1s",
+        "--grace-period",
+        "0",
+        "--force",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let r = common::json(&o);
+    let delete_at = r["deletes"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(r["deletes"][0]["api"], "deleted");
+    assert_eq!(r["deletes"][0]["killGracePeriodSeconds"], 1);
+    let t = &r["containers"][0]["terminations"][0];
+    let start = t["startSeconds"].as_f64().unwrap() - delete_at;
+    assert_eq!(t["preStop"]["outcome"], "cut");
+    let run_pre = start + t["preStop"]["afterSeconds"].as_f64().unwrap();
+    let run_term = start + t["stopSignalAfterSeconds"].as_f64().unwrap();
+    let run_exit = start
+        + t["exitAfterSeconds"]
+            .as_f64()
+            .or(t["killAfterSeconds"].as_f64())
+            .unwrap();
+    let run_hook_failed = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "FailedPreStopHook")
+        .and_then(|e| e["seconds"].as_f64())
+        .expect("run: FailedPreStopHook")
+        - delete_at;
+    assert!(term.exists() && pre.exists(), "the run's processes logged");
+
+    // serve: the same manifest through kubectl, a watch of the pod open from its
+    // resourceVersion.
+    let (file, term, pre, marker) = case_b_pod("serveb");
+    assert_ok(
+        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        "apply",
+    );
+    assert_ok(
+        &s.kubectl(
+            &bin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "pod/term-a",
+                "--timeout=30s",
+            ],
+        ),
+        "wait Ready",
+    );
+    let rv = out(&s.kubectl(
+        &bin,
+        &[
+            "get",
+            "pod",
+            "term-a",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ],
+    ));
+    let mut watch = Command::new("curl")
+        .args(["-sSN", "--cacert"])
+        .arg(s.ca())
+        .args(["-H", &format!("Authorization: Bearer {}", s.token())])
+        .arg(format!(
+            "{}/api/v1/namespaces/default/pods?watch=true&fieldSelector=metadata.name%3Dterm-a&resourceVersion={rv}",
+            s.server
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl watch");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let ev: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let _ = tx.send((
+                Instant::now(),
+                ev["type"].as_str().unwrap_or_default().to_string(),
+                ev["object"]["metadata"]["deletionGracePeriodSeconds"].clone(),
+            ));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let app = pids_with_env(&marker)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("trap"))
+        })
+        .expect("the app's process");
+    let sent = Instant::now();
+    let o = s.kubectl(
+        &bin,
+        &["delete", "pod", "term-a", "--force", "--grace-period=0"],
+    );
+    let deleted_ns = wall_ns();
+    let deleted = Instant::now();
+    assert_ok(&o, "force delete");
+    assert_eq!(
+        err(&o),
+        "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.\n"
+    );
+    assert_eq!(out(&o), "pod \"term-a\" force deleted\n");
+    let g = s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"]);
+    assert_eq!(g.status.code(), Some(1));
+    assert_eq!(
+        err(&g),
+        "Error from server (NotFound): pods \"term-a\" not found\n"
+    );
+    let events: Vec<_> = (0..2)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("a watch event")
+        })
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|(_, t, g)| format!("{t} {g}"))
+            .collect::<Vec<_>>(),
+        ["MODIFIED 0", "DELETED 0"]
+    );
+    let hook_failed = |s: &Serve| {
+        out(&s.kubectl(
+            &bin,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=term-a,reason=FailedPreStopHook",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        ))
+    };
+    // Not yet: the hook fails when the kill ends it, after the object is gone.
+    assert_eq!(hook_failed(&s), "");
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    assert!(alive(app), "the processes outlive the object");
+    while alive(app) {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(10),
+            "the app is killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serve_exit = deleted.elapsed().as_secs_f64();
+    // The event appeared between the start of the last kubectl call that did not see it and
+    // the end of the first that did (a call takes 70 ms to a second, with the load).
+    let mut seen_within = None;
+    let mut before = deleted.elapsed().as_secs_f64();
+    while deleted.elapsed() < Duration::from_secs(15) {
+        let asked = deleted.elapsed().as_secs_f64();
+        if hook_failed(&s) == "PreStopHook failed" {
+            seen_within = Some((before, deleted.elapsed().as_secs_f64()));
+            break;
+        }
+        before = asked;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (hook_not_yet, hook_seen) = seen_within.expect("FailedPreStopHook after the object went");
+    // kubectl returns some time after the server took the delete (up to a second on a loaded
+    // machine), so the kubelet's timings are compared from the preStop's start, which follows
+    // the delete at once (run: after 0.001 s, the recorded node: 0.039 s).
+    let serve_pre = logged_after(&pre, deleted_ns).expect("the preStop ran");
+    let serve_term = logged_after(&term, deleted_ns).expect("the app got SIGTERM") - serve_pre;
+    let serve_exit = serve_exit - serve_pre;
+    let (hook_not_yet, hook_seen) = (hook_not_yet - serve_pre, hook_seen - serve_pre);
+    let (run_term, run_exit, run_hook_failed) = (
+        run_term - run_pre,
+        run_exit - run_pre,
+        run_hook_failed - run_pre,
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let facts = format!(
+        "after the preStop's start: SIGTERM run {run_term:.3} serve {serve_term:.3}; death run {run_exit:.3} serve {serve_exit:.3}; FailedPreStopHook run {run_hook_failed:.3} serve in [{hook_not_yet:.3}, {hook_seen:.3}] (s; the preStop started {run_pre:.3} s after the run's delete, {serve_pre:.3} s after kubectl returned, which took {:.3})",
+        deleted.duration_since(sent).as_secs_f64()
+    );
+    eprintln!("{facts}");
+    assert!(run_pre <= TOLERANCE, "{facts}");
+    assert!(
+        serve_pre <= TOLERANCE,
+        "the preStop comes with the delete: {facts}"
+    );
+    assert!((serve_term - run_term).abs() <= TOLERANCE, "{facts}");
+    assert!((serve_exit - run_exit).abs() <= TOLERANCE, "{facts}");
+    assert!(
+        hook_not_yet <= run_hook_failed + TOLERANCE && hook_seen >= run_hook_failed - TOLERANCE,
+        "{facts}"
+    );
+    assert!(
+        (run_term - 1.0).abs() <= TOLERANCE && (run_exit - 3.0).abs() <= TOLERANCE,
+        "{facts}"
+    );
 }
 
 /// Field case c (`shared/cases/real-cluster-1.32.md`): the pod of case a deleted with

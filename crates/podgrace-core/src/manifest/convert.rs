@@ -652,6 +652,15 @@ impl Loader<'_> {
             command: c.command.unwrap_or_default(),
             args: c.args.unwrap_or_default(),
             working_dir: c.working_dir,
+            env_field_refs: c
+                .env
+                .iter()
+                .flatten()
+                .filter_map(|e| {
+                    let f = e.value_from.as_ref()?.field_ref.as_ref()?;
+                    Some((e.name.clone(), f.field_path.clone()))
+                })
+                .collect(),
             env: c
                 .env
                 .unwrap_or_default()

@@ -45,6 +45,7 @@ use crate::probes::{ProbeHandle, ProbeKind, ProbeStatus};
 use crate::process::ExitStatus;
 use crate::runtime::{CallContext, Canceller, RuntimeError, RuntimeService};
 
+mod definition;
 mod probe;
 mod restart;
 mod start;
@@ -91,6 +92,11 @@ pub enum PodCommand {
         hard: bool,
         eviction_max_pod_grace_period: i64,
     },
+    /// The object's container images now (`spec.containers[*].image` and
+    /// `spec.initContainers[*].image`, the fields a pod update may change), by container
+    /// name: a running container whose image changed is killed with the pod's grace and
+    /// started again with the new one (`computePodActions`: the container's hash changed).
+    Images(BTreeMap<String, String>),
 }
 
 /// Why a pod could not be run at all.
@@ -228,6 +234,10 @@ struct Ctr {
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
     /// never restarts, whatever its exit code.
     probe_killed: bool,
+    /// Killed by the kubelet because its definition (image) changed: restarts whatever the
+    /// pod's `restartPolicy`, with a fresh back-off (the back-off key holds the container's
+    /// hash).
+    definition_changed: bool,
     /// It should be (re)started as soon as its turn and back-off allow.
     want_start: bool,
     /// It has been started at least once.
@@ -341,6 +351,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         attempts: 0,
                         restart_at: None,
                         probe_killed: false,
+                        definition_changed: false,
                         want_start: true,
                         ever_started: false,
                         completed: false,

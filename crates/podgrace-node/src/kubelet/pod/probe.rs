@@ -125,8 +125,23 @@ impl<R: RuntimeService + 'static> Pod<R> {
             reason,
         );
         let will_restart = self.plan.restart_policy != RestartPolicy::Never;
-        let plan = c.plan.clone();
-        let signal = c.spec.stop_signal;
+        let message = message::killing_after_probe(&c.plan.name, probe_word, will_restart);
+        self.spawn_container_kill(i, id, base, message, term_reason);
+    }
+
+    /// Kills instance `id` of container `i` as `SyncPod` kills one container (no pod-level
+    /// override, `base_grace` seconds, `message` as the `Killing` event); the termination
+    /// comes back through `probe_kill_rx`.
+    pub(super) fn spawn_container_kill(
+        &mut self,
+        i: usize,
+        id: String,
+        base_grace: i64,
+        message: String,
+        term_reason: TerminationReason,
+    ) {
+        let plan = self.ctrs[i].plan.clone();
+        let signal = self.ctrs[i].spec.stop_signal;
         let (ctx, canceller) = CallContext::background().with_cancel();
         self.probe_kill_cancel.push(canceller);
         let rt = self.rt.clone();
@@ -140,9 +155,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
             let target = KillTarget {
                 container: &plan,
                 id: &id,
-                base_grace: base,
+                base_grace,
                 override_seconds: None,
-                message: message::killing_after_probe(&plan.name, probe_word, will_restart),
+                message,
                 hook: hook_target(&pod_name, &plan, &id, pod_ip, &events),
             };
             let (kill, _) = kill_container(&rt, &ctx, target, None, version, &events, &late).await;

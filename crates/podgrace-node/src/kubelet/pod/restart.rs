@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use podgrace_core::plan::ContainerRole;
+use podgrace_core::rules::backoff::Backoff;
 use podgrace_core::rules::podworker::{PodUpdate, UpdateType};
 use podgrace_core::rules::restart;
 
@@ -84,6 +85,15 @@ impl<R: RuntimeService + 'static> Pod<R> {
     pub(super) fn after_exit(&mut self, i: usize, at: Instant, status: ExitStatus) {
         let policy = self.plan.restart_policy;
         let c = &mut self.ctrs[i];
+        if std::mem::take(&mut c.definition_changed) {
+            // Restarted regardless of restartPolicy, at once: a new back-off key.
+            c.back_off = Backoff::crash_loop();
+            c.epoch = Instant::now();
+            c.restart_at = Some(Instant::now());
+            c.want_start = true;
+            self.publish(PodWorkerState::Running);
+            return;
+        }
         let restart = match restart::after_exit(c.plan.role, policy, status.code(), c.probe_killed)
         {
             restart::AfterExit::Restart => true,

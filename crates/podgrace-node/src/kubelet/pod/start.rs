@@ -4,9 +4,10 @@
 //! Upstream: `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (`SyncPod`),
 //! `kuberuntime_container.go` (`startContainer`), `kuberuntime_image.go` (`EnsureImageExists`).
 
+use std::net::IpAddr;
 use std::time::Instant;
 
-use podgrace_core::plan::ContainerRole;
+use podgrace_core::plan::{ContainerPlan, ContainerRole};
 use podgrace_core::rules::runtime::Signal;
 
 use super::status::PodWorkerState;
@@ -83,6 +84,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             return;
         };
         let mut config = self.ctrs[i].spec.config.clone();
+        config.env = pod_ip_env(&self.ctrs[i].plan, self.pod_ip).unwrap_or(config.env);
         let name = self.ctrs[i].plan.name.clone();
         let restart_count = self.ctrs[i].attempts;
         crate::kubelet::cri::complete_container_config(
@@ -272,4 +274,40 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.probe_killed = false;
         self.after_exit(i, now, status);
     }
+}
+
+/// The environment of `container` with the pod's addresses filled in where `env` takes them
+/// from the pod (`valueFrom.fieldRef` `status.podIP`, or `status.podIPs`, the IPs joined by
+/// commas: one here, single-stack), as `makeEnvironmentVariables` does when the container is
+/// created, after the sandbox gave the pod its address; `None` when no variable needs it or
+/// the pod has no address of its own (the host network: the kubelet layer fills in the node's).
+///
+/// Upstream: `pkg/kubelet/kubelet_pods.go` (`makeEnvironmentVariables`,
+/// `podFieldSelectorRuntimeValue`), Kubernetes 1.27 to 1.37.
+fn pod_ip_env(container: &ContainerPlan, pod_ip: Option<IpAddr>) -> Option<Vec<(String, String)>> {
+    let ip = pod_ip?.to_string();
+    let takes_ip = |name: &str| {
+        matches!(
+            container.env_field_refs.get(name).map(String::as_str),
+            Some("status.podIP" | "status.podIPs")
+        )
+    };
+    if !container
+        .env
+        .iter()
+        .any(|(n, v)| v.is_none() && takes_ip(n))
+    {
+        return None;
+    }
+    Some(
+        container
+            .env
+            .iter()
+            .filter_map(|(n, v)| match v {
+                Some(v) => Some((n.clone(), v.clone())),
+                None if takes_ip(n) => Some((n.clone(), ip.clone())),
+                None => None,
+            })
+            .collect(),
+    )
 }

@@ -87,16 +87,19 @@ pub enum TerminationReason {
     Evicted,
     LivenessProbe,
     StartupProbe,
+    /// The container's definition (its image) changed: killed to be started again.
+    DefinitionChanged,
 }
 
 impl TerminationReason {
-    /// `Deleted`, `Evicted`, `LivenessProbe` or `StartupProbe`.
+    /// `Deleted`, `Evicted`, `LivenessProbe`, `StartupProbe` or `DefinitionChanged`.
     pub fn as_str(self) -> &'static str {
         match self {
             TerminationReason::Deleted => "Deleted",
             TerminationReason::Evicted => "Evicted",
             TerminationReason::LivenessProbe => "LivenessProbe",
             TerminationReason::StartupProbe => "StartupProbe",
+            TerminationReason::DefinitionChanged => "DefinitionChanged",
         }
     }
 }

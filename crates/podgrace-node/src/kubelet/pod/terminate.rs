@@ -114,6 +114,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
                 self.enter_termination(u, TerminationReason::Evicted, false);
             }
+            PodCommand::Images(images) => self.images_changed(&images),
         }
     }
 
