@@ -18,12 +18,15 @@
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
 //! * [`sync`]: kube-proxy's bounded-frequency sync as a pure state machine (when an endpoint
 //!   change reaches the rules).
+//! * [`embedded`]: `podgrace serve` in the drill's own process (API, kubelet, controllers,
+//!   kube-proxy), reached through an in-process `kube::Client`.
 //! * [`scenario`]: a whole drill: replicas run by the local kubelet, the proxy, the load, a
 //!   rollout, delete or eviction, and the attributed report.
 
 pub mod advice;
 pub mod demo;
 pub mod demoapp;
+pub mod embedded;
 pub mod endpoints;
 pub mod flags;
 pub mod html;
