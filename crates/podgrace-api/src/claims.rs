@@ -4,7 +4,8 @@
 //! In a cluster the apiserver's allocators (`pkg/registry/core/service/ipallocator` and
 //! `portallocator`: bitmaps over `--service-cluster-ip-range` and `--service-node-port-range`,
 //! kept in etcd) are the only authority: ClusterIPs are virtual (DNAT rules in each node's own
-//! network namespace) and kube-proxy does not hold NodePort sockets open since 1.27, so the
+//! network namespace) and kube-proxy no longer holds NodePort sockets open (v1.36's `pkg/proxy`
+//! has no port opener), so the
 //! allocators never look at what the host has bound, and two clusters (two kind clusters on one
 //! laptop) do not share a network namespace. Here every serve's kube-proxy binds real sockets on
 //! this machine's one loopback, so two serves share one address space: each serve's allocator

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use podgrace_node::kubelet::{PodPhase, PodStatus};
+use podgrace_node::kubelet::{PodStatus, PodWorkerState};
 use tokio::sync::mpsc;
 
 use crate::endpoints::{Endpoint, EndpointsHandle};
@@ -40,12 +40,12 @@ impl EndpointTable {
             return;
         };
         let phase = match st.phase {
-            PodPhase::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
-            PodPhase::Running | PodPhase::Terminating => {
+            PodWorkerState::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
+            PodWorkerState::Running | PodWorkerState::Terminating => {
                 podgrace_core::rules::endpoints::PodPhase::Running
             }
             // The kubelet reports Succeeded or Failed once every container has stopped.
-            PodPhase::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
+            PodWorkerState::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
         };
         if !podgrace_core::rules::endpoints::should_pod_be_in_endpoints(
             phase,
@@ -118,7 +118,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    fn status(phase: PodPhase, ip: u8, ready: bool) -> PodStatus {
+    fn status(phase: PodWorkerState, ip: u8, ready: bool) -> PodStatus {
         PodStatus {
             phase,
             pod_ip: Some(IpAddr::V4(Ipv4Addr::new(198, 18, 77, ip))),
@@ -137,9 +137,9 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         for (pod, ip) in [("web-1", 2), ("web-2", 3)] {
             for (phase, ready) in [
-                (PodPhase::Starting, false),
-                (PodPhase::Running, false),
-                (PodPhase::Running, true),
+                (PodWorkerState::Starting, false),
+                (PodWorkerState::Running, false),
+                (PodWorkerState::Running, true),
             ] {
                 tx.send((pod.to_string(), status(phase, ip, ready)))
                     .unwrap();
@@ -164,8 +164,11 @@ mod tests {
             "routes were replaced"
         );
         // A real change still goes through, a lag after it happens.
-        tx.send(("web-1".to_string(), status(PodPhase::Terminated, 2, false)))
-            .unwrap();
+        tx.send((
+            "web-1".to_string(),
+            status(PodWorkerState::Terminated, 2, false),
+        ))
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(900)).await;
         assert_eq!(view.routes().targets.len(), 2);
         tokio::time::sleep(Duration::from_millis(200)).await;

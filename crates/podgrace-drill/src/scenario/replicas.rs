@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use podgrace_core::plan::PodPlan;
 use podgrace_node::events::{EventRecorder, EventType};
-use podgrace_node::kubelet::{run_pod, PodHandle, PodOptions, PodPhase, PodReport, PodStatus};
+use podgrace_node::kubelet::{
+    run_pod, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState,
+};
 use podgrace_node::runtime::RuntimeService;
 use tokio::sync::mpsc;
 
@@ -175,7 +177,7 @@ pub(super) async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError>
     };
     let ok = tokio::time::timeout(READY_WITHIN, async {
         tokio::select! {
-            r = st.wait_for(|s| s.ready && s.phase == PodPhase::Running) => Ok(r.is_ok()),
+            r = st.wait_for(|s| s.ready && s.phase == PodWorkerState::Running) => Ok(r.is_ok()),
             why = failed_start => Err(why),
         }
     })

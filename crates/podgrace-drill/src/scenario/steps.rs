@@ -392,6 +392,23 @@ pub(super) async fn observe<R: RuntimeService + 'static>(
         pod: "load".into(),
         reason: e.to_string(),
     })??;
+    if let Some(nf) = &netfilter {
+        let answered = load
+            .records
+            .iter()
+            .any(|r| r.outcome != crate::load::RequestOutcome::ConnectTimeout);
+        if !answered && !load.records.is_empty() {
+            let nf = Arc::clone(nf);
+            let state = tokio::task::spawn_blocking(move || nf.diagnose())
+                .await
+                .unwrap_or_default();
+            tracing::warn!(
+                "no connection to the NodePort got an answer; the kernel's state:\n{state}"
+            );
+        }
+    }
+    // Through the kernel, the pinning is read once the streams have ended too (they share the
+    // NodePort).
     let (proxy_records, user_space_pinned): (Vec<ProxyRecord>, Option<Vec<PinnedConnection>>) =
         match proxy {
             Some(proxy) => {
