@@ -55,6 +55,10 @@ pub struct ApiConfig {
     pub log_dir: Option<PathBuf>,
     /// The first address and prefix length of the Service ClusterIP range.
     pub service_cidr: (Ipv4Addr, u8),
+    /// The machine's claims on Service addresses ([`crate::claims`]): with them, a ClusterIP or
+    /// NodePort allocated automatically is one no other serve on this machine holds and nothing
+    /// has bound; `None` (the default) allocates as upstream does, within this API only.
+    pub claims: Option<Arc<crate::claims::Claims>>,
 }
 
 impl Default for ApiConfig {
@@ -68,6 +72,7 @@ impl Default for ApiConfig {
             max_body_bytes: podgrace_core::manifest::MAX_OBJECT_BYTES,
             log_dir: None,
             service_cidr: (Ipv4Addr::new(127, 96, 0, 0), 12),
+            claims: None,
         }
     }
 }
@@ -123,6 +128,40 @@ pub(crate) fn store_err(r: &Resource, name: &str, e: StoreError) -> ApiError {
         }
         StoreError::TooLarge { requested, current } => ApiError::too_large_rv(requested, current),
     }
+}
+
+/// Every ClusterIP and NodePort the stored Services use.
+fn service_addresses(
+    s: &Store,
+) -> (
+    std::collections::BTreeSet<Ipv4Addr>,
+    std::collections::BTreeSet<u16>,
+) {
+    let mut ips = std::collections::BTreeSet::new();
+    let mut ports = std::collections::BTreeSet::new();
+    if let Ok(page) = s.list("services", "", None, 0, ReadAt::Latest, |_| true) {
+        for (_, o) in &page.items {
+            if let Some(ip) = o.field("spec.clusterIP").and_then(|ip| ip.parse().ok()) {
+                ips.insert(ip);
+            }
+            for p in o
+                .value()
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = p
+                    .get("nodePort")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u16::try_from(n).ok())
+                {
+                    ports.insert(n);
+                }
+            }
+        }
+    }
+    (ips, ports)
 }
 
 fn openapi_def(r: &Resource) -> String {
@@ -266,6 +305,23 @@ impl Api {
         if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
             return Ok(());
         }
+        let claims = self.0.cfg.claims.as_deref();
+        if let Some(c) = claims {
+            // Addresses no Service of this API uses any more go back to the machine.
+            let (ips, ports) = service_addresses(s);
+            c.retain(&ips, &ports);
+        }
+        let service_ports: Vec<u16> = spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter(|p| p.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == "TCP")
+                    .filter_map(|p| p.get("port").and_then(Value::as_u64))
+                    .filter_map(|p| u16::try_from(p).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
         let set = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("");
         if set.is_empty() {
             let (base, prefix) = self.0.cfg.service_cidr;
@@ -281,15 +337,31 @@ impl Api {
                 .unwrap_or_default();
             let mut next = self.0.next_ip.lock().unwrap_or_else(|p| p.into_inner());
             for _ in 0..size {
-                let ip = Ipv4Addr::from(u32::from(base) + (*next % (size - 2)) + 1).to_string();
+                let addr = Ipv4Addr::from(u32::from(base) + (*next % (size - 2)) + 1);
+                let ip = addr.to_string();
                 *next += 1;
-                if !used.contains(&ip) {
+                let free_here = !used.contains(&ip);
+                if free_here
+                    && claims.is_none_or(|c| {
+                        c.try_claim(crate::claims::Claim::ClusterIp {
+                            ip: addr,
+                            ports: &service_ports,
+                        })
+                    })
+                {
                     spec.insert("clusterIP".into(), json!(ip));
                     spec.insert("clusterIPs".into(), json!([ip]));
                     break;
                 }
             }
         } else if set != "None" {
+            // Asked for: upstream's rules only; claimed so that other serves avoid it.
+            if let (Some(c), Ok(ip)) = (claims, set.parse::<Ipv4Addr>()) {
+                let _ = c.try_claim(crate::claims::Claim::ClusterIp {
+                    ip,
+                    ports: &service_ports,
+                });
+            }
             spec.insert("clusterIPs".into(), json!([set]));
         }
         spec.insert("ipFamilies".into(), json!(["IPv4"]));
@@ -371,9 +443,20 @@ impl Api {
                     if taken.contains(&n) {
                         return Err(refuse("provided port is already allocated".into()));
                     }
+                    // Asked for: upstream's rules only; claimed so that other serves avoid it.
+                    if let (Some(c), Ok(port)) = (claims, u16::try_from(n)) {
+                        let _ = c.try_claim(crate::claims::Claim::NodePort(port));
+                    }
                     n
                 } else {
-                    match NODE_PORT_RANGE.clone().find(|n| !taken.contains(n)) {
+                    let free = |n: &i64| {
+                        !taken.contains(n)
+                            && claims.is_none_or(|c| {
+                                u16::try_from(*n)
+                                    .is_ok_and(|p| c.try_claim(crate::claims::Claim::NodePort(p)))
+                            })
+                    };
+                    match NODE_PORT_RANGE.clone().find(free) {
                         Some(n) => n,
                         None => {
                             return Err(ApiError::internal(
@@ -911,7 +994,19 @@ impl Api {
     ) -> Result<Written, ApiError> {
         let out = self.delete_locked(r, ns, name, opts)?;
         self.reap_namespaces();
+        if r.plural == "services" {
+            self.release_claims();
+        }
         Ok(out)
+    }
+
+    /// Gives the machine back the ClusterIPs and NodePorts no Service uses any more
+    /// ([`crate::claims`]).
+    fn release_claims(&self) {
+        if let Some(c) = self.0.cfg.claims.as_deref() {
+            let (ips, ports) = service_addresses(&self.lock());
+            c.retain(&ips, &ports);
+        }
     }
 
     pub(crate) fn delete_locked(
@@ -1174,6 +1269,9 @@ impl Api {
             items.push(v);
         }
         self.reap_namespaces();
+        if r.plural == "services" {
+            self.release_claims();
+        }
         Ok(
             json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(), "metadata": {"resourceVersion": listed_rv.to_string()}, "items": items}),
         )

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod claims;
 pub mod discovery;
 pub mod eviction;
 pub mod http;

@@ -12,13 +12,18 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
-use podgrace_drill::demoapp::MAX_STREAM_SECONDS;
 use podgrace_drill::endpoints::{LagModel, LagPreset, LagRange};
+use podgrace_drill::flags::defaults::{
+    CONNECTIONS as DEFAULT_CONNECTIONS, METHOD as DEFAULT_METHOD, PATH as DEFAULT_PATH,
+    STREAM_SECONDS as DEFAULT_STREAM_SECONDS, TIMEOUT as DEFAULT_TIMEOUT,
+};
+use podgrace_drill::flags::DrillFlags;
 use podgrace_drill::html::{html_report, write_report};
-use podgrace_drill::load::{scheduled_requests, ClientKind, Protocol, MAX_REQUESTS};
+use podgrace_drill::load::{ClientKind, Protocol};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
 use podgrace_drill::scenario::{run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario};
+use podgrace_drill::{demo, template};
 use podgrace_node::kubelet::spec::SpecError;
 use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
 
@@ -129,30 +134,11 @@ pub struct Args {
     runtime_latency_seed: Option<u64>,
 }
 
-/// Defaults of the request and stream flags, shared by their declarations and by
-/// [`warn_unused_flags`], which names the ones set away from them.
-const DEFAULT_CONNECTIONS: usize = 16;
-const DEFAULT_STREAM_SECONDS: f64 = 60.0;
-const DEFAULT_PATH: &str = "/";
-const DEFAULT_METHOD: &str = "GET";
-const DEFAULT_TIMEOUT: &str = "2s";
-
-/// Each replica is a pod with its own network namespace; the /24 pod range holds 253.
-const MAX_REPLICAS: usize = 100;
-
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProtocolArg {
     Http1,
     H2c,
 }
-
-/// The longest drill: 24 hours.
-const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
-
-/// Streams per drill: each holds a connection of its own.
-const MAX_STREAMS: usize = 1000;
-/// Connections of the request load.
-const MAX_CONNECTIONS: usize = 10_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ClientArg {
@@ -172,11 +158,10 @@ pub(super) enum LagArg {
 
 /// `--endpoint-lag` when none is given to `drill FILE`.
 const DEFAULT_LAG: LagArg = LagArg::Fixed(Duration::from_secs(1));
-/// `--endpoint-lag` when none is given to the built-in demo: per-pod lags from half a second
-/// (an in-cluster kube-proxy) to five (a slow external load balancer).
+/// `--endpoint-lag` when none is given to the built-in demo ([`demo::default_lag`]).
 const DEMO_LAG: LagArg = LagArg::Range {
-    min: Duration::from_millis(500),
-    max: Duration::from_secs(5),
+    min: demo::LAG_MIN,
+    max: demo::LAG_MAX,
 };
 
 impl LagArg {
@@ -230,94 +215,58 @@ pub(super) fn parse_lag(s: &str) -> Result<LagArg, String> {
     }
 }
 
+/// The settings as the library checks them ([`DrillFlags`]).
+fn flags(args: &Args) -> DrillFlags {
+    let is_demo = args.file.get().is_none();
+    DrillFlags {
+        scenario: args.scenario,
+        delete_flags_given: args.delete.given(),
+        replicas: args.replicas,
+        rps: args.rps,
+        protocol: protocol(args.protocol),
+        balancing: balancing(args.proxy),
+        connections: args.connections,
+        streams: args.streams,
+        stream_seconds: args.stream_seconds,
+        idle_streams: args.idle_streams,
+        duration: args.duration,
+        endpoint_lag_max: match args.endpoint_lag {
+            Some(LagArg::Fixed(l) | LagArg::Range { max: l, .. }) => Some(l),
+            _ => None,
+        },
+        // The demo's default lag is a range.
+        lag_is_range: match args.endpoint_lag {
+            Some(l) => matches!(l, LagArg::Range { .. }),
+            None => is_demo,
+        },
+        seed_given: args.seed.is_some(),
+        iptables_min_sync_period: args.iptables_min_sync_period,
+        path: args.path.clone(),
+        method: args.method.clone(),
+        timeout: args.timeout,
+        port: args.port,
+        disrupt_after: args.disrupt_after,
+    }
+}
+
+fn protocol(p: ProtocolArg) -> Protocol {
+    match p {
+        ProtocolArg::Http1 => Protocol::Http1,
+        ProtocolArg::H2c => Protocol::H2c,
+    }
+}
+
+fn balancing(p: ProxyKind) -> Balancing {
+    match p {
+        ProxyKind::KubeProxy => Balancing::PerConnection,
+        ProxyKind::Ingress => Balancing::PerRequest,
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let delete_flags = args.delete.flags()?;
-    if args.delete.given() && args.scenario != Scenario::Delete {
-        return Err(BadInput(
-            "--grace-period, --force and --now shape the delete of --scenario delete; a rollout's deletes come from the ReplicaSet controller with the pod's own grace, and an eviction's grace from the kubelet (--eviction-max-pod-grace-period)".into(),
-        )
-        .into());
-    }
-    let with_streams = args.streams + args.idle_streams > 0;
-    if args.streams > MAX_STREAMS || args.idle_streams > MAX_STREAMS {
-        return Err(BadInput(format!(
-            "--streams and --idle-streams must be at most {MAX_STREAMS}"
-        ))
-        .into());
-    }
-    if !(args.stream_seconds > 0.0 && args.stream_seconds <= MAX_STREAM_SECONDS) {
-        return Err(BadInput(format!(
-            "--stream-seconds must be above 0 and at most {MAX_STREAM_SECONDS} (the demo app's longest stream)"
-        ))
-        .into());
-    }
-    if !(0.0..=1_000_000.0).contains(&args.rps) || (args.rps == 0.0 && !with_streams) {
-        return Err(BadInput(
-            "--rps must be above 0 and at most 1000000 (0 only with --streams or --idle-streams)"
-                .into(),
-        )
-        .into());
-    }
-    if !(1..=MAX_CONNECTIONS).contains(&args.connections) {
-        return Err(BadInput(format!("--connections must be 1 to {MAX_CONNECTIONS}")).into());
-    }
-    if args.protocol == ProtocolArg::H2c && args.proxy == ProxyKind::Ingress {
-        return Err(BadInput(
-            "--proxy ingress balances HTTP/1.1 requests; with --protocol h2c the proxy pins each connection (use --proxy kube-proxy)".into(),
-        )
-        .into());
-    }
-    if args.duration.is_zero() || args.duration > MAX_DURATION {
-        return Err(BadInput("--duration must be above 0 and at most 24h".into()).into());
-    }
-    let scheduled = scheduled_requests(args.rps, args.duration);
-    if scheduled > MAX_REQUESTS {
-        return Err(BadInput(format!(
-            "--rps × --duration schedules {scheduled} requests; a drill keeps records of at most {MAX_REQUESTS}"
-        ))
-        .into());
-    }
-    if args.rps > 0.0 && scheduled == 0 {
-        return Err(BadInput(format!(
-            "--rps {} for --duration {:.1} s schedules no request at all",
-            args.rps,
-            args.duration.as_secs_f64()
-        ))
-        .into());
-    }
-    if matches!(args.endpoint_lag, Some(LagArg::Fixed(l) | LagArg::Range { max: l, .. }) if l > MAX_DURATION)
-    {
-        return Err(BadInput("--endpoint-lag must be at most 24h".into()).into());
-    }
-    if args.iptables_min_sync_period > MAX_DURATION {
-        return Err(BadInput("--iptables-min-sync-period must be at most 24h".into()).into());
-    }
-    if args.path.parse::<hyper::Uri>().is_err() {
-        return Err(BadInput(format!(
-            "--path {:?} is not a valid request target (no spaces; percent-encode them)",
-            args.path
-        ))
-        .into());
-    }
-    if args.disrupt_after >= args.duration {
-        return Err(BadInput(format!(
-            "--disrupt-after ({:.1} s) must come before the load ends (--duration {:.1} s)",
-            args.disrupt_after.as_secs_f64(),
-            args.duration.as_secs_f64()
-        ))
-        .into());
-    }
-    if let Some(r) = args.replicas {
-        if !(1..=MAX_REPLICAS).contains(&r) {
-            return Err(BadInput(format!("--replicas must be 1 to {MAX_REPLICAS}")).into());
-        }
-    }
-    if args.timeout.is_zero() {
-        return Err(BadInput("--timeout must be above 0".into()).into());
-    }
-    if args.port == Some(0) {
-        return Err(BadInput("--port must be 1 to 65535".into()).into());
-    }
+    let flags = flags(&args);
+    flags.check().map_err(|e| BadInput(e.0))?;
     if let Some(path) = &args.report {
         // Found now, not after the whole drill has run.
         if args.file.get().is_some() {
@@ -328,12 +277,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             check_writable(&suffixed(path, "-prestop-wait"))?;
         }
     }
-    warn_unused_flags(&args);
-    let method = hyper::Method::from_bytes(args.method.as_bytes())
-        .map_err(|_| BadInput(format!("--method: not an HTTP method: {:?}", args.method)))?;
-    if !args.path.starts_with('/') {
-        return Err(BadInput(format!("--path must start with '/': {:?}", args.path)).into());
+    for u in flags.unused() {
+        eprintln!("drill: {u}");
     }
+    let method = flags.method_and_path().map_err(|e| BadInput(e.0))?;
     let is_demo = args.file.get().is_none();
     let lag_arg = args
         .endpoint_lag
@@ -347,10 +294,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         scenario: args.scenario,
         replicas,
         rps: args.rps,
-        protocol: match args.protocol {
-            ProtocolArg::Http1 => Protocol::Http1,
-            ProtocolArg::H2c => Protocol::H2c,
-        },
+        protocol: protocol(args.protocol),
         data_streams: args.streams,
         stream_seconds: args.stream_seconds,
         idle_streams: args.idle_streams,
@@ -361,10 +305,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             ClientArg::KeepAlive => ClientKind::KeepAlive,
             ClientArg::KeepAliveCareful => ClientKind::KeepAliveCareful,
         },
-        balancing: match args.proxy {
-            ProxyKind::KubeProxy => Balancing::PerConnection,
-            ProxyKind::Ingress => Balancing::PerRequest,
-        },
+        balancing: balancing(args.proxy),
         path: args.path.clone(),
         method: method.clone(),
         timeout: args.timeout,
@@ -450,49 +391,6 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Says which request or stream flags the drill will not use (set away from their defaults
-/// where nothing reads them), on stderr: a drill that ignores a flag must not look as if it
-/// honoured it.
-fn warn_unused_flags(args: &Args) {
-    let say = |flags: &[&str], why: &str| {
-        if !flags.is_empty() {
-            let verb = if flags.len() == 1 { "has" } else { "have" };
-            eprintln!("drill: {} {verb} no effect: {why}", flags.join(", "));
-        }
-    };
-    if args.rps == 0.0 {
-        let request_flags = [
-            ("--protocol", args.protocol != ProtocolArg::Http1),
-            ("--connections", args.connections != DEFAULT_CONNECTIONS),
-            ("--path", args.path != DEFAULT_PATH),
-            ("--method", args.method != DEFAULT_METHOD),
-        ];
-        let set: Vec<&str> = request_flags
-            .iter()
-            .filter(|(_, set)| *set)
-            .map(|(f, _)| *f)
-            .collect();
-        say(&set, "--rps 0 sends no requests, only streams");
-    }
-    let range = match args.endpoint_lag {
-        Some(l) => matches!(l, LagArg::Range { .. }),
-        // The demo's default lag is a range.
-        None => args.file.get().is_none(),
-    };
-    if args.seed.is_some() && !range {
-        say(
-            &["--seed"],
-            "it draws the per-pod lags of --endpoint-lag MIN..MAX, and the lag is not a range",
-        );
-    }
-    if args.streams == 0 && args.stream_seconds != DEFAULT_STREAM_SECONDS {
-        say(
-            &["--stream-seconds"],
-            "it is the length of the data streams of --streams, and there are none",
-        );
-    }
-}
-
 /// The built-in demo, three drills of the demo app under the same load and lags: without a
 /// preStop (it exits on SIGTERM); with a fixed preStop sleep and an app that drains; with
 /// `podgrace prestop-wait` as an exec preStop hook and the same draining app.
@@ -504,33 +402,22 @@ fn demo(
     config: impl Fn(u16, usize) -> DrillConfig,
 ) -> anyhow::Result<Outcome> {
     let exe = std::env::current_exe().context("cannot find podgrace's own executable")?;
-    // Three replicas: with the default seed their lags (0.71, 2.93 and 4.70 s) fall below,
-    // near and above the fixed sleep's 3 s.
-    let mut cfg = config(8080, args.replicas.unwrap_or(DEMO_REPLICAS));
-    let lag = cfg.lag.nominal();
-    let sleep = demo_sleep_seconds(cfg.lag);
+    let mut cfg = config(demo::PORT, args.replicas.unwrap_or(demo::REPLICAS));
+    let sleep = demo::sleep_seconds(cfg.lag);
     let image = match pods {
         PodRuntime::Process | PodRuntime::ProcessWithLatencies(..) => None,
         PodRuntime::Containerd(rt) => Some(demo_image(runtime, rt, &exe)?),
     };
-    let wait = DemoPreStop::Wait {
-        quiet: DEMO_QUIET,
-        max_seconds: lag.as_secs_f64().ceil() as i64 + 5,
-    };
-    let unfixed = demo_plan(&exe, image.as_deref(), DemoPreStop::None)?;
-    let fixed = demo_plan(&exe, image.as_deref(), DemoPreStop::Sleep(sleep))?;
-    let waiting = demo_plan(&exe, image.as_deref(), wait)?;
-    // The fixed run's stop signals come a preStop after each deletion, prestop-wait's a quiet
-    // moment after each pod's lag; the load must still run then, or a PASS would say nothing
-    // (a rollout deletes one pod every few seconds).
-    let longest_hook = (sleep.max(0) as f64).max(lag.as_secs_f64() + DEMO_QUIET.as_secs_f64());
-    let needed = args.disrupt_after
-        + Duration::from_secs(2 * cfg.replicas as u64 + longest_hook.ceil() as u64 + 1);
-    if cfg.duration < needed {
+    let unfixed = demo::plan(&exe, image.as_deref(), demo::PreStop::None)?;
+    let fixed = demo::plan(&exe, image.as_deref(), demo::PreStop::Sleep(sleep))?;
+    let waiting = demo::plan(&exe, image.as_deref(), demo::wait_hook(cfg.lag))?;
+    if let Some(needed) = demo::load_needed(cfg.duration, args.disrupt_after, cfg.replicas, cfg.lag)
+    {
         eprintln!(
-            "drill: the load runs {:.0} s (not {:.1} s) so that every run's shutdowns, up to {longest_hook:.1} s after each deletion, are under load",
+            "drill: the load runs {:.0} s (not {:.1} s) so that every run's shutdowns, up to {:.1} s after each deletion, are under load",
             needed.as_secs_f64(),
-            cfg.duration.as_secs_f64()
+            cfg.duration.as_secs_f64(),
+            demo::longest_hook_seconds(cfg.lag)
         );
         cfg.duration = needed;
     }
@@ -558,7 +445,7 @@ fn demo(
         args,
         "3/3 prestop-wait",
     ))?;
-    let quiet = DEMO_QUIET.as_secs_f64();
+    let quiet = demo::QUIET.as_secs_f64();
     match args.output.output {
         Format::Json => {
             let mut out = std::io::BufWriter::new(Out);
@@ -614,35 +501,6 @@ fn demo(
     })
 }
 
-/// The demo's replicas when --replicas is not given.
-const DEMO_REPLICAS: usize = 3;
-
-/// The demo's `prestop-wait --quiet`.
-const DEMO_QUIET: Duration = Duration::from_secs(1);
-
-/// The demo's fixed preStop sleep, seconds: for a single lag L, `ceil(L) + 1` (longer than the
-/// lag, the usual advice); for per-pod lags, the middle of their range rounded up, the guess a
-/// user makes who knows the range: too short for the pods above it, longer than needed for those
-/// below.
-fn demo_sleep_seconds(lag: LagModel) -> i64 {
-    match lag {
-        LagModel::PerPod(r) => ((r.min + r.max).as_secs_f64() / 2.0).ceil() as i64,
-        other => other.nominal().as_secs_f64().ceil() as i64 + 1,
-    }
-}
-
-/// The demo pod's preStop hook.
-#[derive(Clone, Copy)]
-enum DemoPreStop {
-    /// None, and an app that exits on SIGTERM.
-    None,
-    /// `sleep: {seconds: N}`, and an app that drains.
-    Sleep(i64),
-    /// `exec: podgrace prestop-wait --quiet Q --max M --port 8080` (the serving port: the
-    /// probes go to 8081), and an app that drains.
-    Wait { quiet: Duration, max_seconds: i64 },
-}
-
 /// The demo app's image for containerd: podgrace's own executable and the libraries it loads,
 /// imported as `podgrace.local/demo-app:SHA` (SHA: the executable's first 12 hex digits of
 /// sha256, so a rebuilt podgrace gets a new image and an unchanged one is not imported twice).
@@ -664,52 +522,6 @@ fn demo_image(
             .context("building the demo app's image")?;
     }
     Ok(reference)
-}
-
-/// The demo app as a Deployment template: `podgrace demo-app` as each pod's process, serving on
-/// 8080 and answering the readiness probe on 8081 (so that a preStop hook counting the new
-/// connections of 8080 does not count the kubelet's probes), and `pre_stop`. With `image` (the
-/// containerd runtime), the container runs that image of podgrace's binary, at its root.
-fn demo_plan(exe: &Path, image: Option<&str>, pre_stop: DemoPreStop) -> anyhow::Result<PodPlan> {
-    let program = match image {
-        Some(_) => Path::new("/")
-            .join(exe.file_name().unwrap_or_default())
-            .display()
-            .to_string(),
-        None => exe.display().to_string(),
-    };
-    // The grace covers the preStop plus the app's drain (20 s), as the fix needs.
-    let (on_sigterm, hook_seconds, lifecycle) = match pre_stop {
-        DemoPreStop::None => ("exit", 0, String::new()),
-        DemoPreStop::Sleep(s) => (
-            "drain",
-            s,
-            format!(
-                "        lifecycle:\n          preStop:\n            sleep: {{seconds: {s}}}\n"
-            ),
-        ),
-        DemoPreStop::Wait { quiet, max_seconds } => (
-            "drain",
-            max_seconds,
-            format!(
-                "        lifecycle:\n          preStop:\n            exec:\n              command: [{program:?}, prestop-wait, --quiet, \"{}ms\", --max, \"{max_seconds}s\", --port, \"8080\"]\n",
-                quiet.as_millis()
-            ),
-        ),
-    };
-    let tgps = hook_seconds + 30;
-    let yaml = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: demo}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: demo}}}}\n  template:\n    metadata: {{labels: {{app: demo}}}}\n    spec:\n      terminationGracePeriodSeconds: {tgps}\n      containers:\n      - name: app\n        image: {image}\n        imagePullPolicy: {policy}\n        command: [{program:?}, demo-app, --listen, \"0.0.0.0:8080\", --probe-listen, \"0.0.0.0:8081\", --on-sigterm, {on_sigterm}, --drain-seconds, \"20\"]\n        ports: [{{containerPort: 8080}}, {{containerPort: 8081, name: probes}}]\n        readinessProbe:\n          httpGet: {{path: /ready, port: 8081}}\n          periodSeconds: 1\n{lifecycle}",
-        image = image.unwrap_or("podgrace/demo-app"),
-        policy = if image.is_some() { "Never" } else { "IfNotPresent" },
-    );
-    let m = manifest::load(&yaml, "<built-in demo>").map_err(|e| anyhow::anyhow!("{e}"))?;
-    let plan = m
-        .pods()
-        .next()
-        .cloned()
-        .context("the built-in demo has no pod template")?;
-    Ok(plan)
 }
 
 /// The pod template of FILE, the replicas it asks for, and the port it serves on.
@@ -752,7 +564,7 @@ fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodP
     }
     let port = match args.port {
         Some(p) => p,
-        None => service_port(&plan).ok_or_else(|| {
+        None => template::service_port(&plan).ok_or_else(|| {
             // Where a containerPort would go: the first container's `ports`, or the container.
             let span = plan
                 .containers
@@ -764,46 +576,9 @@ fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodP
             ))
         })?,
     };
-    let replicas = match plan.replicas {
-        Some(0) if args.replicas.is_none() => {
-            return Err(BadInput(format!(
-                "{}: the Deployment has replicas: 0, nothing to drill; give --replicas",
-                doc.name
-            ))
-            .into())
-        }
-        r => r.and_then(|r| usize::try_from(r).ok()).unwrap_or(2).max(1),
-    };
+    let replicas = template::replicas(&plan, args.replicas)
+        .map_err(|e| BadInput(format!("{}: {e}", doc.name)))?;
     Ok((plan, replicas, port))
-}
-
-/// The port a Service would target: the first declared TCP containerPort, else the numeric port of
-/// the first readiness probe (httpGet, tcpSocket or grpc), which is where the app serves.
-fn service_port(plan: &PodPlan) -> Option<u16> {
-    use podgrace_core::plan::{PortRef, ProbeAction};
-    let declared = plan
-        .containers
-        .iter()
-        .flat_map(|c| c.ports.iter())
-        .filter(|p| p.protocol == "TCP")
-        .find_map(|p| u16::try_from(p.container_port).ok());
-    declared.or_else(|| {
-        plan.containers.iter().find_map(|c| {
-            let port = match &c.readiness_probe.as_ref()?.action {
-                ProbeAction::HttpGet(h) => match &h.port {
-                    PortRef::Number(n) => *n,
-                    PortRef::Name(_) => return None,
-                },
-                ProbeAction::TcpSocket {
-                    port: PortRef::Number(n),
-                    ..
-                } => *n,
-                ProbeAction::Grpc { port, .. } => *port,
-                _ => return None,
-            };
-            u16::try_from(port).ok().filter(|p| *p > 0)
-        })
-    })
 }
 
 /// Runs one drill with a progress bar (text) or log lines on stderr (JSON).

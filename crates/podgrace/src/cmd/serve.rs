@@ -137,7 +137,15 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             Some(Arc::new(rt))
         }
     };
+    // The ClusterIPs and NodePorts this serve's kube-proxy binds on this machine's loopback:
+    // none that another serve holds or anything has bound.
+    let claims = podgrace_api::claims::Claims::new(
+        std::path::Path::new(podgrace_api::claims::DEFAULT_DIR),
+        std::net::Ipv4Addr::LOCALHOST.into(),
+    )
+    .on_machine(|| format!("creating {}", podgrace_api::claims::DEFAULT_DIR))?;
     let api = Api::new(ApiConfig {
+        claims: Some(Arc::new(claims)),
         log_dir: Some(log_dir.path.clone()),
         node_name: args.node_name.clone(),
         history: args.watch_history,
