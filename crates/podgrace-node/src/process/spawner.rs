@@ -180,8 +180,6 @@ pub(crate) enum Placement {
         netns: Option<Arc<OwnedFd>>,
         pgid: Option<i32>,
     },
-    /// A host helper (iproute2).
-    Helper,
 }
 
 pub(crate) struct SpawnRequest {
@@ -384,18 +382,6 @@ pub(crate) fn spawn_here(
                     if !joined {
                         let _ = rustix::process::setsid();
                     }
-                    Ok(())
-                });
-            }
-        }
-        Placement::Helper => {
-            // SAFETY: as above.
-            unsafe {
-                cmd.pre_exec(move || {
-                    child_common(&self_pidfd)?;
-                    // A terminal's Ctrl-C must not cut a helper (an `ip` step of a sandbox)
-                    // half-way: podgrace handles it and tears down in order.
-                    let _ = rustix::process::setsid();
                     Ok(())
                 });
             }
