@@ -223,6 +223,10 @@ pub enum NetStep {
     },
     /// Sets `link` up.
     LinkUp { link: String },
+    /// Waits until `link` is operationally up (the kernel's link watch, asynchronous to
+    /// [`NetStep::LinkUp`], has attached its queue: until then what is sent through it is
+    /// dropped). Fails with `TimedOut`.
+    WaitUp { link: String },
     /// Adds `addr/32` to `link`.
     AddAddress { link: String, addr: Ipv4Addr },
     /// A route to `dest/32` through `link` (scope link), from `src` when given.
@@ -252,6 +256,7 @@ impl std::fmt::Display for NetStep {
                 rename,
             } => write!(f, "link set {link} netns {netns} name {rename}"),
             NetStep::LinkUp { link } => write!(f, "link set {link} up"),
+            NetStep::WaitUp { link } => write!(f, "link wait {link} operstate up"),
             NetStep::AddAddress { link, addr } => write!(f, "addr add {addr}/32 dev {link}"),
             NetStep::AddRoute { dest, link, src } => {
                 write!(f, "route add {dest}/32 dev {link} scope link")?;
@@ -290,41 +295,63 @@ pub trait NetOps: Send + Sync {
     fn apply(&self, netns: Option<&str>, steps: &[NetStep]) -> Result<(), SandboxError>;
 }
 
-/// Hands out pod indexes 2..=254 within this process, one pod at a time each. Its lock is held
-/// only to pick an index (a scan of 253 flags), never while a network is made.
+/// Hands out pod indexes 2..=254 within this process, one pod at a time each, round robin
+/// after the last one handed out (recorded for other podgrace processes too, when
+/// `shared_last`). Its lock is held only to pick an index (a scan of 253 flags and the record's
+/// small file), never while a network is made.
 struct Allocator {
-    held: Mutex<[bool; 256]>,
+    state: Mutex<AllocState>,
+    /// Whether the last index is read from and written to `/run/podgrace` (the real
+    /// allocator), or kept in memory only (unit tests).
+    shared_last: bool,
+}
+
+struct AllocState {
+    held: [bool; 256],
+    last: Option<u8>,
 }
 
 impl Allocator {
-    const fn new() -> Self {
+    const fn new(shared_last: bool) -> Self {
         Allocator {
-            held: Mutex::new([false; 256]),
+            state: Mutex::new(AllocState {
+                held: [false; 256],
+                last: None,
+            }),
+            shared_last,
         }
     }
 
-    /// The first index after `after` (round robin, see `candidates`) that this process does
-    /// not hold, now held; `None` when it holds them all.
-    fn claim(&self, after: Option<u8>) -> Option<u8> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let n = candidates(after).find(|n| !held[usize::from(*n)])?;
-        held[usize::from(n)] = true;
+    /// The first index after `after` (or after the last one handed out, by any process when
+    /// recorded; see `candidates`) that this process does not hold, now held and recorded as
+    /// the last; `None` when this process holds them all.
+    fn claim(&self, config: &NetworkConfig, after: Option<u8>) -> Option<u8> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let after = after
+            .or_else(|| self.shared_last.then(|| last_reserved(config)).flatten())
+            .or(st.last);
+        let n = candidates(after).find(|n| !st.held[usize::from(*n)])?;
+        st.held[usize::from(n)] = true;
+        st.last = Some(n);
+        if self.shared_last {
+            set_last_reserved(config, n);
+        }
         Some(n)
     }
 
     /// Gives `n` back.
     fn release(&self, n: u8) {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())[usize::from(n)] = false;
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).held[usize::from(n)] = false;
     }
 
     /// Whether this process holds `n`.
     fn holds(&self, n: u8) -> bool {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())[usize::from(n)]
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).held[usize::from(n)]
     }
 }
 
 /// This process's pod indexes.
-static ALLOCATOR: Allocator = Allocator::new();
+static ALLOCATOR: Allocator = Allocator::new(true);
 
 /// Shared by every set-up and teardown in flight (they never wait for each other), taken
 /// exclusively by [`teardown_own`], which so sees every sandbox that is being made finished.
@@ -502,22 +529,11 @@ impl Sandbox {
                 tracing::warn!(error = %e, "cannot fence the pod address range");
             }
         });
-        let sb = Sandbox::build(
-            &Netlink,
-            &ALLOCATOR,
-            name,
-            config,
-            last_reserved(config),
-            std::process::id(),
-        )?;
-        if let Some(n) = sb.index() {
-            set_last_reserved(config, n);
-        }
-        Ok(sb)
+        Sandbox::build(&Netlink, &ALLOCATOR, name, config, None, std::process::id())
     }
 
     /// The set-up of a pod network through `ops`, after the address range is fenced: claims the
-    /// first index after `last` that `alloc` hands out and no other process holds (creating the
+    /// first index (after `after`, or after the last one handed out) that `alloc` hands out and no other process holds (creating the
     /// host veth fails then), makes the namespace `podgrace-<n>-<owner>`, moves the pod's veth
     /// end into it as `eth0`, and sets addresses and routes; a failing step tears down what was
     /// made.
@@ -529,15 +545,14 @@ impl Sandbox {
         alloc: &'static Allocator,
         name: &str,
         config: &NetworkConfig,
-        last: Option<u8>,
+        mut after: Option<u8>,
         owner: u32,
     ) -> Result<Sandbox, SandboxError> {
         // The search starts after the last index handed out, so a pod that just went does not
         // pass its address on at once (a proxy may still send it traffic for the endpoint lag).
-        let mut after = last;
         let mut claimed = None;
         for _ in 0..253 {
-            let Some(n) = alloc.claim(after) else {
+            let Some(n) = alloc.claim(config, after) else {
                 break;
             };
             let veth = NetStep::AddVeth {
@@ -581,6 +596,7 @@ impl Sandbox {
         let pod_ip = config.addr(n);
         let (pod_if, host_if) = (format!("pgc{n}"), format!("pgh{n}"));
         let eth0 = || "eth0".to_string();
+        let host_if_up = host_if.clone();
         let made = ops
             .apply(
                 None,
@@ -609,7 +625,7 @@ impl Sandbox {
                         },
                         NetStep::AddRoute {
                             dest: pod_ip,
-                            link: host_if,
+                            link: host_if.clone(),
                             src: Some(host_ip),
                         },
                     ],
@@ -630,9 +646,11 @@ impl Sandbox {
                             link: eth0(),
                             src: None,
                         },
+                        NetStep::WaitUp { link: eth0() },
                     ],
                 )
-            });
+            })
+            .and_then(|()| ops.apply(None, &[NetStep::WaitUp { link: host_if_up }]));
         if let Err(e) = made {
             sb.remove();
             return Err(e);
@@ -643,6 +661,7 @@ impl Sandbox {
 
     /// The pod's index in the range (its address is `<base>.<index>`), `None` on the host
     /// network.
+    #[cfg(test)]
     fn index(&self) -> Option<u8> {
         self.net.as_ref().map(|n| n.index)
     }
@@ -795,7 +814,7 @@ mod tests {
     }
 
     fn allocator() -> &'static Allocator {
-        Box::leak(Box::new(Allocator::new()))
+        Box::leak(Box::new(Allocator::new(false)))
     }
 
     fn calls(f: &FakeNet) -> Vec<String> {
@@ -824,13 +843,15 @@ mod tests {
                 "-n podgrace-9-42 addr add 198.18.77.9/32 dev eth0",
                 "-n podgrace-9-42 link set eth0 up",
                 "-n podgrace-9-42 route add 198.18.77.1/32 dev eth0 scope link",
+                "-n podgrace-9-42 link wait eth0 operstate up",
+                "link wait pgh9 operstate up",
             ]
         );
         assert!(alloc.holds(9) && !alloc.holds(8));
         sb.teardown();
         sb.teardown();
         let all = calls(net);
-        assert_eq!(all[11..], ["link del pgh9", "netns del podgrace-9-42"]);
+        assert_eq!(all[13..], ["link del pgh9", "netns del podgrace-9-42"]);
         assert!(!alloc.holds(9), "the index is free again");
     }
 
@@ -840,11 +861,11 @@ mod tests {
         let alloc = allocator();
         let config = NetworkConfig::default();
         let a = Sandbox::build(net, alloc, "a", &config, None, 42).unwrap();
-        // Both start from the same recorded last index, as two pods made at once do.
         let mut b = Sandbox::build(net, alloc, "b", &config, None, 42).unwrap();
         assert_eq!((a.index(), b.index()), (Some(2), Some(3)));
         b.teardown();
-        let c = Sandbox::build(net, alloc, "c", &config, Some(3), 42).unwrap();
+        // 3 is free again, but handed out only after every other index.
+        let c = Sandbox::build(net, alloc, "c", &config, None, 42).unwrap();
         assert_eq!(c.index(), Some(4));
     }
 

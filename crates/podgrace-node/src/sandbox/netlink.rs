@@ -16,7 +16,7 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State,
 };
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
@@ -138,18 +138,51 @@ impl Rtnl {
         }
     }
 
-    /// The index of link `name` in this socket's namespace. Errors: ENODEV when there is none.
-    fn index(&mut self, name: &str) -> io::Result<u32> {
+    /// Link `name` in this socket's namespace. Errors: ENODEV when there is none.
+    fn link(&mut self, name: &str) -> io::Result<LinkMessage> {
         let mut msg = LinkMessage::default();
         msg.attributes.push(LinkAttribute::IfName(name.to_string()));
         let answers = self.request(RouteNetlinkMessage::GetLink(msg), 0)?;
         answers
             .into_iter()
             .find_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
+                RouteNetlinkMessage::NewLink(l) => Some(l),
                 _ => None,
             })
             .ok_or_else(|| io::Error::from_raw_os_error(rustix::io::Errno::NODEV.raw_os_error()))
+    }
+
+    /// The index of link `name` in this socket's namespace. Errors: ENODEV when there is none.
+    fn index(&mut self, name: &str) -> io::Result<u32> {
+        Ok(self.link(name)?.header.index)
+    }
+
+    /// Waits until link `name` is operationally up: the kernel's link watch has run for it
+    /// and attached its queueing discipline. Until then (a workqueue, asynchronous to the
+    /// request that set the link up) the device drops what is sent through it, so a pod's
+    /// first SYN would be lost and retried only after TCP's 1 s initial timeout.
+    /// Errors: `TimedOut` after [`LINK_UP_TIMEOUT`].
+    fn wait_up(&mut self, name: &str) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + LINK_UP_TIMEOUT;
+        let mut pause = std::time::Duration::from_micros(50);
+        loop {
+            let link = self.link(name)?;
+            let up = link
+                .attributes
+                .iter()
+                .any(|a| matches!(a, LinkAttribute::OperState(State::Up)));
+            if up {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{name} not operationally up after {} ms", LINK_UP_TIMEOUT.as_millis()),
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(5));
+        }
     }
 
     fn step(&mut self, step: &NetStep) -> io::Result<()> {
@@ -217,6 +250,7 @@ impl Rtnl {
                     NLM_F_CREATE | NLM_F_REPLACE,
                 )?;
             }
+            NetStep::WaitUp { link } => self.wait_up(link)?,
             NetStep::DelLink { link } => {
                 let index = self.index(link)?;
                 let mut msg = LinkMessage::default();
@@ -230,6 +264,9 @@ impl Rtnl {
         Ok(())
     }
 }
+
+/// How long [`NetStep::WaitUp`] waits for a link to be operationally up.
+const LINK_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A main-table IPv4 route to `dest/len`, protocol `boot` (what `ip route add` sets).
 fn route(dest: Ipv4Addr, len: u8, kind: RouteType, scope: RouteScope) -> RouteMessage {
