@@ -24,7 +24,7 @@ use podgrace_core::rules::latency::RuntimeLatencies;
 use podgrace_core::KubeVersion;
 use podgrace_node::events::{EventRecorder, EventType};
 use podgrace_node::kubelet::{
-    build_report, run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport, PodStatus,
+    build_report, run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState,
 };
 use podgrace_node::process::namespaces_permitted;
 use podgrace_node::runtime::{
@@ -500,6 +500,21 @@ async fn drill<R: RuntimeService + 'static>(
         pod: "load".into(),
         reason: e.to_string(),
     })??;
+    if let Some(nf) = &netfilter {
+        let answered = load
+            .records
+            .iter()
+            .any(|r| r.outcome != crate::load::RequestOutcome::ConnectTimeout);
+        if !answered && !load.records.is_empty() {
+            let nf = Arc::clone(nf);
+            let state = tokio::task::spawn_blocking(move || nf.diagnose())
+                .await
+                .unwrap_or_default();
+            tracing::warn!(
+                "no connection to the NodePort got an answer; the kernel's state:\n{state}"
+            );
+        }
+    }
     // Through the kernel, the pinning is read once the streams have ended too (they share the
     // NodePort).
     let (proxy_records, user_space_pinned): (Vec<ProxyRecord>, Option<Vec<PinnedConnection>>) =
@@ -858,7 +873,7 @@ async fn wait_ready(r: &Replica, port: u16) -> Result<(), DrillError> {
     };
     let ok = tokio::time::timeout(READY_WITHIN, async {
         tokio::select! {
-            r = st.wait_for(|s| s.ready && s.phase == PodPhase::Running) => Ok(r.is_ok()),
+            r = st.wait_for(|s| s.ready && s.phase == PodWorkerState::Running) => Ok(r.is_ok()),
             why = failed_start => Err(why),
         }
     })
@@ -911,12 +926,12 @@ impl EndpointTable {
             return;
         };
         let phase = match st.phase {
-            PodPhase::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
-            PodPhase::Running | PodPhase::Terminating => {
+            PodWorkerState::Starting => podgrace_core::rules::endpoints::PodPhase::Pending,
+            PodWorkerState::Running | PodWorkerState::Terminating => {
                 podgrace_core::rules::endpoints::PodPhase::Running
             }
             // The kubelet reports Succeeded or Failed once every container has stopped.
-            PodPhase::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
+            PodWorkerState::Terminated => podgrace_core::rules::endpoints::PodPhase::Succeeded,
         };
         if !podgrace_core::rules::endpoints::should_pod_be_in_endpoints(
             phase,
@@ -1066,7 +1081,7 @@ mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr};
 
-    fn status(phase: PodPhase, ip: u8, ready: bool) -> PodStatus {
+    fn status(phase: PodWorkerState, ip: u8, ready: bool) -> PodStatus {
         PodStatus {
             phase,
             pod_ip: Some(IpAddr::V4(Ipv4Addr::new(198, 18, 77, ip))),
@@ -1085,9 +1100,9 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         for (pod, ip) in [("web-1", 2), ("web-2", 3)] {
             for (phase, ready) in [
-                (PodPhase::Starting, false),
-                (PodPhase::Running, false),
-                (PodPhase::Running, true),
+                (PodWorkerState::Starting, false),
+                (PodWorkerState::Running, false),
+                (PodWorkerState::Running, true),
             ] {
                 tx.send((pod.to_string(), status(phase, ip, ready)))
                     .unwrap();
@@ -1112,8 +1127,11 @@ mod tests {
             "routes were replaced"
         );
         // A real change still goes through, a lag after it happens.
-        tx.send(("web-1".to_string(), status(PodPhase::Terminated, 2, false)))
-            .unwrap();
+        tx.send((
+            "web-1".to_string(),
+            status(PodWorkerState::Terminated, 2, false),
+        ))
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(900)).await;
         assert_eq!(view.routes().targets.len(), 2);
         tokio::time::sleep(Duration::from_millis(200)).await;

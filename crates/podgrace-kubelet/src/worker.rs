@@ -31,7 +31,7 @@ use podgrace_core::plan::{ContainerRole, PodPlan};
 use podgrace_core::rules::apiserver::{KubectlDeleteFlags, PodPhase as ApiPhase};
 use podgrace_core::rules::podstatus::{self, can_be_deleted};
 use podgrace_node::events::{reason, EventRecorder};
-use podgrace_node::kubelet::{check_pod, run_pod, PodCommand, PodOptions, PodPhase};
+use podgrace_node::kubelet::{check_pod, run_pod, PodCommand, PodOptions, PodWorkerState};
 use podgrace_node::runtime::{CallContext, ContainerState, RuntimeService};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
@@ -348,7 +348,7 @@ pub async fn sync_pod<S: RuntimeSource>(
                 }
             },
             r = status_rx.changed() => {
-                if r.is_err() || status_rx.borrow_and_update().phase == PodPhase::Terminated {
+                if r.is_err() || status_rx.borrow_and_update().phase == PodWorkerState::Terminated {
                     break;
                 }
             }
@@ -368,7 +368,7 @@ pub async fn sync_pod<S: RuntimeSource>(
             }
         }
         let st = status_rx.borrow().clone();
-        if st.phase == PodPhase::Terminating || sent_grace.is_some() {
+        if st.phase == PodWorkerState::Terminating || sent_grace.is_some() {
             // The pod worker is in SyncTerminatingPod, or has been handed the delete and is
             // about to be: the next status it generates is the one with every container
             // stopped (a real 1.32 node went from Running, Ready straight to Failed with the

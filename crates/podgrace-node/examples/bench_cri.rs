@@ -48,7 +48,7 @@ use podgrace_cri::v1 as cri;
 use podgrace_cri::v1::image_service_client::ImageServiceClient;
 use podgrace_cri::v1::runtime_service_client::RuntimeServiceClient;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodPhase};
+use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodWorkerState};
 use podgrace_node::runtime::{CallContext, ContainerdRuntime, RuntimeService};
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -316,7 +316,7 @@ async fn podgrace(rt: &Arc<ContainerdRuntime>, args: &Args, i: usize) -> Result<
         EventRecorder::new(),
     );
     let mut st = pod.status();
-    tokio::time::timeout(LIMIT, st.wait_for(|s| s.phase == PodPhase::Running))
+    tokio::time::timeout(LIMIT, st.wait_for(|s| s.phase == PodWorkerState::Running))
         .await
         .map_err(|_| "pod not Running within the limit")??;
     let start = t0.elapsed();

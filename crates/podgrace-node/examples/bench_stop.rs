@@ -62,7 +62,7 @@ use podgrace_core::manifest;
 use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodPhase};
+use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodWorkerState};
 use podgrace_node::process::namespaces_permitted;
 use podgrace_node::runtime::{ProcessRuntime, StopEventKind};
 use podgrace_node::sandbox::NetworkConfig;
@@ -272,7 +272,7 @@ async fn podgrace_phase(args: &Args) -> Result<PodgraceResult, BoxError> {
         let mut st = h.status();
         let running = tokio::time::timeout_at(
             (started + START_LIMIT).into(),
-            st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+            st.wait_for(|s| s.phase == PodWorkerState::Running && s.ready),
         )
         .await;
         match running {

@@ -14,7 +14,9 @@ use podgrace_core::manifest;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::runtime::Signal;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, HookOutcome, PodCommand, PodOptions, PodPhase, PodReport};
+use podgrace_node::kubelet::{
+    run_pod, HookOutcome, PodCommand, PodOptions, PodReport, PodWorkerState,
+};
 use podgrace_node::process::ExitStatus;
 use podgrace_node::runtime::{
     CallContext, ContainerdRuntime, RuntimeService, StopEvent, StopEventKind,
@@ -98,7 +100,7 @@ async fn run_and_delete(sock: &std::path::Path, yaml: &str) -> Done {
     let mut st = pod.status();
     tokio::time::timeout(
         Duration::from_secs(60),
-        st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+        st.wait_for(|s| s.phase == PodWorkerState::Running && s.ready),
     )
     .await
     .expect("pod running within 60 s")

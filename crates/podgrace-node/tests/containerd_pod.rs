@@ -11,7 +11,9 @@ use containerd_support::{socket, BUSYBOX};
 use podgrace_core::manifest;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions, PodPhase, PodReport};
+use podgrace_node::kubelet::{
+    run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodWorkerState,
+};
 use podgrace_node::runtime::{cgroup, CallContext, ContainerdRuntime, RuntimeService};
 
 async fn runtime(sock: &std::path::Path) -> Arc<ContainerdRuntime> {
@@ -40,7 +42,9 @@ async fn start(rt: &Arc<ContainerdRuntime>, yaml: &str, uid: &str) -> PodHandle 
     let mut st = pod.status();
     tokio::time::timeout(
         Duration::from_secs(60),
-        st.wait_for(|s| s.phase == PodPhase::Running || s.phase == PodPhase::Terminated),
+        st.wait_for(|s| {
+            s.phase == PodWorkerState::Running || s.phase == PodWorkerState::Terminated
+        }),
     )
     .await
     .expect("pod running within 60 s")

@@ -21,7 +21,7 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::runtime::Signal;
 use podgrace_node::events::EventRecorder;
 use podgrace_node::kubelet::{
-    run_pod, PodCommand, PodOptions, PodPhase, PodReport, TerminationReason,
+    run_pod, PodCommand, PodOptions, PodReport, PodWorkerState, TerminationReason,
 };
 use podgrace_node::process::ExitStatus;
 use podgrace_node::runtime::{
@@ -150,7 +150,7 @@ async fn run_on<R: RuntimeService + 'static>(
             let mut st = pod.status();
             tokio::time::timeout(
                 Duration::from_secs(60),
-                st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+                st.wait_for(|s| s.phase == PodWorkerState::Running && s.ready),
             )
             .await
             .expect("running and ready within 60 s")

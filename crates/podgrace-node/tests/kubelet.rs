@@ -14,7 +14,7 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
 use podgrace_node::kubelet::{
     run_pod, DeleteApi, DeleteKubelet, HookOutcome, Killer, PodCommand, PodHandle, PodOptions,
-    PodPhase, PodReport,
+    PodReport, PodWorkerState,
 };
 use podgrace_node::process::ExitStatus;
 use podgrace_node::runtime::{ProcessRuntime, StopEvent, StopEventKind};
@@ -56,7 +56,7 @@ impl Run {
         let mut st = self.pod.status();
         tokio::time::timeout(
             Duration::from_secs(10),
-            st.wait_for(|s| s.phase == PodPhase::Running && s.ready),
+            st.wait_for(|s| s.phase == PodWorkerState::Running && s.ready),
         )
         .await
         .expect("pod running within 10 s")

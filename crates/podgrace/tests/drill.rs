@@ -97,7 +97,7 @@ fn with_a_pre_stop_longer_than_the_lag_nothing_is_lost_ten_times_in_a_row() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     for run in 1..=10 {
-        let (code, r) = drill(
+        let (code, r, log) = drill_logged(
             "fixed",
             &demo(Some(2)),
             &[
@@ -109,7 +109,7 @@ fn with_a_pre_stop_longer_than_the_lag_nothing_is_lost_ten_times_in_a_row() {
                 "1s",
             ],
         );
-        assert_eq!(r["failed"], 0, "run {run}: {r}");
+        assert_eq!(r["failed"], 0, "run {run}: {r}\nthe drill's log:\n{log}");
         assert_eq!(code, Some(0));
         assert_eq!(r["verdict"], "pass");
     }

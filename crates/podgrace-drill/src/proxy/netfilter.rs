@@ -372,6 +372,77 @@ impl Netfilter {
             .collect()
     }
 
+    /// What the kernel holds for this NodePort, as text for a log: its rules in `nat`, and for
+    /// every pod address seen, the route the kernel picks, the routes of exactly that address
+    /// and `route_localnet` of the interface it picks. For a drill in which no connection got
+    /// an answer (a fault of the node's set-up, not of the app), so the log says where the SYNs
+    /// went.
+    pub fn diagnose(&self) -> String {
+        let mut out = String::new();
+        let c = comment(self.pid);
+        if let Ok(saved) = run(&["iptables-save", "-t", "nat"], None) {
+            for l in saved
+                .lines()
+                .filter(|l| l.contains(&c) || l.contains(&self.chain))
+            {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        let pods = self.pods.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (ip, pod) in pods {
+            let get = run(&["ip", "-o", "route", "get", &ip.to_string()], None)
+                .unwrap_or_else(|e| e.to_string());
+            let dev = get
+                .split_whitespace()
+                .skip_while(|w| *w != "dev")
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
+            let localnet =
+                std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{dev}/route_localnet"))
+                    .unwrap_or_default();
+            let exact = run(
+                &["ip", "-o", "route", "show", "exact", &format!("{ip}/32")],
+                None,
+            )
+            .unwrap_or_else(|e| e.to_string());
+            out.push_str(&format!(
+                "{pod} {ip}: route get: {} | routes: {} | {dev} route_localnet={}\n",
+                get.trim(),
+                exact.trim().replace('\n', "; "),
+                localnet.trim()
+            ));
+            // The pod's side (the process runtime's sandbox `podgrace-<index>-<owner>`): link
+            // state and counters, its neighbours (the answer to its ARP for the host's
+            // address) and its listening sockets.
+            let netns = format!("podgrace-{}-{}", ip.octets()[3], self.pid);
+            let mut show = |argv: &[&str]| {
+                let text = run(argv, None).unwrap_or_else(|e| e.to_string());
+                out.push_str(&format!(
+                    "  {}: {}\n",
+                    argv.join(" "),
+                    text.trim().replace('\n', " / ")
+                ));
+            };
+            show(&["ip", "-s", "link", "show", "dev", &dev]);
+            show(&["ip", "neigh", "show", "dev", &dev]);
+            show(&["ip", "-n", &netns, "-s", "link", "show", "eth0"]);
+            show(&["ip", "-n", &netns, "-o", "addr"]);
+            show(&["ip", "-n", &netns, "route"]);
+            show(&["ip", "-n", &netns, "neigh"]);
+            show(&["ip", "netns", "exec", &netns, "ss", "-ltn"]);
+        }
+        let host = self.snat_to.to_string();
+        let text = run(&["ip", "route", "show", "table", "local", &host], None)
+            .unwrap_or_else(|e| e.to_string());
+        out.push_str(&format!(
+            "local routes of {host}: {}\n",
+            text.trim().replace('\n', " / ")
+        ));
+        out
+    }
+
     /// Removes the rules, the conntrack entries of the port, the sink; stops `conntrack -E`.
     /// Idempotent; errors are logged.
     pub fn close(&self) {

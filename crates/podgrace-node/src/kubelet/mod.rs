@@ -10,7 +10,8 @@
 //!   paths, DNS, the pull policy's default);
 //! * [`ordering`]: the sidecar termination ordering with real waits;
 //! * [`kill`]: `killContainer` with real timers;
-//! * [`pod`]: the pod task (start, supervise, delete/evict, terminate);
+//! * [`pod`]: the pod task, one module per concept: its start, a container's exit and restart,
+//!   the probes and their kills, its termination, what it publishes and reports;
 //! * [`object`]: the pod's API object as an API server would hold it (deletes, status, table
 //!   row, watch events, the final delete);
 //! * [`report`]: the run report (the `run` JSON contract) from the records and measured stops.
@@ -28,6 +29,6 @@ pub use kill::{HookOutcome, HookRecord, KillRecord};
 pub use object::{DeleteApi, ObjectEvent, WatchKind};
 pub use pod::{
     check_pod, run_pod, DeleteKubelet, DeleteRecord, Killer, PodCommand, PodError, PodHandle,
-    PodOptions, PodPhase, PodReport, PodStatus, Termination, TerminationReason,
+    PodOptions, PodReport, PodStatus, PodWorkerState, Termination, TerminationReason,
 };
 pub use report::{build_report, RunReport};

@@ -9,11 +9,8 @@
 //!   socket), images and CNI networking included.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::time::Instant;
-
-use tokio::sync::watch;
 
 use crate::process::{ExitStatus, Isolation, ProcessError};
 use crate::sandbox::SandboxError;
@@ -25,6 +22,12 @@ mod process;
 
 pub use containerd::ContainerdRuntime;
 pub use process::ProcessRuntime;
+
+mod context;
+mod service;
+
+pub use context::{CallContext, Canceller};
+pub use service::RuntimeService;
 
 /// Which runtime runs the pods: `process` (the built-in one) or `containerd[:SOCKET]`
 /// (a real containerd over CRI, default socket [`containerd::DEFAULT_SOCKET`]), as the
@@ -124,73 +127,6 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// The caller's context: an optional deadline and an optional cancellation, like Go's
-/// `context.Context` that every CRI call carries.
-#[derive(Debug, Clone, Default)]
-pub struct CallContext {
-    deadline: Option<Instant>,
-    cancel: Option<watch::Receiver<bool>>,
-}
-
-/// Cancels the [`CallContext`] made by [`CallContext::with_cancel`]; dropping it cancels nothing.
-#[derive(Debug)]
-pub struct Canceller(watch::Sender<bool>);
-
-impl Canceller {
-    /// Cancels every context made from this canceller.
-    pub fn cancel(&self) {
-        self.0.send_replace(true);
-    }
-}
-
-impl CallContext {
-    /// No deadline, never cancelled (Go's `context.Background()`).
-    pub fn background() -> Self {
-        Self::default()
-    }
-
-    /// This context with a deadline (monotonic).
-    pub fn with_deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
-        self
-    }
-
-    /// The deadline, if any (monotonic).
-    pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    /// This context plus a cancellation handle.
-    pub fn with_cancel(mut self) -> (Self, Canceller) {
-        let (tx, rx) = watch::channel(false);
-        self.cancel = Some(rx);
-        (self, Canceller(tx))
-    }
-
-    /// Completes when the deadline passes or the context is cancelled; never otherwise.
-    pub async fn done(&self) {
-        let deadline = async {
-            match self.deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        let cancelled = async {
-            match &self.cancel {
-                Some(rx) => {
-                    let mut rx = rx.clone();
-                    // A dropped canceller never cancels.
-                    if rx.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! { _ = deadline => {}, _ = cancelled => {} }
-    }
 }
 
 /// CRI `PodSandboxConfig`, the parts podgrace uses, as the kubelet's
@@ -405,119 +341,8 @@ pub enum StopEventKind {
     Exited { status: ExitStatus },
 }
 
-/// The CRI RuntimeService, as far as termination needs it. All durations in seconds as in CRI.
-pub trait RuntimeService: Send + Sync {
-    /// `RunPodSandbox`: creates the pod's network namespace (unless host network) and returns
-    /// the sandbox id.
-    fn run_pod_sandbox(
-        &self,
-        ctx: &CallContext,
-        config: PodSandboxConfig,
-    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
-    /// `StopPodSandbox`: SIGKILLs containers still running (containerd stops them with
-    /// timeout 0) and tears the network down. Unknown id → Ok.
-    fn stop_pod_sandbox(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
-    /// `RemovePodSandbox`: stops it if needed and forgets it and its containers. Unknown id → Ok.
-    fn remove_pod_sandbox(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
-    /// `CreateContainer` in a sandbox; returns the container id.
-    fn create_container(
-        &self,
-        ctx: &CallContext,
-        pod_sandbox_id: &str,
-        config: ContainerConfig,
-    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
-    /// `StartContainer`: spawns the entry process.
-    fn start_container(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
-    /// `StopContainer(id, timeout)`, timeout in seconds. See [`ProcessRuntime`] for semantics.
-    fn stop_container(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-        timeout_seconds: i64,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
-    /// `ExecSync(id, cmd, timeout)`; `timeout_seconds <= 0` means no timeout (CRI).
-    fn exec_sync(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-        cmd: Vec<String>,
-        timeout_seconds: i64,
-    ) -> impl Future<Output = Result<ExecSyncResponse, RuntimeError>> + Send;
-    /// `PodSandboxStatus`: the pod IP.
-    fn pod_sandbox_status(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<PodSandboxStatus, RuntimeError>> + Send;
-    /// `GetContainerEvents` for the containers of one sandbox: their lifecycle events from now
-    /// on (lossy if a receiver lags by more than the channel's capacity, as a stream behind a
-    /// slow client would be). The kubelet's evented PLEG dispatches CRI's one stream to the pod
-    /// workers; a stream per sandbox saves every pod task from waking for every other pod's
-    /// containers. `None` for an unknown sandbox.
-    fn container_events(
-        &self,
-        pod_sandbox_id: &str,
-    ) -> Option<tokio::sync::broadcast::Receiver<ContainerEvent>>;
-    /// `ContainerStatus`.
-    fn container_status(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<ContainerStatus, RuntimeError>> + Send;
-    /// `RemoveContainer`: forgets a stopped container (SIGKILLs it first if it runs). Unknown
-    /// id → Ok.
-    fn remove_container(
-        &self,
-        ctx: &CallContext,
-        id: &str,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
-    /// The runtime's name as `Version` gives it (`containerd`): the scheme of the API's
-    /// `containerID` (`containerd://ID`, `kubecontainer.ContainerID`'s `Type`). The process
-    /// runtime is `podgrace`.
-    fn runtime_type(&self) -> &str {
-        "podgrace"
-    }
-    /// Whether containers run from images: then the kubelet ensures each container's image
-    /// ([`Self::image_status`], [`Self::pull_image`]) before creating it, and a container
-    /// without `command` runs the image's ENTRYPOINT. The process runtime runs host commands.
-    fn uses_images(&self) -> bool {
-        false
-    }
-    /// `ImageService.ImageStatus`: the image when it is present, `None` when it is not.
-    fn image_status(
-        &self,
-        _ctx: &CallContext,
-        _image: &str,
-    ) -> impl Future<Output = Result<Option<ImageInfo>, RuntimeError>> + Send {
-        async { Ok(None) }
-    }
-    /// `ImageService.PullImage`: pulls the image, returns its reference.
-    fn pull_image(
-        &self,
-        _ctx: &CallContext,
-        image: &str,
-    ) -> impl Future<Output = Result<String, RuntimeError>> + Send {
-        let image = image.to_string();
-        async move { Err(RuntimeError::ImageNeverPull { image }) }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -537,24 +362,5 @@ mod tests {
         );
         assert!("containerd:".parse::<RuntimeChoice>().is_err());
         assert!("docker".parse::<RuntimeChoice>().is_err());
-    }
-
-    #[tokio::test]
-    async fn context_done_fires_at_the_deadline() {
-        let start = Instant::now();
-        let ctx = CallContext::background().with_deadline(start + Duration::from_millis(50));
-        ctx.done().await;
-        assert!(start.elapsed() >= Duration::from_millis(50));
-    }
-
-    #[tokio::test]
-    async fn context_done_fires_on_cancel_only() {
-        let (ctx, cancel) = CallContext::background().with_cancel();
-        let not_yet = tokio::time::timeout(Duration::from_millis(20), ctx.done()).await;
-        assert!(not_yet.is_err());
-        cancel.cancel();
-        tokio::time::timeout(Duration::from_secs(1), ctx.done())
-            .await
-            .expect("cancelled");
     }
 }

@@ -405,7 +405,7 @@ async fn supervise<R: RuntimeService + 'static>(
                         eprintln!("{note}");
                     }
                 }
-                if st.phase == podgrace_node::kubelet::PodPhase::Terminated {
+                if st.phase == podgrace_node::kubelet::PodWorkerState::Terminated {
                     break;
                 }
             }

@@ -1,0 +1,212 @@
+//! The kubelet eviction manager (node-pressure eviction), spec `termination.md` §5.
+//!
+//! Upstream: `pkg/kubelet/eviction/eviction_manager.go` (`synchronize`, `Admit`) and
+//! `helpers.go` (thresholds, ranking). Quantities are plain integers (bytes, inodes or PIDs);
+//! grace periods are whole seconds (`i64`); points in time are [`std::time::Duration`]s since an arbitrary
+//! origin chosen by the caller (no clock is read here).
+//!
+//! One concept per module: signals and thresholds (`thresholds`), the eviction order
+//! (`ranking`), the manager's `synchronize` and `Admit` (`manager`); the grace-period override of
+//! an eviction is here.
+
+use crate::KubeVersion;
+
+mod manager;
+mod ranking;
+mod thresholds;
+
+pub use manager::{
+    admit, AdmitPod, Eviction, EvictionConfig, EvictionManager, Observation, SyncOutcome,
+    SynchronizeError,
+};
+pub use ranking::{
+    disk, exceed_disk_requests, exceed_memory_requests, memory, ordered_by, priority, process,
+    rank, rank_keys_for, sort_by_eviction_priority, sort_signals_by_eviction_priority,
+    PodEvictionStats, QosClass, RankFn, RANK_DISK_PRESSURE, RANK_MEMORY_PRESSURE,
+    RANK_PID_PRESSURE,
+};
+pub use thresholds::{
+    default_eviction_hard, parse_quantity, parse_threshold, pressure_transition_period,
+    EvictionSignal, NodePressureCondition, ParseQuantityError, ParseThresholdError, Threshold,
+    ThresholdValue, DEFAULT_PRESSURE_TRANSITION_PERIOD,
+};
+
+/// The override of a hard eviction since Kubernetes 1.31 (`immediateEvictionGracePeriodSeconds`).
+pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
+
+/// The release from which a hard eviction gets [`IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS`] instead
+/// of 0 (PR #124063).
+pub const IMMEDIATE_EVICTION_GRACE_SINCE: KubeVersion = KubeVersion::new(1, 31);
+/// Pods at or above this priority are critical and never evicted (`SystemCriticalPriority`).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+/// `evictionMaxPodGracePeriod` default, seconds.
+pub const DEFAULT_EVICTION_MAX_POD_GRACE_PERIOD_SECONDS: i64 = 0;
+/// Pod status reason of an evicted pod.
+pub const EVICTED_REASON: &str = "Evicted";
+
+/// The grace-period override an evicted pod gets, in seconds.
+///
+/// * Hard threshold (and local-storage evictions): 1 since Kubernetes 1.31 (PR #124063); 0
+///   before, which the pod workers of those releases turned into the full TGPS.
+/// * Soft threshold: `min(evictionMaxPodGracePeriod, TGPS)`, or evictionMaxPodGracePeriod when
+///   TGPS is unset. A negative maximum is passed on as is (it does NOT defer to the pod: bug
+///   #118172, fixes still open); the pod worker floors it to 1.
+///
+/// Upstream: `eviction_manager.go` `synchronize` (v1.35+ era read). The `min` with TGPS is
+/// applied for every modelled version; the release that introduced it was not pinned.
+pub fn grace_period_override(
+    hard: bool,
+    eviction_max_pod_grace_period_seconds: i64,
+    pod_tgps: Option<i64>,
+    version: KubeVersion,
+) -> i64 {
+    if hard {
+        return if version >= IMMEDIATE_EVICTION_GRACE_SINCE {
+            IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS
+        } else {
+            0
+        };
+    }
+    match pod_tgps {
+        Some(t) => eviction_max_pod_grace_period_seconds.min(t),
+        None => eviction_max_pod_grace_period_seconds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::Duration;
+
+    const V: KubeVersion = KubeVersion::LATEST;
+
+    #[test]
+    fn override_values() {
+        assert_eq!(grace_period_override(true, 60, Some(30), V), 1);
+        assert_eq!(
+            grace_period_override(true, 60, Some(30), KubeVersion::new(1, 30)),
+            0
+        );
+        assert_eq!(grace_period_override(false, 0, Some(30), V), 0);
+        assert_eq!(grace_period_override(false, -1, Some(30), V), -1);
+        assert_eq!(grace_period_override(false, 60, Some(120), V), 60);
+        assert_eq!(grace_period_override(false, 60, Some(10), V), 10);
+        assert_eq!(grace_period_override(false, 5, None, V), 5);
+    }
+
+    #[test]
+    fn quantities_and_thresholds() {
+        assert_eq!(parse_quantity("100Mi"), Ok(100 << 20));
+        assert_eq!(parse_quantity("1.5Gi"), Ok(1536 << 20));
+        assert_eq!(parse_quantity("1200"), Ok(1200));
+        assert_eq!(parse_quantity("1k"), Ok(1000));
+        assert_eq!(parse_quantity("1500m"), Ok(2));
+        assert!(parse_quantity("1Xi").is_err());
+        assert!(parse_quantity("").is_err());
+        assert!(parse_quantity("99999999999Ei").is_err());
+        let t = parse_threshold("memory.available<100Mi", Duration::ZERO).unwrap();
+        assert!(t.is_hard());
+        assert_eq!(t.quantity(None), Some(100 << 20));
+        let p = parse_threshold("nodefs.available<10%", Duration::from_secs(60)).unwrap();
+        assert_eq!(p.quantity(Some(1000)), Some(100));
+        assert!(!p.is_hard());
+        assert!(parse_threshold("memory.available>1Gi", Duration::ZERO).is_err());
+        assert!(parse_threshold("bogus<1", Duration::ZERO).is_err());
+        assert!(parse_threshold("memory.available<-1", Duration::ZERO).is_err());
+        assert!(parse_threshold("nodefs.available<120%", Duration::ZERO).is_err());
+        assert_eq!(
+            default_eviction_hard(crate::rules::runtime::NodeOs::Linux).len(),
+            4
+        );
+    }
+
+    #[test]
+    fn critical_pods_are_refused_and_one_pod_per_round() {
+        let cfg = EvictionConfig {
+            thresholds: vec![parse_threshold("memory.available<1Gi", Duration::ZERO).unwrap()],
+            eviction_max_pod_grace_period_seconds: 0,
+            pressure_transition_period: Duration::ZERO,
+        };
+        let pod = |name: &str, prio, ws| PodEvictionStats {
+            name: name.into(),
+            priority: Some(prio),
+            memory_working_set_bytes: Some(ws),
+            ..Default::default()
+        };
+        let mut pods = [
+            pod("critical", 0, 900 << 20),
+            pod("a", 0, 100),
+            pod("b", 0, 50),
+        ];
+        pods[0].static_or_mirror = true;
+        assert!(pod("p", SYSTEM_CRITICAL_PRIORITY, 0).is_critical());
+        let obs = BTreeMap::from([(
+            EvictionSignal::MemoryAvailable,
+            Observation {
+                available: 1,
+                capacity: None,
+            },
+        )]);
+        let mut m = EvictionManager::new();
+        let out = m.synchronize(&cfg, Duration::ZERO, &obs, &pods, V).unwrap();
+        assert_eq!(out.refused_critical, vec!["critical".to_string()]);
+        assert_eq!(out.eviction.unwrap().pod, "a");
+        // 0 transition period means 5 minutes.
+        let calm = BTreeMap::from([(
+            EvictionSignal::MemoryAvailable,
+            Observation {
+                available: 2 << 30,
+                capacity: None,
+            },
+        )]);
+        let out = m
+            .synchronize(&cfg, Duration::from_secs(299), &calm, &pods, V)
+            .unwrap();
+        assert!(out
+            .node_conditions
+            .contains(&NodePressureCondition::MemoryPressure));
+        let out = m
+            .synchronize(&cfg, Duration::from_secs(300), &calm, &pods, V)
+            .unwrap();
+        assert!(out.node_conditions.is_empty());
+        assert!(m
+            .synchronize(&cfg, Duration::from_secs(1), &calm, &pods, V)
+            .is_err());
+    }
+
+    #[test]
+    fn admission() {
+        let mem = BTreeSet::from([NodePressureCondition::MemoryPressure]);
+        let be = AdmitPod {
+            qos: QosClass::BestEffort,
+            critical: false,
+            tolerates_memory_pressure: false,
+        };
+        assert!(!admit(&mem, be));
+        assert!(admit(
+            &mem,
+            AdmitPod {
+                tolerates_memory_pressure: true,
+                ..be
+            }
+        ));
+        assert!(admit(
+            &mem,
+            AdmitPod {
+                critical: true,
+                ..be
+            }
+        ));
+        let disk = BTreeSet::from([NodePressureCondition::DiskPressure]);
+        assert!(!admit(
+            &disk,
+            AdmitPod {
+                qos: QosClass::Guaranteed,
+                ..be
+            }
+        ));
+        assert!(admit(&BTreeSet::new(), be));
+    }
+}

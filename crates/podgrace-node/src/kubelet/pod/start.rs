@@ -1,0 +1,274 @@
+//! Starting the pod's containers in order (init containers to completion, native sidecars,
+//! then the main containers with their postStart hooks), the image pull, a failed start.
+//!
+//! Upstream: `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (`SyncPod`),
+//! `kuberuntime_container.go` (`startContainer`), `kuberuntime_image.go` (`EnsureImageExists`).
+
+use std::time::Instant;
+
+use podgrace_core::plan::ContainerRole;
+use podgrace_core::rules::runtime::Signal;
+
+use super::status::PodWorkerState;
+use super::Pod;
+use crate::events::{message, reason};
+use crate::hooks::{run_handler, HookTarget};
+use crate::probes::{ContainerRun as ProbeRun, ProbeKind, ProbeState};
+use crate::process::ExitStatus;
+use crate::runtime::{CallContext, RuntimeError, RuntimeService};
+
+/// The exit code the runtime reports for a container it could not start (`StartError`).
+pub(super) const START_ERROR_EXIT_CODE: i32 = 128;
+
+impl<R: RuntimeService + 'static> Pod<R> {
+    /// Starts what may start now, as `SyncPod` does: init containers and native sidecars one
+    /// by one in declaration order (an init container must exit 0 first; a sidecar must be
+    /// running and, if it has a startup probe, started), then the main containers, each with
+    /// its postStart hook. Restarts due after their back-off go through here too. Returns when
+    /// nothing more can start now.
+    pub(super) async fn start_step(&mut self) {
+        if self.failed || self.terminating() {
+            return;
+        }
+        let n_init = self.plan.init_containers.len();
+        for i in 0..self.ctrs.len() {
+            let c = &self.ctrs[i];
+            let startable = c.want_start && !c.running && c.restart_at.is_none();
+            if i < n_init && c.plan.role == ContainerRole::Init {
+                if c.completed {
+                    continue;
+                }
+                if startable {
+                    self.start_container(i).await;
+                }
+                // Running, backing off, failed for good, or just started: later ones wait.
+                return;
+            }
+            if startable {
+                self.start_container(i).await;
+                if self.failed || self.terminating() {
+                    // A failed start failed or completed the pod.
+                    return;
+                }
+            }
+            let c = &self.ctrs[i];
+            if i < n_init && !c.ever_started {
+                return;
+            }
+            if i < n_init && c.running && !self.started(i) && !c.completed {
+                // A sidecar gates the next init container until its startup probe succeeds.
+                return;
+            }
+        }
+        if !self.terminating() {
+            self.publish(PodWorkerState::Running);
+        }
+    }
+
+    /// A container counts as started once running and past its startup probe, if any.
+    pub(super) fn started(&self, i: usize) -> bool {
+        let c = &self.ctrs[i];
+        c.running
+            && c.probes
+                .iter()
+                .filter(|p| p.kind() == ProbeKind::Startup)
+                .all(|p| p.status().result == ProbeState::Success)
+    }
+
+    /// `startContainer`: create, start, then the postStart hook; a failed hook kills the
+    /// container (`FailedPostStartHook`).
+    pub(super) async fn start_container(&mut self, i: usize) {
+        let ctx = CallContext::background();
+        let Some(sandbox) = self.sandbox.clone() else {
+            return;
+        };
+        let mut config = self.ctrs[i].spec.config.clone();
+        let name = self.ctrs[i].plan.name.clone();
+        let restart_count = self.ctrs[i].attempts;
+        crate::kubelet::cri::complete_container_config(
+            &mut config,
+            &self.ctrs[i].plan,
+            &self.plan,
+            &self.identity,
+            restart_count,
+            self.api.deletion().deletion_grace_period_seconds,
+        );
+        if let Some(v) = &self.volumes {
+            match v.mounts(&self.ctrs[i].plan) {
+                Ok(m) => config.mounts = m,
+                Err(e) => {
+                    // `CreateContainerConfigError`, as makeMounts' errors are.
+                    let e = RuntimeError::Host {
+                        what: "CreateContainerConfigError".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    };
+                    self.start_failed(i, &e);
+                    return;
+                }
+            }
+        }
+        if self.rt.uses_images() {
+            if let Err(e) = self.ensure_image(&ctx, &name, &config).await {
+                self.start_failed(i, &e);
+                return;
+            }
+        }
+        self.ctrs[i].attempts += 1;
+        let id = match self.rt.create_container(&ctx, &sandbox, config).await {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::debug!(container = %name, error = %e, "CreateContainer failed");
+                self.start_failed(i, &e);
+                return;
+            }
+        };
+        self.events
+            .normal(reason::CREATED, Some(&name), message::created(&name));
+        if self.rt.uses_images() {
+            // The signal the runtime will stop it with (containerd: the image's STOPSIGNAL
+            // when the config names none), for the kill's records.
+            if let Ok(Some(n)) = self
+                .rt
+                .container_status(&ctx, &id)
+                .await
+                .map(|st| st.stop_signal)
+            {
+                if let Some(sig) = Signal::from_number(n) {
+                    self.ctrs[i].spec.stop_signal = sig;
+                }
+            }
+        }
+        if let Err(e) = self.rt.start_container(&ctx, &id).await {
+            tracing::debug!(container = %name, error = %e, "StartContainer failed");
+            self.start_failed(i, &e);
+            return;
+        }
+        self.events
+            .normal(reason::STARTED, Some(&name), message::started(&name));
+        {
+            let c = &mut self.ctrs[i];
+            c.id = Some(id.clone());
+            c.running = true;
+            c.exit = None;
+            c.want_start = false;
+            c.ever_started = true;
+            c.probe_killed = false;
+            c.started_at = Some(Instant::now());
+            c.report.ids.push(id.clone());
+            for p in &c.probes {
+                p.set_container(Some(ProbeRun {
+                    container_id: id.clone(),
+                    started_at: tokio::time::Instant::now(),
+                    running: true,
+                }));
+            }
+        }
+        if let Some(handler) = self.ctrs[i].plan.post_start.clone() {
+            let ports = self.ctrs[i].plan.ports.clone();
+            let hook = HookTarget {
+                pod: &self.kubelet_name,
+                container: &name,
+                container_id: &id,
+                pod_ip: self.pod_ip,
+                ports: &ports,
+                events: Some(&self.events),
+            };
+            if let Err(e) = run_handler(self.rt.as_ref(), &ctx, &hook, &handler).await {
+                tracing::warn!(container = %name, error = %e, "postStart hook failed");
+                self.events.warning(
+                    reason::FAILED_POST_START_HOOK,
+                    Some(&name),
+                    message::FAILED_POST_START_HOOK,
+                );
+                let _ = self.rt.stop_container(&ctx, &id, 2).await;
+            }
+        }
+        self.publish(PodWorkerState::Running);
+    }
+
+    /// `EnsureImageExists` (`pkg/kubelet/images/image_manager.go`): per `imagePullPolicy`,
+    /// the `Pulled` (already present), `Pulling`/`Pulled`, `Failed` or `ErrImageNeverPull`
+    /// events, and the pull itself.
+    pub(super) async fn ensure_image(
+        &self,
+        ctx: &CallContext,
+        container: &str,
+        config: &crate::runtime::ContainerConfig,
+    ) -> Result<(), RuntimeError> {
+        use crate::runtime::PullPolicy;
+        let image = config.image.as_str();
+        let present = if config.pull_policy == PullPolicy::Always {
+            None
+        } else {
+            self.rt.image_status(ctx, image).await?
+        };
+        if present.is_some() {
+            self.events.normal(
+                reason::PULLED,
+                Some(container),
+                message::image_present(image, self.opts.version),
+            );
+            return Ok(());
+        }
+        if config.pull_policy == PullPolicy::Never {
+            let e = RuntimeError::ImageNeverPull {
+                image: image.to_string(),
+            };
+            self.events.warning(
+                reason::ERR_IMAGE_NEVER_PULL,
+                Some(container),
+                message::image_never_pull(image),
+            );
+            return Err(e);
+        }
+        self.events
+            .normal(reason::PULLING, Some(container), message::pulling(image));
+        let started = Instant::now();
+        match self.rt.pull_image(ctx, image).await {
+            Ok(_) => {
+                let took = started.elapsed();
+                let size = self
+                    .rt
+                    .image_status(ctx, image)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or(0, |i| i.size_bytes);
+                self.events.normal(
+                    reason::PULLED,
+                    Some(container),
+                    message::pulled(image, took, size),
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.events.warning(
+                    reason::FAILED,
+                    Some(container),
+                    message::failed_to_pull(image, &e),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// The runtime could not create or start container `i`: the `Failed` warning
+    /// (`"Error: ..."`), then, as `startContainer`'s error in `SyncPod`
+    /// (`pkg/kubelet/kuberuntime/kuberuntime_manager.go`) leaves a container that exited
+    /// (`StartError`/`RunContainerError`, exit code 128), the same restart decision and
+    /// back-off as a crash ([`Pod::after_exit`]).
+    pub(super) fn start_failed(&mut self, i: usize, error: &RuntimeError) {
+        let c = &mut self.ctrs[i];
+        self.events
+            .warning(reason::FAILED, Some(&c.plan.name), message::failed(error));
+        let status = ExitStatus::Code(START_ERROR_EXIT_CODE);
+        let now = Instant::now();
+        // The attempt ran for no time: it never resets the back-off.
+        c.started_at = Some(now);
+        c.running = false;
+        c.exit = Some(status);
+        c.want_start = false;
+        c.probe_killed = false;
+        self.after_exit(i, now, status);
+    }
+}
