@@ -226,7 +226,10 @@ fn fifty_pod_networks_made_and_removed_in_parallel_leave_nothing_behind() {
     for p in &paths {
         assert!(p.exists(), "{} exists", p.display());
         let name = p.file_name().and_then(|n| n.to_str()).expect("name");
-        assert!(name.ends_with(&format!("-{me}")), "{name} is named after this process");
+        assert!(
+            name.ends_with(&format!("-{me}")),
+            "{name} is named after this process"
+        );
     }
     // Each pod's side is set up: eth0 with its address and the route to the host.
     let (sb0, _) = &made[0];

@@ -170,7 +170,6 @@ impl NetworkConfig {
     }
 }
 
-
 /// A pod sandbox's network. Torn down by [`Sandbox::teardown`] or on drop.
 #[derive(Debug)]
 pub struct Sandbox {
@@ -469,7 +468,6 @@ fn set_last_reserved(config: &NetworkConfig, n: u8) {
         tracing::debug!(error = %e, path = %path.display(), "cannot record the last pod address");
     }
 }
-
 
 impl Sandbox {
     /// Creates the network of pod `name`: a namespace with its own address, or none for
@@ -899,7 +897,10 @@ mod tests {
         let alloc = allocator();
         let err =
             Sandbox::build(net, alloc, "web", &NetworkConfig::default(), None, 42).unwrap_err();
-        assert!(err.to_string().starts_with("netns add podgrace-2-42: "), "{err}");
+        assert!(
+            err.to_string().starts_with("netns add podgrace-2-42: "),
+            "{err}"
+        );
         assert_eq!(
             calls(net),
             [

@@ -19,8 +19,7 @@ use netlink_packet_route::link::{
     InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
-    RouteType,
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -177,7 +176,10 @@ impl Rtnl {
             if std::time::Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("{name} not operationally up after {} ms", LINK_UP_TIMEOUT.as_millis()),
+                    format!(
+                        "{name} not operationally up after {} ms",
+                        LINK_UP_TIMEOUT.as_millis()
+                    ),
                 ));
             }
             std::thread::sleep(pause);
@@ -190,7 +192,9 @@ impl Rtnl {
         match step {
             NetStep::AddVeth { host, peer } => {
                 let mut peer_msg = LinkMessage::default();
-                peer_msg.attributes.push(LinkAttribute::IfName(peer.clone()));
+                peer_msg
+                    .attributes
+                    .push(LinkAttribute::IfName(peer.clone()));
                 let mut msg = LinkMessage::default();
                 msg.attributes.push(LinkAttribute::IfName(host.clone()));
                 msg.attributes.push(LinkAttribute::LinkInfo(vec![
@@ -230,7 +234,8 @@ impl Rtnl {
                 msg.header.index = index;
                 // IFA_LOCAL and IFA_ADDRESS, as iproute2 sends for an IPv4 address.
                 msg.attributes.push(AddressAttribute::Local((*addr).into()));
-                msg.attributes.push(AddressAttribute::Address((*addr).into()));
+                msg.attributes
+                    .push(AddressAttribute::Address((*addr).into()));
                 self.request(RouteNetlinkMessage::NewAddress(msg), create)?;
             }
             NetStep::AddRoute { dest, link, src } => {
