@@ -379,6 +379,8 @@ pub struct ContainerPlan {
     pub liveness_probe: Option<Probe>,
     pub readiness_probe: Option<Probe>,
     pub startup_probe: Option<Probe>,
+    /// `resources.requests` and `resources.limits` as written (not defaulted).
+    pub resources: crate::rules::qos::ContainerResources,
     /// Where the container is declared.
     pub span: SourceSpan,
     /// Positions (line, column) of the fields lint points at, keyed by their path below the
@@ -515,6 +517,26 @@ impl PodPlan {
     pub fn is_critical(&self) -> bool {
         self.effective_priority()
             .is_some_and(|p| p >= 2_000_000_000)
+    }
+
+    /// The pod's containers' resources as the kubelet reads them (requests defaulted from
+    /// limits as the API server stores them), for the cgroup rules of
+    /// [`crate::rules::resources`]; node-critical when critical and of the
+    /// `system-node-critical` class (`IsNodeCriticalPod`).
+    pub fn resources(&self) -> crate::rules::resources::PodResources {
+        use crate::rules::resources::{PodResources, ResourceContainer};
+        let ctr = |c: &ContainerPlan| ResourceContainer {
+            name: c.name.clone(),
+            resources: c.resources.parsed(),
+            sidecar: c.role == ContainerRole::Sidecar,
+        };
+        PodResources {
+            init_containers: self.init_containers.iter().map(ctr).collect(),
+            containers: self.containers.iter().map(ctr).collect(),
+            node_critical: self.is_critical()
+                && self.priority_class_name.as_deref() == Some("system-node-critical"),
+        }
+        .defaulted()
     }
 
     /// Looks a container up by name among init and regular containers.

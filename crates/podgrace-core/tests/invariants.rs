@@ -32,6 +32,7 @@ fn container(name: &str, role: ContainerRole, pre_stop: Option<Handler>) -> Cont
         liveness_probe: None,
         readiness_probe: None,
         startup_probe: None,
+        resources: Default::default(),
         span: SourceSpan::default(),
         field_positions: Default::default(),
     }

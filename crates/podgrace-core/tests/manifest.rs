@@ -429,3 +429,38 @@ fn an_object_above_3_mib_is_refused_with_its_name() {
         e[0]
     );
 }
+
+#[test]
+fn resource_quantities_are_parsed_as_the_api_server_does() {
+    let text = deploy(
+        "      containers:
+      - name: app
+        resources:
+          requests: {cpu: 500m, memory: 1Kb}
+          limits: {cpu: \"-1\", memory: 64Mi}
+",
+    );
+    assert_eq!(
+        errors(&text),
+        vec![
+            "t.yaml:15:41: spec.template.spec.containers[0].resources.requests.memory: Invalid value: \"1Kb\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            "t.yaml:16:25: spec.template.spec.containers[0].resources.limits.cpu: Invalid value: \"-1\": must be greater than or equal to 0",
+        ]
+    );
+    let ok = deploy(
+        "      containers:
+      - name: app
+        resources:
+          requests: {cpu: \"0.5\"}
+          limits: {cpu: \"1000m\", memory: 64Mi}
+",
+    );
+    let m = manifest::load(&ok, "t.yaml").unwrap();
+    let pod = m.pods().next().unwrap();
+    let r = pod.resources();
+    let c = &r.containers[0].resources;
+    assert_eq!(c.cpu_request().milli_value(), 500);
+    assert_eq!(c.cpu_limit().milli_value(), 1000);
+    // The memory request defaulted from the limit, as the API server stores the pod.
+    assert_eq!(c.memory_request().value(), 64 << 20);
+}

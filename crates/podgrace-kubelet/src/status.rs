@@ -36,6 +36,8 @@ pub enum Instance {
         started_at_ms: Option<i64>,
         finished_at_ms: i64,
         exit_code: i32,
+        /// The runtime's `reason` (`OOMKilled`, ...); `None`: containerd's from the exit code.
+        reason: Option<String>,
     },
 }
 
@@ -99,10 +101,13 @@ fn core_terminated(i: &Instance) -> Option<Terminated> {
         Instance::Exited {
             exit_code,
             finished_at_ms,
+            reason,
             ..
         } => Some(Terminated {
             exit_code: *exit_code,
-            reason: containerd_exit_reason(*exit_code, false).to_string(),
+            reason: reason
+                .clone()
+                .unwrap_or_else(|| containerd_exit_reason(*exit_code, false).to_string()),
             signal: 0,
             finished_at_ms: Some(*finished_at_ms),
         }),
@@ -116,10 +121,11 @@ fn terminated_json(runtime_type: &str, id: &str, i: &Instance) -> Value {
             started_at_ms,
             finished_at_ms,
             exit_code,
+            reason,
         } => {
             let mut t = json!({
                 "exitCode": exit_code,
-                "reason": containerd_exit_reason(*exit_code, false),
+                "reason": reason.as_deref().unwrap_or(containerd_exit_reason(*exit_code, false)),
                 "finishedAt": rfc3339(*finished_at_ms),
                 "containerID": container_id(runtime_type, id),
             });
@@ -635,6 +641,7 @@ mod tests {
                     started_at_ms: Some(1_780_000_000_500),
                     finished_at_ms: 1_780_000_005_000,
                     exit_code: 137,
+                    reason: None,
                 },
             )],
             ready: false,
@@ -671,6 +678,7 @@ mod tests {
                         started_at_ms: Some(1_780_000_000_000),
                         finished_at_ms: 1_780_000_000_100,
                         exit_code: 1,
+                        reason: None,
                     },
                 ),
                 (
@@ -679,6 +687,7 @@ mod tests {
                         started_at_ms: Some(1_780_000_000_200),
                         finished_at_ms: 1_780_000_000_300,
                         exit_code: 1,
+                        reason: None,
                     },
                 ),
             ],

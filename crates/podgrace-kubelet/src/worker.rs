@@ -673,6 +673,7 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
                         started_at_ms: cs.started_at.map(|t| clock.ms(t)),
                         finished_at_ms: cs.finished_at.map(|t| clock.ms(t)).unwrap_or(s.start_ms),
                         exit_code: cs.exit.map(|e| e.code()).unwrap_or(0),
+                        reason: cs.reason.clone(),
                     }
                 }
             };

@@ -18,6 +18,7 @@ mod kuberuntime;
 mod nodeshutdown;
 mod podworker;
 mod replicaset;
+mod resources;
 mod restart;
 mod runtime;
 mod status;
@@ -33,7 +34,9 @@ pub const SHARED_VECTORS: &str = include_str!("../../vectors/vectors.jsonl");
 
 /// podgrace's own vectors: upstream tables the shared file lacks (`getPhase`, `printPod`,
 /// `ValidateEndpointIP`, the controllers' `deployment/util`, `ActivePodsWithRanks`,
-/// `slowStartBatch`, the disruption controller's sync, `FindPort`, `podToEndpoint`) and rules taken from the code or from the recorded 1.32 cluster
+/// `slowStartBatch`, the disruption controller's sync, `FindPort`, `podToEndpoint`, the kubelet's
+/// cgroup resources: `MilliCPUToQuota`, `calculateLinuxResources`, `GetContainerOOMScoreAdjust`,
+/// `ResourceConfigForPod`) and rules taken from the code or from the recorded 1.32 cluster
 /// (`shared/cases/real-cluster-1.32.md`), each marked in its `source`, `version` and `note`.
 pub const PODGRACE_VECTORS: &str = include_str!("../../vectors/podgrace.jsonl");
 
@@ -188,6 +191,12 @@ pub fn evaluate(v: &Vector) -> Result<Verdict, VectorError> {
         f if f.starts_with("disruption.") => disruption::evaluate(&mut c)?,
         "flowcontrol.Backoff" => restart::backoff(&mut c)?,
         "kubecontainer.ShouldContainerBeRestarted" => restart::should_restart(&mut c)?,
+        "cm.MilliCPUToQuota" => resources::milli_cpu_to_quota_vector(&mut c)?,
+        "kuberuntime.calculateLinuxResources" => {
+            resources::calculate_linux_resources_vector(&mut c)?
+        }
+        "qos.GetContainerOOMScoreAdjust" => resources::oom_score_adjust_vector(&mut c)?,
+        "cm.ResourceConfigForPod" => resources::resource_config_for_pod_vector(&mut c)?,
         _ => return Err(c.unknown_function()),
     }
     c.finish()
@@ -444,7 +453,7 @@ mod tests {
             "failed vectors:\n{}",
             failures.join("\n")
         );
-        assert_eq!(report.passed(), 96 + 249);
+        assert_eq!(report.passed(), 96 + 293);
     }
 
     #[test]
@@ -517,7 +526,8 @@ mod owner_tests {
     fn each_owners_vectors_pass() {
         let owners: &[(&[&str], usize)] = &[
             (&["rest.", "Store.", "podStrategy.", "kubectl"], 28 + 10),
-            (&["kuberuntime."], 16),
+            // The termination vectors, then calculateLinuxResources (9).
+            (&["kuberuntime."], 16 + 9),
             (&["podWorkers.", "killPodNow"], 10),
             (&["podWorkers "], 7),
             (&["eviction"], 16),
@@ -533,10 +543,12 @@ mod owner_tests {
             (&["disruption."], 19),
             (&["flowcontrol."], 3),
             (&["kubecontainer."], 30),
+            (&["cm."], 8 + 13),
+            (&["qos."], 14),
         ];
         for (prefixes, count) in owners {
             assert_eq!(assert_vectors_pass(prefixes), *count, "{prefixes:?}");
         }
-        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 249);
+        assert_eq!(owners.iter().map(|o| o.1).sum::<usize>(), 96 + 293);
     }
 }

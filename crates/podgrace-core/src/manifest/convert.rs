@@ -720,6 +720,17 @@ impl Loader<'_> {
             liveness_probe: c.liveness_probe.and_then(probe),
             readiness_probe: c.readiness_probe.and_then(probe),
             startup_probe: c.startup_probe.and_then(probe),
+            resources: {
+                let quantities = |m: Option<&BTreeMap<String, Quantity>>| {
+                    m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+                        .unwrap_or_default()
+                };
+                let r = c.resources.as_ref();
+                qos::ContainerResources {
+                    requests: quantities(r.and_then(|r| r.requests.as_ref())),
+                    limits: quantities(r.and_then(|r| r.limits.as_ref())),
+                }
+            },
             span: self.span(pos, path),
             field_positions: positions(node, CONTAINER_FIELDS),
         }

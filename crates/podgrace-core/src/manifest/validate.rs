@@ -299,6 +299,30 @@ fn container<'s>(
             },
         );
     }
+    if let Some(r) = &ctr.resources {
+        for (which, list) in [("requests", &r.requests), ("limits", &r.limits)] {
+            for (name, q) in list.iter().flatten() {
+                // The API server refuses a quantity that does not parse when it decodes the
+                // object (`resource.ParseQuantity`), a negative one in validation
+                // (`ValidateNonnegativeQuantity`).
+                let detail = match crate::rules::quantity::Quantity::parse(&q.0) {
+                    Err(e) => e.to_string(),
+                    Ok(v) if v.is_negative() => "must be greater than or equal to 0".into(),
+                    Ok(_) => continue,
+                };
+                c.push(
+                    &with(
+                        base,
+                        &[Seg::Key("resources"), Seg::Key(which), Seg::Key(name)],
+                    ),
+                    FieldErrorKind::Invalid {
+                        value: quote(&q.0),
+                        detail,
+                    },
+                );
+            }
+        }
+    }
     if let Some(policy) = ctr.restart_policy.as_deref() {
         if role == Role::Main {
             c.push(

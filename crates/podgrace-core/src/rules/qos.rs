@@ -6,71 +6,74 @@
 use std::collections::BTreeMap;
 
 pub use super::eviction::QosClass;
+use super::quantity::Quantity;
+use super::resources::{ResourceList, ResourceRequirements};
 
 /// One container's `resources`: quantities as written, by resource name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerResources {
+    /// `requests`, as written (`100m`, `64Mi`).
     pub requests: BTreeMap<String, String>,
+    /// `limits`, as written.
     pub limits: BTreeMap<String, String>,
+}
+
+impl ContainerResources {
+    /// The quantities parsed ([`Quantity::parse`]); one that does not parse is left out.
+    pub fn parsed(&self) -> ResourceRequirements {
+        ResourceRequirements {
+            requests: parsed(&self.requests),
+            limits: parsed(&self.limits),
+        }
+    }
 }
 
 /// The resources QoS is computed from (`supportedQoSComputeResources`).
 const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
-/// A quantity's value (`1`, `100m`, `1.5Gi`, `2e3`), or `None` when it does not parse.
-fn value(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    Some(n * factor)
+fn parsed(m: &BTreeMap<String, String>) -> ResourceList {
+    // A quantity that does not parse is left out (validation reports it with its position).
+    m.iter()
+        .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v.trim()).ok()?)))
+        .collect()
 }
 
-fn nonzero(q: &str) -> bool {
-    value(q).is_some_and(|v| v != 0.0)
-}
-
-/// `ComputePodQOS` over every container (init containers included): BestEffort when none has
-/// a nonzero cpu or memory request or limit; Guaranteed when every container has cpu and
-/// memory limits and its requests equal them (a missing request is the limit, as the API
-/// server defaults it); Burstable otherwise.
+/// `ComputePodQOS` over every container (init containers included), on the pod as the API
+/// server stores it: a missing request is its limit (`SetDefaults_Pod`; a manifest read from a
+/// file has not been through it). See [`compute_pod_qos`].
 pub fn pod_qos(containers: &[ContainerResources]) -> QosClass {
-    let mut requests: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, f64> = BTreeMap::new();
+    let defaulted: Vec<ResourceRequirements> = containers
+        .iter()
+        .map(|c| {
+            ResourceRequirements {
+                requests: parsed(&c.requests),
+                limits: parsed(&c.limits),
+            }
+            .defaulted()
+        })
+        .collect();
+    compute_pod_qos(&defaulted.iter().collect::<Vec<_>>())
+}
+
+/// `ComputePodQOS`, exactly: BestEffort when no container has a positive cpu or memory
+/// request or limit; Guaranteed when every container has positive cpu and memory limits and
+/// the summed requests equal the summed limits for every resource that has requests, and as
+/// many resources have requests as have limits; Burstable otherwise.
+pub fn compute_pod_qos(containers: &[&ResourceRequirements]) -> QosClass {
+    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
     let mut guaranteed = true;
     for c in containers {
         for r in QOS_RESOURCES {
-            // A missing request is its limit (`SetDefaults_ResourceRequirements` of the API
-            // server; a manifest read from a file has not been through it).
-            let request = c.requests.get(r).or_else(|| c.limits.get(r));
-            if let Some(q) = request.filter(|q| nonzero(q)) {
-                *requests.entry(r).or_default() += value(q).unwrap_or_default();
+            if let Some(q) = c.requests.get(r).filter(|q| **q > Quantity::default()) {
+                *requests.entry(r).or_default() += *q;
             }
         }
         let mut with_limit = 0;
         for r in QOS_RESOURCES {
-            if let Some(q) = c.limits.get(r).filter(|q| nonzero(q)) {
+            if let Some(q) = c.limits.get(r).filter(|q| **q > Quantity::default()) {
                 with_limit += 1;
-                *limits.entry(r).or_default() += value(q).unwrap_or_default();
+                *limits.entry(r).or_default() += *q;
             }
         }
         if with_limit != QOS_RESOURCES.len() {
@@ -80,15 +83,10 @@ pub fn pod_qos(containers: &[ContainerResources]) -> QosClass {
     if requests.is_empty() && limits.is_empty() {
         return QosClass::BestEffort;
     }
-    for (r, q) in &requests {
-        let equal = limits
-            .get(r)
-            .is_some_and(|l| (q - l).abs() <= l.abs() * 1e-9);
-        if !equal {
-            guaranteed = false;
-        }
+    if guaranteed && requests.iter().any(|(r, q)| limits.get(r) != Some(q)) {
+        guaranteed = false;
     }
-    if guaranteed {
+    if guaranteed && requests.len() == limits.len() {
         QosClass::Guaranteed
     } else {
         QosClass::Burstable

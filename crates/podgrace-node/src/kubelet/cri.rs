@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use podgrace_core::plan::{ContainerPlan, PodPlan};
 use podgrace_core::rules::qos::QosClass;
+use podgrace_core::rules::resources;
 
 use crate::runtime::{ContainerConfig, DnsConfig, PodSandboxConfig, PortMapping, PullPolicy};
 
@@ -262,8 +263,10 @@ pub fn pod_cgroup_parent(qos: QosClass, uid: &str) -> String {
 
 /// `generatePodSandboxConfig`: metadata, labels, annotations, hostname (the pod name, cut to
 /// 63 characters, off the host network), the log directory, DNS, every declared port of the
-/// regular containers, host network, the PID namespace and the pod's cgroup
-/// ([`pod_cgroup_parent`]).
+/// regular containers, host network, the PID namespace, the pod's cgroup
+/// ([`pod_cgroup_parent`]) with its limits (`ResourceConfigForPod`, as the pod container
+/// manager writes them, `cpuCFSQuota` on, 100 ms period) and the pod's summed resources
+/// (`calculateSandboxResources`).
 pub fn pod_sandbox_config(
     plan: &PodPlan,
     pod: &PodIdentity,
@@ -296,10 +299,42 @@ pub fn pod_sandbox_config(
         cgroup_parent: Some(pod_cgroup_parent(plan.qos_class, &pod.uid)),
         share_process_namespace: plan.share_process_namespace,
         log_directory: log_root.map(|r| pod_logs_directory(r, pod)),
+        resources: Some(resources::sandbox_resources(
+            &plan.resources(),
+            crate::runtime::cgroup::node_resources(),
+        )),
+        pod_cgroup: Some(resources::resource_config_for_pod(
+            &plan.resources(),
+            true,
+            resources::QUOTA_PERIOD_US as u64,
+        )),
     }
 }
 
-/// Fills what CRI needs besides the command into `config` for one attempt of a container.
+/// `generateLinuxContainerResources` for container `c` of `plan` on this node
+/// ([`crate::runtime::cgroup::node_resources`]).
+pub fn container_resources(
+    c: &ContainerPlan,
+    plan: &PodPlan,
+) -> resources::LinuxContainerResources {
+    let pod = plan.resources();
+    let me = pod
+        .init_containers
+        .iter()
+        .chain(&pod.containers)
+        .find(|r| r.name == c.name)
+        .cloned()
+        .unwrap_or_default();
+    resources::generate_linux_container_resources(
+        &pod,
+        &me,
+        crate::runtime::cgroup::node_resources(),
+    )
+}
+
+/// Fills what CRI needs besides the command into `config` for one attempt of a container:
+/// metadata, labels, annotations, the log path and the container's resources
+/// ([`container_resources`]).
 pub fn complete_container_config(
     config: &mut ContainerConfig,
     c: &ContainerPlan,
@@ -313,6 +348,7 @@ pub fn complete_container_config(
     config.annotations =
         container_annotations(c, plan, restart_count, deletion_grace_period_seconds);
     config.log_path = Some(container_log_path(&c.name, restart_count));
+    config.resources = Some(container_resources(c, plan));
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 pub use reaper::Exit;
-use spawner::{on_spawner, spawn_here, Placement, SpawnRequest};
+use spawner::{on_spawner, spawn_here, ChildSetup, Placement, SpawnRequest};
 
 /// Errors of the process module. Each names the failing operation and the pid or path involved.
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +151,11 @@ pub struct ContainerSpec {
     pub netns: Option<PathBuf>,
     /// Ask for host mode even when namespaces are permitted (tests, `--no-namespaces`).
     pub force_host: bool,
+    /// The `cgroup.procs` files of the container's cgroup (one per hierarchy): PID 1 and
+    /// every exec join it before exec, as under runc. Empty: podgrace's own cgroup.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// PID 1's `oom_score_adj` (-1000..=1000), set before exec; `None`: inherited.
+    pub oom_score_adj: Option<i64>,
 }
 
 /// A running (or exited) container entry process.
@@ -169,6 +174,8 @@ pub struct ContainerProcess {
     /// PID 1's network namespace is podgrace's own (no pod network, or `hostNetwork`): an exec
     /// does not need to join it, which takes a privilege the fallback mode does not have.
     host_netns: bool,
+    /// The container's cgroup, which every exec joins.
+    exec_setup: Option<Arc<ChildSetup>>,
     exit: watch::Receiver<Option<Exit>>,
     started_at: Instant,
 }
@@ -218,11 +225,45 @@ impl ContainerProcess {
                 }
             }))
         };
+        let open_procs = || -> Result<Vec<OwnedFd>, ProcessError> {
+            spec.cgroup_procs
+                .iter()
+                .map(|p| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(p)
+                        .map(OwnedFd::from)
+                        .map_err(|source| ProcessError::Spawn {
+                            argv: spec.argv.clone(),
+                            source: std::io::Error::new(
+                                source.kind(),
+                                format!("joining the cgroup {}: {source}", p.display()),
+                            ),
+                        })
+                })
+                .collect()
+        };
+        let setup = (!spec.cgroup_procs.is_empty() || spec.oom_score_adj.is_some()).then(|| {
+            Ok::<_, ProcessError>(Arc::new(ChildSetup {
+                cgroup_procs: open_procs()?,
+                oom_score_adj: spec.oom_score_adj.map(|v| v.to_string().into_bytes()),
+            }))
+        });
+        let setup = setup.transpose()?;
+        let exec_setup = if spec.cgroup_procs.is_empty() {
+            None
+        } else {
+            Some(Arc::new(ChildSetup {
+                cgroup_procs: open_procs()?,
+                oom_score_adj: None,
+            }))
+        };
         let req = SpawnRequest {
             argv: spec.argv.clone(),
             env: spec.env.clone(),
             cwd: spec.working_dir.clone(),
             placement: Placement::Container { namespaced, netns },
+            setup,
             on_exit,
         };
         let mut spawned = on_spawner(move |st| spawn_here(st, req)).await??;
@@ -259,6 +300,7 @@ impl ContainerProcess {
             isolation,
             ns: spawned.ns.map(Arc::new),
             host_netns,
+            exec_setup,
             exit,
             started_at: Instant::now(),
         })
@@ -374,6 +416,7 @@ impl ContainerProcess {
                 env,
                 cwd: working_dir,
                 placement,
+                setup: self.exec_setup.clone(),
                 on_exit: None,
             },
             timeout,

@@ -275,6 +275,9 @@ pub(crate) struct SpawnRequest {
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
     pub placement: Placement,
+    /// The container's cgroup and oom_score_adj, applied in the child before exec (containers
+    /// and their execs only).
+    pub setup: Option<Arc<ChildSetup>>,
     /// Run by the reaper right after the process is collected (see [`OnExit`]).
     pub on_exit: Option<OnExit>,
 }
@@ -315,6 +318,37 @@ impl Drop for KillGuard {
             let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), Signal::KILL);
         }
     }
+}
+
+/// What a container's process gets in the child before exec, as runc gives it: its cgroup
+/// (`0` written to each `cgroup.procs`, opened before the fork) and, for PID 1, its
+/// `oom_score_adj`.
+#[derive(Debug)]
+pub(crate) struct ChildSetup {
+    pub cgroup_procs: Vec<OwnedFd>,
+    /// The decimal value for `/proc/self/oom_score_adj`.
+    pub oom_score_adj: Option<Vec<u8>>,
+}
+
+/// In the child: joins the cgroup and sets oom_score_adj (raw syscalls on memory prepared
+/// before the fork).
+fn child_setup(setup: &Option<Arc<ChildSetup>>) -> std::io::Result<()> {
+    let Some(s) = setup else {
+        return Ok(());
+    };
+    for fd in &s.cgroup_procs {
+        rustix::io::write(fd, b"0").map_err(io_err)?;
+    }
+    if let Some(v) = &s.oom_score_adj {
+        let fd = rustix::fs::open(
+            c"/proc/self/oom_score_adj",
+            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(io_err)?;
+        rustix::io::write(&fd, v).map_err(io_err)?;
+    }
+    Ok(())
 }
 
 fn io_err(e: rustix::io::Errno) -> std::io::Error {
@@ -381,11 +415,13 @@ pub(crate) fn spawn_here(
                 .map_err(|e| fail(&req.argv, io_err(e)))?;
             entered_pidns = true;
             let netns = netns.clone();
+            let setup = req.setup.clone();
             // SAFETY: the closure runs in the forked child before exec and only makes raw
             // syscalls on memory prepared before the fork (no allocation, no locks).
             unsafe {
                 cmd.pre_exec(move || {
                     child_common(&self_pidfd)?;
+                    child_setup(&setup)?;
                     // Its own session, as under a container runtime: a Ctrl-C at podgrace's
                     // terminal (SIGINT to the foreground process group) must reach podgrace
                     // only, which then deletes the pod; never the container directly.
@@ -417,10 +453,12 @@ pub(crate) fn spawn_here(
             netns,
         } => {
             let netns = netns.clone();
+            let setup = req.setup.clone();
             // SAFETY: as above.
             unsafe {
                 cmd.pre_exec(move || {
                     child_common(&self_pidfd)?;
+                    child_setup(&setup)?;
                     // Own session and process group: the handle for the whole-container kill.
                     rustix::process::setsid().map_err(io_err)?;
                     if let Some(fd) = &netns {
@@ -443,10 +481,12 @@ pub(crate) fn spawn_here(
                 entered_pidns = true;
             }
             let (mntns, netns, pgid) = (mntns.clone(), netns.clone(), *pgid);
+            let setup = req.setup.clone();
             // SAFETY: as above.
             unsafe {
                 cmd.pre_exec(move || {
                     child_common(&self_pidfd)?;
+                    child_setup(&setup)?;
                     if let Some(fd) = &mntns {
                         move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Mount))
                             .map_err(io_err)?;

@@ -847,7 +847,7 @@ fn dispatch(state: &Mutex<State>, ev: ContainerEvent) {
     let Some(c) = st.containers.get_mut(&ev.container_id) else {
         return;
     };
-    if let ContainerEventKind::Stopped { at, status } = ev.kind {
+    if let ContainerEventKind::Stopped { at, status, .. } = ev.kind {
         c.exited.store(true, Ordering::SeqCst);
         c.state = cri::ContainerState::ContainerExited as i32;
         if !c
@@ -890,6 +890,7 @@ async fn watch_events(
                 ContainerEventKind::Stopped {
                     at,
                     status: exit_status(code),
+                    oom_killed: status.is_some_and(|s| s.reason == OOM_KILLED),
                 }
             }
             _ => continue,
@@ -955,10 +956,30 @@ async fn relist(channel: Channel, state: Arc<Mutex<State>>, clock: Clock) {
                     kind: ContainerEventKind::Stopped {
                         at: clock.instant(s.finished_at).unwrap_or_else(Instant::now),
                         status: exit_status(s.exit_code),
+                        oom_killed: s.reason == OOM_KILLED,
                     },
                 },
             );
         }
+    }
+}
+
+/// containerd's `oomExitReason`.
+const OOM_KILLED: &str = "OOMKilled";
+
+/// CRI `LinuxContainerResources` of the kubelet's computed ones.
+fn cri_resources(
+    r: &podgrace_core::rules::resources::LinuxContainerResources,
+) -> cri::LinuxContainerResources {
+    cri::LinuxContainerResources {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        unified: to_map(&r.unified),
+        memory_swap_limit_in_bytes: r.memory_swap_limit_in_bytes,
+        ..Default::default()
     }
 }
 
@@ -997,11 +1018,21 @@ impl RuntimeService for ContainerdRuntime {
             })?;
         }
         if let Some(cg) = &config.cgroup_parent {
-            // The kubelet's pod container manager creates the pod's cgroup before the sandbox.
+            // The kubelet's pod container manager creates the pod's cgroup, with the pod's
+            // limits, before the sandbox.
             super::cgroup::ensure(cg).map_err(|(dir, source)| RuntimeError::Host {
                 what: format!("create the pod cgroup {}", dir.display()),
                 source,
             })?;
+            if let Some(limits) = &config.pod_cgroup {
+                if let Err((file, source)) = super::cgroup::apply_pod_config(cg, limits) {
+                    super::cgroup::remove(cg);
+                    return Err(RuntimeError::Host {
+                        what: format!("set the pod cgroup's limits in {}", file.display()),
+                        source,
+                    });
+                }
+            }
         }
         let namespace_mode = |node: bool| {
             if node {
@@ -1056,6 +1087,12 @@ impl RuntimeService for ContainerdRuntime {
                     namespace_options: Some(namespaces.clone()),
                     ..Default::default()
                 }),
+                // `applySandboxResources`: no overhead (all zero), the pod's resources.
+                overhead: config
+                    .resources
+                    .as_ref()
+                    .map(|_| cri::LinuxContainerResources::default()),
+                resources: config.resources.as_ref().map(cri_resources),
                 ..Default::default()
             }),
             windows: None,
@@ -1245,7 +1282,7 @@ impl RuntimeService for ContainerdRuntime {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             linux: Some(cri::LinuxContainerConfig {
-                resources: None,
+                resources: config.resources.as_ref().map(cri_resources),
                 security_context: Some(cri::LinuxContainerSecurityContext {
                     namespace_options: namespaces,
                     ..Default::default()
@@ -1615,6 +1652,7 @@ impl RuntimeService for ContainerdRuntime {
             stop_signal,
             image: Some(image).filter(|i| !i.is_empty()),
             image_ref: Some(s.image_ref).filter(|i| !i.is_empty()),
+            reason: Some(s.reason).filter(|r| !r.is_empty()),
         })
     }
 

@@ -161,6 +161,13 @@ pub struct PodSandboxConfig {
     pub share_process_namespace: bool,
     /// The directory the runtime writes container logs under (`BuildPodLogsDirectory`).
     pub log_directory: Option<PathBuf>,
+    /// `linux.resources`: the pod's summed resources (`calculateSandboxResources`), which the
+    /// kubelet hands the runtime for information.
+    pub resources: Option<podgrace_core::rules::resources::LinuxContainerResources>,
+    /// The limits of the pod cgroup (`ResourceConfigForPod`), which the kubelet's pod
+    /// container manager writes when it creates `cgroup_parent`; the runtimes do it here
+    /// (not a CRI field).
+    pub pod_cgroup: Option<podgrace_core::rules::resources::ResourceConfig>,
 }
 
 /// CRI `DNSConfig`.
@@ -233,6 +240,9 @@ pub struct ContainerConfig {
     pub log_path: Option<PathBuf>,
     /// Run as a plain host process even when namespaces are permitted (process runtime).
     pub force_host: bool,
+    /// `linux.resources` (`generateLinuxContainerResources`): cpu shares, CFS quota and
+    /// period, memory limit, oom_score_adj, swap; `None`: the runtime's defaults.
+    pub resources: Option<podgrace_core::rules::resources::LinuxContainerResources>,
 }
 
 impl ContainerConfig {
@@ -276,8 +286,14 @@ pub struct ContainerEvent {
 pub enum ContainerEventKind {
     /// `CONTAINER_STARTED_EVENT`.
     Started { at: Instant },
-    /// `CONTAINER_STOPPED_EVENT`: PID 1 exited (collected by the reaper at `at`).
-    Stopped { at: Instant, status: ExitStatus },
+    /// `CONTAINER_STOPPED_EVENT`: PID 1 exited (collected by the reaper at `at`);
+    /// `oom_killed` when the runtime reports the reason `OOMKilled` (the kernel's OOM killer
+    /// killed a process of the container's cgroup).
+    Stopped {
+        at: Instant,
+        status: ExitStatus,
+        oom_killed: bool,
+    },
 }
 
 /// CRI container state.
@@ -308,6 +324,9 @@ pub struct ContainerStatus {
     /// `image_ref`: the image's digest reference (a repo digest, else the image id
     /// `sha256:...`), the API's `imageID`; `None` for the process runtime.
     pub image_ref: Option<String>,
+    /// `reason` of an exited container (`OOMKilled`, `Completed`, `Error`), as containerd
+    /// reports it; the kubelet copies it into `state.terminated.reason`.
+    pub reason: Option<String>,
 }
 
 /// CRI `ExecSyncResponse`.

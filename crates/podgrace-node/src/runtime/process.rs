@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use podgrace_core::rules::latency::{Range, RuntimeLatencies, Sampler};
 use tokio::sync::mpsc;
 
+use super::cgroup::OwnedCgroup;
 use super::{
     CallContext, ContainerConfig, ContainerEvent, ContainerEventKind, ContainerState,
     ContainerStatus, ExecSyncResponse, PodSandboxConfig, PodSandboxStatus, RuntimeError,
@@ -16,6 +17,7 @@ use super::{
 };
 use crate::process::{ContainerProcess, ContainerSpec, OutputLine};
 use crate::sandbox::{NetworkConfig, Sandbox, SandboxError};
+use podgrace_core::rules::runtime::containerd_exit_reason;
 
 struct ContainerEntry {
     id: String,
@@ -25,6 +27,10 @@ struct ContainerEntry {
     /// containerd's `IsStopSignaledWithTimeout`.
     stop_signaled: Arc<AtomicBool>,
     events: Arc<Mutex<Vec<StopEvent>>>,
+    /// The container's cgroup, beneath the pod's (removed once it exited).
+    cgroup: Option<OwnedCgroup>,
+    /// The kernel's OOM killer killed a process of the container's cgroup (read at its exit).
+    oom_killed: Arc<AtomicBool>,
 }
 
 /// What a stop or exec needs of a container, taken out of the state lock.
@@ -37,6 +43,8 @@ struct Handles {
 
 struct SandboxEntry {
     sandbox: Option<Sandbox>,
+    /// The pod's cgroup (`/podgrace` + the kubelet's cgroup parent), with its limits.
+    cgroup: Option<OwnedCgroup>,
     /// Lifecycle events of this sandbox's containers.
     events: tokio::sync::broadcast::Sender<ContainerEvent>,
 }
@@ -215,6 +223,14 @@ impl RuntimeService for ProcessRuntime {
                     name: config.name.clone(),
                     source,
                 })?;
+        let cgroup = match pod_cgroup(&config) {
+            Ok(cg) => cg,
+            Err(e) => {
+                let mut sb = sandbox;
+                let _ = tokio::task::spawn_blocking(move || sb.teardown()).await;
+                return Err(e);
+            }
+        };
         let mut st = lock(&self.state);
         st.next += 1;
         let id = format!("sandbox-{}-{}", st.next, config.name);
@@ -222,6 +238,7 @@ impl RuntimeService for ProcessRuntime {
             id.clone(),
             SandboxEntry {
                 sandbox: Some(sandbox),
+                cgroup,
                 events: tokio::sync::broadcast::channel(256).0,
             },
         );
@@ -255,9 +272,23 @@ impl RuntimeService for ProcessRuntime {
 
     async fn remove_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
         self.stop_pod_sandbox(ctx, id).await?;
-        let mut st = lock(&self.state);
-        st.sandboxes.remove(id);
-        st.containers.retain(|_, c| c.sandbox_id != id);
+        let cgroups: Vec<OwnedCgroup> = {
+            let mut st = lock(&self.state);
+            let pod = st.sandboxes.remove(id).and_then(|s| s.cgroup);
+            let mut v: Vec<OwnedCgroup> = st
+                .containers
+                .values()
+                .filter(|c| c.sandbox_id == id)
+                .filter_map(|c| c.cgroup.clone())
+                .collect();
+            st.containers.retain(|_, c| c.sandbox_id != id);
+            v.extend(pod);
+            v
+        };
+        // The kubelet removes the pod cgroup once the pod is gone (`cleanupOrphanedPodCgroups`).
+        for cg in cgroups {
+            remove_cgroup(cg).await;
+        }
         Ok(())
     }
 
@@ -303,6 +334,8 @@ impl RuntimeService for ProcessRuntime {
                 process: None,
                 stop_signaled: Arc::new(AtomicBool::new(false)),
                 events: Arc::new(Mutex::new(Vec::new())),
+                cgroup: None,
+                oom_killed: Arc::new(AtomicBool::new(false)),
             },
         );
         Ok(id)
@@ -323,21 +356,68 @@ impl RuntimeService for ProcessRuntime {
                 .get(&c.sandbox_id)
                 .and_then(|s| s.sandbox.as_ref())
                 .and_then(|s| s.netns_path().map(|p| p.to_path_buf()));
-            ContainerSpec {
-                name: c.config.name.clone(),
-                argv: c.config.argv(),
-                env: c.config.env.clone(),
-                working_dir: c.config.working_dir.clone(),
-                netns,
-                force_host: c.config.force_host,
+            let pod_cgroup = st
+                .sandboxes
+                .get(&c.sandbox_id)
+                .and_then(|s| s.cgroup.clone());
+            (
+                ContainerSpec {
+                    name: c.config.name.clone(),
+                    argv: c.config.argv(),
+                    env: c.config.env.clone(),
+                    working_dir: c.config.working_dir.clone(),
+                    netns,
+                    force_host: c.config.force_host,
+                    cgroup_procs: Vec::new(),
+                    oom_score_adj: c
+                        .config
+                        .resources
+                        .as_ref()
+                        .map(|r| effective_oom_score_adj(r.oom_score_adj)),
+                },
+                pod_cgroup,
+                c.config.resources.clone(),
+            )
+        };
+        let (mut spec, pod_cgroup, resources) = spec;
+        // runc's container cgroup: `<cgroup parent>/<container id>`, limits written before
+        // the process joins it.
+        let cgroup = match pod_cgroup {
+            Some(pod) => {
+                let cg = OwnedCgroup::create(&format!("{}/{id}", pod.path()))
+                    .and_then(|cg| match &resources {
+                        Some(r) => cg.apply_container(r).map(|()| cg.clone()).inspect_err(|_| {
+                            cg.remove();
+                        }),
+                        None => Ok(cg),
+                    })
+                    .map_err(|(path, source)| RuntimeError::StartContainer {
+                        id: id.into(),
+                        source: crate::process::ProcessError::Spawn {
+                            argv: spec.argv.clone(),
+                            source: std::io::Error::new(
+                                source.kind(),
+                                format!("container cgroup {}: {source}", path.display()),
+                            ),
+                        },
+                    })?;
+                spec.cgroup_procs = cg.procs_files();
+                Some(cg)
+            }
+            None => None,
+        };
+        let process = match ContainerProcess::spawn(spec, Some(self.output.clone())).await {
+            Ok(p) => p,
+            Err(source) => {
+                if let Some(cg) = cgroup {
+                    remove_cgroup(cg).await;
+                }
+                return Err(RuntimeError::StartContainer {
+                    id: id.into(),
+                    source,
+                });
             }
         };
-        let process = ContainerProcess::spawn(spec, Some(self.output.clone()))
-            .await
-            .map_err(|source| RuntimeError::StartContainer {
-                id: id.into(),
-                source,
-            })?;
         let mut st = lock(&self.state);
         let sandbox_events = st
             .containers
@@ -352,23 +432,36 @@ impl RuntimeService for ProcessRuntime {
                         at: process.started_at(),
                     },
                 });
-                // The evented PLEG: one watcher per container reports its exit.
+                // The evented PLEG: one watcher per container reports its exit, with
+                // containerd's OOM reason from the cgroup's OOM kill count; then runc's
+                // delete removes the container's cgroup.
                 let (watched, tx, cid) = (process.clone(), events, id.to_string());
+                let (watched_cgroup, oom) = (cgroup.clone(), Arc::clone(&c.oom_killed));
                 tokio::spawn(async move {
                     let exit = watched.wait().await;
+                    let oom_killed = watched_cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0);
+                    oom.store(oom_killed, Ordering::SeqCst);
+                    if let Some(cg) = watched_cgroup {
+                        remove_cgroup(cg).await;
+                    }
                     let _ = tx.send(ContainerEvent {
                         container_id: cid,
                         kind: ContainerEventKind::Stopped {
                             at: exit.at,
                             status: exit.status,
+                            oom_killed,
                         },
                     });
                 });
                 c.process = Some(process);
+                c.cgroup = cgroup;
                 Ok(())
             }
             _ => {
                 let _ = process.kill();
+                if let Some(cg) = cgroup {
+                    tokio::spawn(remove_cgroup(cg));
+                }
                 Err(RuntimeError::ContainerNotFound { id: id.into() })
             }
         }
@@ -566,7 +659,109 @@ impl RuntimeService for ProcessRuntime {
             stop_signal: Some(c.config.stop_signal.unwrap_or(15)),
             image: None,
             image_ref: None,
+            // containerd's reason, backfilled for any exit (`toCRIContainerStatus`).
+            reason: exit.map(|e| {
+                containerd_exit_reason(e.status.code(), c.oom_killed.load(Ordering::SeqCst))
+                    .to_string()
+            }),
         })
+    }
+}
+
+/// The pod's cgroup for a sandbox config with a cgroup parent: `/podgrace` + the parent, made
+/// with the pod's limits (the kubelet's `podContainerManagerImpl.EnsureExists`). `None` when the
+/// machine gives podgrace no cgroups (not root, a read-only cgroup file system): the pod then
+/// runs without limits, said once in the log.
+///
+/// # Errors
+/// [`RuntimeError::Host`] when the cgroup cannot be made for another reason, or its limits
+/// cannot be written.
+fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeError> {
+    let Some(parent) = &config.cgroup_parent else {
+        return Ok(None);
+    };
+    let path = format!("{}{parent}", super::cgroup::PROCESS_ROOT);
+    let cg = match OwnedCgroup::create(&path) {
+        Ok(cg) => cg,
+        Err((dir, source)) if !no_cgroups(&source) => {
+            return Err(RuntimeError::Host {
+                what: format!("create the pod cgroup {}", dir.display()),
+                source,
+            });
+        }
+        Err((dir, e)) => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    error = %e,
+                    "process runtime: cannot create cgroups; pods run without resource limits"
+                );
+            });
+            return Ok(None);
+        }
+    };
+    if let Some(limits) = &config.pod_cgroup {
+        if let Err((file, source)) = cg.apply_pod(limits) {
+            cg.remove();
+            return Err(RuntimeError::Host {
+                what: format!("set the pod cgroup's limits in {}", file.display()),
+                source,
+            });
+        }
+    }
+    Ok(Some(cg))
+}
+
+/// The machine gives podgrace no cgroups: not root, or a read-only cgroup file system.
+fn no_cgroups(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
+}
+
+/// Removes a cgroup whose last processes may still be exiting (host mode's group kill, an
+/// exec being reaped): a few tries over about a second.
+async fn remove_cgroup(cg: OwnedCgroup) {
+    for _ in 0..50 {
+        if cg.remove() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(
+        cgroup = cg.path(),
+        "process runtime: cgroup still busy, left in place"
+    );
+}
+
+/// The `oom_score_adj` a container's PID 1 gets for the kubelet's `requested` one. Without
+/// `CAP_SYS_RESOURCE` a process cannot lower its score below its parent's, so it is raised to
+/// podgrace's own, as containerd's `restrict_oom_score_adj = true` does
+/// (`internal/cri/server/container_create_linux.go`); with the capability, as requested.
+pub fn effective_oom_score_adj(requested: i64) -> i64 {
+    static OWN: std::sync::OnceLock<(bool, i64)> = std::sync::OnceLock::new();
+    let (capable, own) = *OWN.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let cap_eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+            .unwrap_or(0);
+        // CAP_SYS_RESOURCE is capability 24.
+        let capable = cap_eff & (1 << 24) != 0;
+        let own = std::fs::read_to_string("/proc/self/oom_score_adj")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        (capable, own)
+    });
+    let r = requested.clamp(-1000, 1000);
+    if capable {
+        r
+    } else {
+        r.max(own)
     }
 }
 

@@ -213,6 +213,8 @@ struct Ctr {
     id: Option<String>,
     running: bool,
     exit: Option<ExitStatus>,
+    /// The last exit was the kernel's OOM kill (the runtime's reason `OOMKilled`).
+    oom_killed: bool,
     started_at: Option<Instant>,
     /// The crash back-off (`flowcontrol.Backoff` for this container), its times in milliseconds
     /// since `epoch`.
@@ -332,6 +334,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         id: None,
                         running: false,
                         exit: None,
+                        oom_killed: false,
                         started_at: None,
                         back_off: Backoff::crash_loop(),
                         epoch: Instant::now(),

@@ -27,6 +27,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     c.running = st.state == crate::runtime::ContainerState::Running;
                     if st.exit.is_some() {
                         c.exit = st.exit;
+                        c.oom_killed = st.reason.as_deref() == Some("OOMKilled");
                     }
                 }
             }
@@ -42,13 +43,19 @@ impl<R: RuntimeService + 'static> Pod<R> {
         else {
             return;
         };
-        let ContainerEventKind::Stopped { at, status } = ev.kind else {
+        let ContainerEventKind::Stopped {
+            at,
+            status,
+            oom_killed,
+        } = ev.kind
+        else {
             return;
         };
         let terminating = self.terminating();
         let c = &mut self.ctrs[i];
         c.running = false;
         c.exit = Some(status);
+        c.oom_killed = oom_killed;
         if !terminating {
             c.report.exits.push((at, status));
         }

@@ -267,6 +267,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.started_at = Some(now);
         c.running = false;
         c.exit = Some(status);
+        c.oom_killed = false;
         c.want_start = false;
         c.probe_killed = false;
         self.after_exit(i, now, status);

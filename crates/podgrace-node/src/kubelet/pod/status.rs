@@ -210,7 +210,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 (true, _) => ApiContainerState::Running,
                 (false, Some(e)) => ApiContainerState::Terminated(Terminated {
                     exit_code: e.code(),
-                    reason: containerd_exit_reason(e.code(), false).to_string(),
+                    reason: containerd_exit_reason(e.code(), c.oom_killed).to_string(),
                     signal: 0,
                     finished_at_ms: None,
                 }),
