@@ -20,8 +20,9 @@
 //! # System requirements
 //! Linux ≥ 5.4 (pidfd_open, waitid(P_PIDFD)). Namespaced mode and pod networks need root (or
 //! `CAP_SYS_ADMIN` + `CAP_NET_ADMIN`); without them podgrace falls back to host processes and
-//! the host network, saying so once. Pod networks use iproute2's `ip`. The tests also run
-//! `sh`, `sleep` and `tr` (dash/coreutils) inside containers.
+//! the host network, saying so once. Pod networks are made through rtnetlink (no `ip` process);
+//! the tests look at them with iproute2's `ip`, and run `sh`, `sleep` and `tr` (dash/coreutils)
+//! inside containers.
 
 pub mod events;
 pub mod hooks;

@@ -167,3 +167,94 @@ fn a_released_address_is_not_reused_at_once() {
         "the address of the pod just gone went to the next pod"
     );
 }
+
+/// The host interfaces' indexes by name (`/sys/class/net/<name>/ifindex`).
+fn host_links() -> std::collections::HashMap<u32, String> {
+    std::fs::read_dir("/sys/class/net")
+        .expect("/sys/class/net")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let index = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok()?;
+            Some((index.trim().parse().ok()?, name))
+        })
+        .collect()
+}
+
+/// Fifty pod networks made at once from fifty threads, then torn down at once: each gets its
+/// own address, namespace and host veth, and afterwards none of them is left. Only what this
+/// test made is looked at (other podgrace processes on the machine make pod networks too): its
+/// namespaces are named after this process (`podgrace-<n>-<pid>`), and its host veths are
+/// identified by their interface index, which the kernel does not hand out again soon.
+#[test]
+fn fifty_pod_networks_made_and_removed_in_parallel_leave_nothing_behind() {
+    let config = NetworkConfig::default();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(50));
+    let made: Vec<(Sandbox, Option<u32>)> = (0..50)
+        .map(|i| {
+            let (config, barrier) = (config.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let sb = Sandbox::create(&format!("par-{i}"), false, &config).expect("sandbox");
+                // Read while this pod holds the index, so the name is surely its own veth's.
+                let index = sb.ip().map(|ip| {
+                    let n = ip.octets()[3];
+                    std::fs::read_to_string(format!("/sys/class/net/pgh{n}/ifindex"))
+                        .expect("the host veth exists")
+                        .trim()
+                        .parse::<u32>()
+                        .expect("ifindex")
+                });
+                (sb, index)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("create thread"))
+        .collect();
+    if made[0].0.ip().is_none() {
+        eprintln!("SKIP fifty_pod_networks_made_and_removed_in_parallel_leave_nothing_behind: no network namespaces");
+        return;
+    }
+    let ips: std::collections::HashSet<Ipv4Addr> =
+        made.iter().map(|(sb, _)| sb.ip().expect("ip")).collect();
+    assert_eq!(ips.len(), 50, "every pod has an address of its own");
+    let paths: Vec<std::path::PathBuf> = made
+        .iter()
+        .map(|(sb, _)| sb.netns_path().expect("netns").to_path_buf())
+        .collect();
+    let me = std::process::id();
+    for p in &paths {
+        assert!(p.exists(), "{} exists", p.display());
+        let name = p.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(
+            name.ends_with(&format!("-{me}")),
+            "{name} is named after this process"
+        );
+    }
+    // Each pod's side is set up: eth0 with its address and the route to the host.
+    let (sb0, _) = &made[0];
+    let ip0 = sb0.ip().expect("ip");
+    let path0 = sb0.netns_path().expect("netns").to_path_buf();
+    let addr = in_netns(&path0, || {
+        std::process::Command::new("ip")
+            .args(["-o", "addr", "show", "dev", "eth0"])
+            .output()
+            .expect("ip addr")
+    });
+    let addr = String::from_utf8_lossy(&addr.stdout);
+    assert!(addr.contains(&format!("inet {ip0}/32")), "{addr}");
+    let indexes: Vec<u32> = made.iter().filter_map(|(_, i)| *i).collect();
+    assert_eq!(indexes.len(), 50);
+    // Torn down at once from fifty threads.
+    made.into_iter()
+        .map(|(mut sb, _)| std::thread::spawn(move || sb.teardown()))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .for_each(|t| t.join().expect("teardown thread"));
+    for p in &paths {
+        assert!(!p.exists(), "{} left behind", p.display());
+    }
+    let links = host_links();
+    let left: Vec<&String> = indexes.iter().filter_map(|i| links.get(i)).collect();
+    assert!(left.is_empty(), "host veths left behind: {left:?}");
+}

@@ -13,7 +13,7 @@
 //!
 //! In both modes a container (and an exec in it) leads its own session, as under a container
 //! runtime, so a terminal's Ctrl-C (SIGINT to podgrace's foreground process group) reaches
-//! podgrace alone, which deletes the pod; helpers get their own session for the same reason.
+//! podgrace alone, which deletes the pod.
 //!
 //! # Lifetime
 //! Every child is forked from one long-lived thread with `PR_SET_PDEATHSIG(SIGKILL)`, so if
@@ -22,7 +22,7 @@
 //!
 //! # Waiting
 //! Only the [reaper](reaper) waits; an exit is published to any number of waiters. Every
-//! process (container, exec of a probe or hook, helper) is registered with it on the spawner
+//! process (container, exec of a probe or hook) is registered with it on the spawner
 //! thread right after its fork, so it is reaped whatever happens to the task that started it:
 //! a caller that is cancelled or times out before it got the process leaves it SIGKILLed and
 //! reaped, never running and never an unreaped zombie.
@@ -40,7 +40,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 pub use reaper::Exit;
-use spawner::{on_spawner, on_spawner_blocking, spawn_here, ChildSetup, Placement, SpawnRequest};
+use spawner::{on_spawner, spawn_here, ChildSetup, Placement, SpawnRequest};
 
 /// Errors of the process module. Each names the failing operation and the pid or path involved.
 #[derive(Debug, thiserror::Error)]
@@ -441,7 +441,7 @@ fn dup(fd: &OwnedFd, pid: i32) -> Result<OwnedFd, ProcessError> {
         })
 }
 
-/// The result of an exec or helper command.
+/// The result of an exec command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutput {
     pub status: ExitStatus,
@@ -498,53 +498,6 @@ async fn run_collect(
         guard.disarm();
     }
     result
-}
-
-/// Runs a host helper command (e.g. `ip`) to completion, blocking the calling thread; waits
-/// through the reaper. Errors: [`ProcessError::Spawn`].
-pub(crate) fn run_helper_blocking(argv: &[&str]) -> Result<ExecOutput, ProcessError> {
-    use std::io::Read;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let req = SpawnRequest {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        env: Vec::new(),
-        cwd: None,
-        placement: Placement::Helper,
-        setup: None,
-        on_exit: Some(Box::new(move |_| {
-            let _ = tx.send(());
-        })),
-    };
-    let spawned = on_spawner_blocking(move |st| spawn_here(st, req))??;
-    let pid = spawned.pid;
-    let exit = spawned.exit;
-    // Armed until the helper is collected: a read error below kills it.
-    let mut guard = spawned.guard;
-    let mut so = std::fs::File::from(spawned.stdout);
-    let mut se = std::fs::File::from(spawned.stderr);
-    let err_thread = std::thread::spawn(move || {
-        let mut err = Vec::new();
-        let _ = se.read_to_end(&mut err);
-        err
-    });
-    let mut out = Vec::new();
-    so.read_to_end(&mut out)
-        .map_err(|source| ProcessError::ReadOutput { pid, source })?;
-    let err = err_thread.join().unwrap_or_default();
-    let _ = rx.recv();
-    // The on_exit hook runs just before the status is published; wait for it.
-    let status = loop {
-        if let Some(e) = *exit.borrow() {
-            break e.status;
-        }
-        std::thread::yield_now();
-    };
-    guard.disarm();
-    Ok(ExecOutput {
-        status,
-        stdout: out,
-        stderr: err,
-    })
 }
 
 fn pipe_reader(fd: OwnedFd, pid: i32) -> Result<tokio::net::unix::pipe::Receiver, ProcessError> {

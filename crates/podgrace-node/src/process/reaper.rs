@@ -13,15 +13,15 @@
 //! That wait (`zap_pid_ns_processes`) includes processes of the namespace whose parent is
 //! podgrace (the execs of probes and hooks): if one of them were never reaped, PID 1 would stay
 //! in the kernel's teardown for ever and its exit would never come. Every process is registered
-//! on the spawner thread right after its fork, before anything can fail, so this cannot happen
+//! on a spawner thread right after its fork, before anything can fail, so this cannot happen
 //! through podgrace's own spawns; as a second line, while a registered PID 1 is in that teardown
 //! (exiting, not yet a zombie) the reaper checks once a second for zombie children of the
-//! spawner thread that are not registered, and reaps them (with a warning), which lets the
+//! spawner threads that are not registered, and reaps them (with a warning), which lets the
 //! teardown finish.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
@@ -67,10 +67,16 @@ static REAPER: OnceLock<Result<Reaper, String>> = OnceLock::new();
 
 /// Held by the spawner from a fork until the child is registered, and by a sweep: a sweep never
 /// sees a child that is about to be registered.
-static SPAWN_GATE: Mutex<()> = Mutex::new(());
+static SPAWN_GATE: RwLock<()> = RwLock::new(());
 
-pub(crate) fn spawn_gate() -> std::sync::MutexGuard<'static, ()> {
-    lock(&SPAWN_GATE)
+/// Held by a spawn from its fork to the child's registration (spawns share it).
+pub(crate) fn spawn_gate() -> std::sync::RwLockReadGuard<'static, ()> {
+    SPAWN_GATE.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Held by a sweep: no spawn is between its fork and its registration meanwhile.
+fn sweep_gate() -> std::sync::RwLockWriteGuard<'static, ()> {
+    SPAWN_GATE.write().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How often the reaper looks for a namespace init stuck in its teardown.
@@ -203,24 +209,23 @@ impl Reaper {
         })
     }
 
-    /// Reaps zombie children of the spawner thread that are not registered (a process some
+    /// Reaps zombie children of the spawner threads that are not registered (a process some
     /// code path lost track of), so that the PID-namespace teardown waiting for them ends.
     /// Returns the pids reaped.
     fn sweep(&self) -> Vec<i32> {
-        let Some(tid) = super::spawner::spawner_tid() else {
-            return Vec::new();
-        };
-        let _gate = spawn_gate();
-        let children = match procfs::process::Process::myself()
-            .and_then(|me| me.task_from_tid(tid))
-            .and_then(|t| t.children())
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "reaper: cannot list the spawner's children");
-                return Vec::new();
+        let _gate = sweep_gate();
+        let mut children = Vec::new();
+        for tid in super::spawner::spawner_tids() {
+            match procfs::process::Process::myself()
+                .and_then(|me| me.task_from_tid(tid))
+                .and_then(|t| t.children())
+            {
+                Ok(c) => children.extend(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, tid, "reaper: cannot list a spawner's children");
+                }
             }
-        };
+        }
         let known: HashSet<i32> = lock(&self.table).values().map(|e| e.pid).collect();
         let mut reaped = Vec::new();
         for child in children {

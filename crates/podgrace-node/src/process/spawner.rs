@@ -1,18 +1,24 @@
-//! The spawner thread: every fork of podgrace happens on this one thread.
+//! The spawner threads: every fork of podgrace happens on one of them.
 //!
-//! Why a dedicated thread:
+//! Why dedicated threads:
 //! * `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
-//!   This thread is never stopped, so the death signal fires exactly when podgrace dies.
+//!   These threads are never stopped, so the death signal fires exactly when podgrace dies.
 //! * Entering a new PID namespace (`unshare(CLONE_NEWPID)`) or a container's one (`setns`)
 //!   changes only the calling thread's namespace *for children*; doing it here, then forking,
 //!   then moving back to the host namespace keeps every other thread untouched.
+//!
+//! A fork waits until the child has exec'd (std reports exec errors through a pipe), and a
+//! container's child first makes its mount namespace and mounts `/proc`: a good part of a
+//! millisecond in which one thread could fork nothing else. So there is a small pool: one
+//! thread at first, another started whenever a job waits with no thread free, up to
+//! [`MAX_SPAWNERS`]; pods started together are forked side by side.
 
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -29,7 +35,7 @@ use super::ProcessError;
 pub(crate) const DEFAULT_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// Set when the spawner thread could not return to the host PID namespace: children forked
+/// Set when a spawner thread could not return to the host PID namespace: children forked
 /// afterwards would land in a container's namespace, so every later spawn is refused.
 static POISONED: AtomicBool = AtomicBool::new(false);
 
@@ -43,80 +49,162 @@ pub(crate) struct SpawnerState {
 
 type Job = Box<dyn FnOnce(&SpawnerState) + Send>;
 
-/// The spawner thread's id (0 until it runs): every child of podgrace is a child of this thread,
-/// listed in `/proc/self/task/<tid>/children`.
-static SPAWNER_TID: AtomicI32 = AtomicI32::new(0);
+/// At most this many spawner threads run (they are started on demand).
+pub(crate) const MAX_SPAWNERS: usize = 4;
 
-/// The spawner thread's id, once it runs.
-pub(crate) fn spawner_tid() -> Option<i32> {
-    Some(SPAWNER_TID.load(Ordering::SeqCst)).filter(|t| *t > 0)
+/// The spawner threads' ids: every child of podgrace is a child of one of them, listed in
+/// `/proc/self/task/<tid>/children`.
+static SPAWNER_TIDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// The ids of the spawner threads running now.
+pub(crate) fn spawner_tids() -> Vec<i32> {
+    SPAWNER_TIDS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
-static SPAWNER: OnceLock<Result<mpsc::Sender<Job>, String>> = OnceLock::new();
+/// The spawner pool: one queue of jobs, taken by whichever thread is free.
+struct Pool {
+    tx: mpsc::Sender<Job>,
+    rx: Mutex<mpsc::Receiver<Job>>,
+    /// Threads started.
+    threads: AtomicUsize,
+    /// Threads waiting for a job.
+    idle: AtomicUsize,
+    /// Jobs sent and not yet taken.
+    queued: AtomicUsize,
+    /// What each thread's state is cloned from.
+    state: SpawnerState,
+}
 
-fn sender() -> Result<&'static mpsc::Sender<Job>, ProcessError> {
-    let s = SPAWNER.get_or_init(|| {
+static SPAWNER: OnceLock<Result<Pool, String>> = OnceLock::new();
+
+fn pool() -> Result<&'static Pool, ProcessError> {
+    let p = SPAWNER.get_or_init(|| {
         let host_pidns = std::fs::File::open("/proc/self/ns/pid")
             .map(OwnedFd::from)
             .map_err(|e| format!("open /proc/self/ns/pid: {e}"))?;
         let self_pidfd = pidfd_open(rustix::process::getpid(), PidfdFlags::empty())
             .map_err(|e| format!("pidfd_open(self): {e}"))?;
-        let state = SpawnerState {
-            host_pidns,
-            self_pidfd,
-        };
         let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("podgrace-spawner".into())
-            .spawn(move || {
-                SPAWNER_TID.store(
-                    rustix::thread::gettid().as_raw_nonzero().get(),
-                    Ordering::SeqCst,
-                );
-                // Never returns while the process lives: the sender is in a static.
-                while let Ok(job) = rx.recv() {
-                    job(&state);
-                }
-            })
-            .map_err(|e| format!("spawn thread: {e}"))?;
-        Ok(tx)
+        Ok(Pool {
+            tx,
+            rx: Mutex::new(rx),
+            threads: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            state: SpawnerState {
+                host_pidns,
+                self_pidfd,
+            },
+        })
     });
-    s.as_ref()
-        .map_err(|e| ProcessError::StartSpawner { reason: e.clone() })
+    let pool = p
+        .as_ref()
+        .map_err(|e| ProcessError::StartSpawner { reason: e.clone() })?;
+    if pool.threads.load(Ordering::SeqCst) == 0 {
+        pool.grow()
+            .map_err(|reason| ProcessError::StartSpawner { reason })?;
+    }
+    Ok(pool)
 }
 
-/// Runs `f` on the spawner thread and blocks until it returns. If the caller is gone when `f`
+impl Pool {
+    /// Starts one more thread unless [`MAX_SPAWNERS`] run. Errors: the thread could not be
+    /// made (with none running, nothing can be spawned).
+    fn grow(&'static self) -> Result<(), String> {
+        let mut n = self.threads.load(Ordering::SeqCst);
+        loop {
+            if n >= MAX_SPAWNERS {
+                return Ok(());
+            }
+            match self
+                .threads
+                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(now) => n = now,
+            }
+        }
+        let state = (|| -> std::io::Result<SpawnerState> {
+            Ok(SpawnerState {
+                host_pidns: self.state.host_pidns.try_clone()?,
+                self_pidfd: self.state.self_pidfd.try_clone()?,
+            })
+        })();
+        let started = state.map_err(|e| e.to_string()).and_then(|state| {
+            std::thread::Builder::new()
+                .name("podgrace-spawner".into())
+                .spawn(move || self.serve(state))
+                .map(drop)
+                .map_err(|e| format!("spawn thread: {e}"))
+        });
+        if started.is_err() {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+        }
+        started
+    }
+
+    /// A spawner thread's loop. Never returns while the process lives: the sender is in a
+    /// static.
+    fn serve(&self, state: SpawnerState) {
+        SPAWNER_TIDS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(rustix::thread::gettid().as_raw_nonzero().get());
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let job = self.rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            let Ok(job) = job else { return };
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            job(&state);
+        }
+    }
+
+    /// Queues `job`; starts another thread when more jobs wait than threads are free.
+    fn submit(&'static self, job: Job) -> Result<(), ProcessError> {
+        let waiting = self.queued.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.tx.send(job).is_err() {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(ProcessError::StartSpawner {
+                reason: "spawner thread is gone".into(),
+            });
+        }
+        if waiting > self.idle.load(Ordering::SeqCst) {
+            if let Err(reason) = self.grow() {
+                tracing::debug!(%reason, "spawner: cannot start another thread");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on a spawner thread and blocks until it returns. If the caller is gone when `f`
 /// returns, its result is dropped there (a [`Spawned`] kills its process when dropped).
 pub(crate) fn on_spawner_blocking<R: Send + 'static>(
     f: impl FnOnce(&SpawnerState) -> R + Send + 'static,
 ) -> Result<R, ProcessError> {
     let (tx, rx) = mpsc::channel();
-    sender()?
-        .send(Box::new(move |st| {
-            let _ = tx.send(f(st));
-        }))
-        .map_err(|_| ProcessError::StartSpawner {
-            reason: "spawner thread is gone".into(),
-        })?;
+    pool()?.submit(Box::new(move |st| {
+        let _ = tx.send(f(st));
+    }))?;
     rx.recv().map_err(|_| ProcessError::StartSpawner {
         reason: "spawner thread is gone".into(),
     })
 }
 
-/// Runs `f` on the spawner thread without blocking the async caller. Dropping the returned
+/// Runs `f` on a spawner thread without blocking the async caller. Dropping the returned
 /// future does not stop `f`: its result is dropped on the spawner thread (a [`Spawned`] then
 /// kills its process, which the reaper still collects).
 pub(crate) async fn on_spawner<R: Send + 'static>(
     f: impl FnOnce(&SpawnerState) -> R + Send + 'static,
 ) -> Result<R, ProcessError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    sender()?
-        .send(Box::new(move |st| {
-            let _ = tx.send(f(st));
-        }))
-        .map_err(|_| ProcessError::StartSpawner {
-            reason: "spawner thread is gone".into(),
-        })?;
+    pool()?.submit(Box::new(move |st| {
+        let _ = tx.send(f(st));
+    }))?;
     rx.await.map_err(|_| ProcessError::StartSpawner {
         reason: "spawner thread is gone".into(),
     })
@@ -180,8 +268,6 @@ pub(crate) enum Placement {
         netns: Option<Arc<OwnedFd>>,
         pgid: Option<i32>,
     },
-    /// A host helper (iproute2).
-    Helper,
 }
 
 pub(crate) struct SpawnRequest {
@@ -424,18 +510,6 @@ pub(crate) fn spawn_here(
                     if !joined {
                         let _ = rustix::process::setsid();
                     }
-                    Ok(())
-                });
-            }
-        }
-        Placement::Helper => {
-            // SAFETY: as above.
-            unsafe {
-                cmd.pre_exec(move || {
-                    child_common(&self_pidfd)?;
-                    // A terminal's Ctrl-C must not cut a helper (an `ip` step of a sandbox)
-                    // half-way: podgrace handles it and tears down in order.
-                    let _ = rustix::process::setsid();
                     Ok(())
                 });
             }

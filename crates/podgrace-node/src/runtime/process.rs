@@ -215,8 +215,7 @@ impl RuntimeService for ProcessRuntime {
                 .await
                 .map_err(|e| RuntimeError::RunPodSandbox {
                     name: config.name.clone(),
-                    source: SandboxError::Command {
-                        argv: vec![],
+                    source: SandboxError::Task {
                         reason: e.to_string(),
                     },
                 })?
