@@ -232,10 +232,14 @@ impl Netfilter {
         Ok(())
     }
 
+    /// Writes the NodePort's rules. They go first in `OUTPUT` and `POSTROUTING`, ahead of
+    /// rules another program left for the same port: a rule of a dead drill (or of an older
+    /// podgrace whose removal failed) that SNATs this port to another address would otherwise
+    /// win, and every reply would go where no pod answers (all connections time out).
     fn install(&self) -> Result<(), NetfilterError> {
         let c = comment(self.pid);
         let rules = format!(
-            "*nat\n:{chain} - [0:0]\n-A OUTPUT -m comment --comment {c} -d 127.0.0.1/32 -p tcp -m tcp --dport {port} -j {chain}\n-A POSTROUTING -m comment --comment {c} -p tcp -m conntrack --ctstate DNAT --ctorigdst 127.0.0.1/32 --ctorigdstport {port} -j SNAT --to-source {snat}\nCOMMIT\n",
+            "*nat\n:{chain} - [0:0]\n-I OUTPUT 1 -m comment --comment {c} -d 127.0.0.1/32 -p tcp -m tcp --dport {port} -j {chain}\n-I POSTROUTING 1 -m comment --comment {c} -p tcp -m conntrack --ctstate DNAT --ctorigdst 127.0.0.1/32 --ctorigdstport {port} -j SNAT --to-source {snat}\nCOMMIT\n",
             chain = self.chain,
             port = self.port,
             snat = self.snat_to,
@@ -621,8 +625,9 @@ fn remove_rules(remove: impl Fn(u32) -> bool, only_chain: Option<&str>) {
                 continue;
             }
         }
+        let spec = delete_spec(rule);
         let mut argv = vec!["iptables", "-w", "5", "-t", "nat", "-D"];
-        argv.extend(rule.split_whitespace());
+        argv.extend(spec.iter().map(String::as_str));
         if let Err(e) = run(&argv, None) {
             tracing::debug!(error = %e, "removing a drill rule");
         }
@@ -631,6 +636,26 @@ fn remove_rules(remove: impl Fn(u32) -> bool, only_chain: Option<&str>) {
         let _ = run(&["iptables", "-w", "5", "-t", "nat", "-F", &c], None);
         let _ = run(&["iptables", "-w", "5", "-t", "nat", "-X", &c], None);
     }
+}
+
+/// The arguments that delete `rule` (an `iptables-save` line without its `-A `): the rule as
+/// saved, except that a conntrack address without a mask gets `/32`. iptables-save prints
+/// `--ctorigdst 127.0.0.1` for a rule written with `127.0.0.1/32`, and iptables (nf_tables
+/// backend, 1.8) does not find the rule from that spelling ("Bad rule (does a matching rule exist
+/// in that chain?)"): the SNAT rules of every drill stayed behind until this was done, and a
+/// later drill given one of their ports had its replies sent to the wrong address.
+fn delete_spec(rule: &str) -> Vec<String> {
+    const ADDRESSES: [&str; 4] = ["--ctorigsrc", "--ctorigdst", "--ctreplsrc", "--ctrepldst"];
+    let mut out: Vec<String> = Vec::new();
+    for w in rule.split_whitespace() {
+        let after_address_flag = out.last().is_some_and(|p| ADDRESSES.contains(&p.as_str()));
+        if after_address_flag && !w.contains('/') {
+            out.push(format!("{w}/32"));
+        } else {
+            out.push(w.to_string());
+        }
+    }
+    out
 }
 
 /// The NodePort that jumps to `chain`, from an `iptables-save` listing (empty if none).
@@ -690,6 +715,18 @@ mod tests {
             None
         );
         assert_eq!(parse_event("garbage"), None);
+    }
+
+    #[test]
+    fn a_saved_snat_rule_is_deleted_with_its_conntrack_address_masked() {
+        let saved = "POSTROUTING -p tcp -m comment --comment podgrace-drill-6928 -m conntrack --ctstate DNAT --ctorigdst 127.0.0.1 --ctorigdstport 33303 -j SNAT --to-source 198.18.77.1";
+        assert_eq!(
+            delete_spec(saved).join(" "),
+            "POSTROUTING -p tcp -m comment --comment podgrace-drill-6928 -m conntrack --ctstate DNAT --ctorigdst 127.0.0.1/32 --ctorigdstport 33303 -j SNAT --to-source 198.18.77.1"
+        );
+        // Other addresses (and ones with a mask) are left as saved.
+        let output = "OUTPUT -d 127.0.0.1/32 -p tcp -m comment --comment podgrace-drill-1 -m tcp --dport 40000 -j PGD-1-1";
+        assert_eq!(delete_spec(output).join(" "), output);
     }
 
     #[test]
