@@ -691,12 +691,23 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
         }
         Err((dir, e)) => {
             static ONCE: std::sync::Once = std::sync::Once::new();
+            // Without the permission for namespaces either (not root), the verb has warned the
+            // user once in its own words, cgroups included: a detail here. With it (root, a
+            // read-only cgroup tree), this is the only word of it.
             ONCE.call_once(|| {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    error = %e,
-                    "process runtime: cannot create cgroups; pods run without resource limits"
-                );
+                if crate::process::namespaces_permitted() {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        error = %e,
+                        "process runtime: cannot create cgroups; pods run without resource limits"
+                    );
+                } else {
+                    tracing::info!(
+                        dir = %dir.display(),
+                        error = %e,
+                        "process runtime: cannot create cgroups; pods run without resource limits"
+                    );
+                }
             });
             return Ok(None);
         }

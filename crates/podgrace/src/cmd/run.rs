@@ -201,7 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 let rt = Arc::new(rt);
                 let namespaced = namespaces_permitted();
                 if !namespaced {
-                    eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
+                    eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, without cgroups or resource limits, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
                 }
                 let events = rt.clone();
                 supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
