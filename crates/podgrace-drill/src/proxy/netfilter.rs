@@ -397,12 +397,7 @@ impl Netfilter {
         for (ip, pod) in pods {
             let get = run(&["ip", "-o", "route", "get", &ip.to_string()], None)
                 .unwrap_or_else(|e| e.to_string());
-            let dev = get
-                .split_whitespace()
-                .skip_while(|w| *w != "dev")
-                .nth(1)
-                .unwrap_or("")
-                .to_string();
+            let dev = route_dev(&get).unwrap_or("").to_string();
             let localnet =
                 std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{dev}/route_localnet"))
                     .unwrap_or_default();
@@ -493,8 +488,7 @@ impl RouteSink for Netfilter {
             drop(pods);
             let addr = format!("{ip}/32");
             if let Ok(out) = run(&["ip", "-o", "route", "get", &ip.to_string()], None) {
-                let mut words = out.split_whitespace();
-                if let Some(dev) = words.by_ref().skip_while(|w| *w != "dev").nth(1) {
+                if let Some(dev) = route_dev(&out) {
                     route_localnet(dev);
                 }
             }
@@ -553,6 +547,11 @@ impl Drop for Netfilter {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// The interface an `ip -o route get ADDR` answer names (the word after `dev`).
+fn route_dev(answer: &str) -> Option<&str> {
+    answer.split_whitespace().skip_while(|w| *w != "dev").nth(1)
 }
 
 /// `net.ipv4.conf.IF.route_localnet = 1`: traffic from 127.0.0.1 may leave through `ifname`
