@@ -61,6 +61,12 @@ pub struct ApiConfig {
     pub claims: Option<Arc<crate::claims::Claims>>,
 }
 
+/// How many times a patch without a resourceVersion is applied again after another writer
+/// changed the object between its read and its write. Upstream's etcd `GuaranteedUpdate`
+/// (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go) loops without a bound; one
+/// store behind one lock makes a second conflict rare, so a bound only guards against a writer
+/// that never stops.
+const PATCH_ATTEMPTS: u32 = 32;
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
@@ -942,36 +948,43 @@ impl Api {
     ) -> Result<Written, ApiError> {
         let p: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-        let current = self.get(r, ns, name)?;
-        let patched = match pt {
-            PatchType::Json => {
-                patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?
-            }
-            PatchType::Merge => patch::merge_patch(&current, &p),
-            PatchType::Strategic => patch::strategic_merge_patch(&current, &p, &openapi_def(r))
-                .map_err(|e| ApiError::bad_request(e.0))?,
-        };
-        let text = serde_json::to_vec(&patched).map_err(ApiError::internal)?;
-        let decoded = registry::decode(r, &text, fv, self.0.cfg.kube_version)?;
-        let warnings = decoded.warnings.clone();
         // A patch naming a resourceVersion is a precondition; otherwise it applies to the
-        // current object.
-        let pinned = p.pointer("/metadata/resourceVersion").is_some();
-        if pinned {
-            let want = p
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if want
-                != current
+        // current object, and a write between our read and our write (the kubelet's status,
+        // a controller) only means applying it again to the newer object, as upstream's
+        // `GuaranteedUpdate` does when `patcher.applyPatch` runs again on a conflict
+        // (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go, 1.27–1.33).
+        let pinned = p
+            .pointer("/metadata/resourceVersion")
+            .map(|v| v.as_str().unwrap_or("").to_owned());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.get(r, ns, name)?;
+            let patched = match pt {
+                PatchType::Json => {
+                    patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?
+                }
+                PatchType::Merge => patch::merge_patch(&current, &p),
+                PatchType::Strategic => patch::strategic_merge_patch(&current, &p, &openapi_def(r))
+                    .map_err(|e| ApiError::bad_request(e.0))?,
+            };
+            let text = serde_json::to_vec(&patched).map_err(ApiError::internal)?;
+            let decoded = registry::decode(r, &text, fv, self.0.cfg.kube_version)?;
+            let warnings = decoded.warnings.clone();
+            if let Some(want) = &pinned {
+                let have = current
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
-                    .unwrap_or("")
-            {
-                return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
+                    .unwrap_or("");
+                if want != have {
+                    return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
+                }
+            }
+            match self.write_update(r, ns, name, decoded, status_only, warnings, true) {
+                Err(e) if e.code == 409 && pinned.is_none() && attempt < PATCH_ATTEMPTS => continue,
+                other => return other,
             }
         }
-        self.write_update(r, ns, name, decoded, status_only, warnings, true)
     }
 
     /// `DELETE` of one object with DeleteOptions.

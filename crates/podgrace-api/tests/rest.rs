@@ -1219,3 +1219,72 @@ async fn deletecollection_preconditions_and_propagation_policy_as_kube_apiserver
     .await;
     assert_eq!(code, 200, "{v}");
 }
+
+/// A patch without a resourceVersion applies to whatever is stored when it is written: a
+/// kubelet writing status while kubectl patches labels never makes the patch a 409 (upstream's
+/// `GuaranteedUpdate` applies the patch again to the newer object). Two writers race on two
+/// threads; every one of their 400 patches is answered 200 and the last of each is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_without_a_resource_version_survive_a_concurrent_status_writer() {
+    let (_, r) = api(100);
+    let (c, v) = post(
+        &r,
+        "/api/v1/namespaces/default/pods",
+        pod("web", json!({"app": "web"})),
+    )
+    .await;
+    assert_eq!(c, 201, "{v}");
+    const N: usize = 200;
+    let status = {
+        let r = r.clone();
+        tokio::spawn(async move {
+            let mut codes = Vec::new();
+            for i in 0..N {
+                let body = json!({"status": {"message": format!("status {i}")}}).to_string();
+                let (c, v, _) = call(
+                    &r,
+                    "PATCH",
+                    "/api/v1/namespaces/default/pods/web/status",
+                    "application/merge-patch+json",
+                    body,
+                )
+                .await;
+                codes.push((c, v["message"].clone()));
+            }
+            codes
+        })
+    };
+    let labels = {
+        let r = r.clone();
+        tokio::spawn(async move {
+            let mut codes = Vec::new();
+            for i in 0..N {
+                let body = json!({"metadata": {"labels": {"step": i.to_string()}}}).to_string();
+                let (c, v, _) = call(
+                    &r,
+                    "PATCH",
+                    "/api/v1/namespaces/default/pods/web",
+                    "application/merge-patch+json",
+                    body,
+                )
+                .await;
+                codes.push((c, v["message"].clone()));
+            }
+            codes
+        })
+    };
+    for codes in [status.await.unwrap(), labels.await.unwrap()] {
+        let refused: Vec<_> = codes.iter().filter(|(c, _)| *c != 200).collect();
+        assert!(
+            refused.is_empty(),
+            "{} refused: {:?}",
+            refused.len(),
+            refused.first()
+        );
+    }
+    let (c, v, _) = call(&r, "GET", "/api/v1/namespaces/default/pods/web", "", "").await;
+    assert_eq!(c, 200);
+    assert_eq!(v["metadata"]["labels"]["step"], json!((N - 1).to_string()));
+    assert_eq!(v["metadata"]["labels"]["app"], json!("web"));
+    assert_eq!(v["status"]["message"], json!(format!("status {}", N - 1)));
+}
