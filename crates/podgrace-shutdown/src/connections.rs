@@ -26,13 +26,22 @@ use std::path::{Path, PathBuf};
 /// Errors of reading the counters. Each names the file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum CounterError {
+    /// A file of `/proc/net` could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file (`/proc/net/snmp`, `tcp` or `tcp6`).
         path: PathBuf,
+        /// The read error.
         source: std::io::Error,
     },
+    /// `/proc/net/snmp` has no readable `Tcp: PassiveOpens`.
     #[error("{path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or malformed ([`parse_passive_opens`]'s message).
+        reason: String,
+    },
 }
 
 /// `PassiveOpens` of the `Tcp:` lines of `/proc/net/snmp` (a header line of names and a line of
