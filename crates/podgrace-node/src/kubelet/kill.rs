@@ -44,7 +44,7 @@ impl HookOutcome {
 /// What happened to the preStop hook of one kill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookRecord {
-    /// The handler's kind: `exec`, `httpGet` or `sleep`.
+    /// The handler's kind: `exec`, `httpGet`, `sleep` or `tcpSocket`.
     pub action: &'static str,
     /// When the hook was started (monotonic).
     pub started: Instant,
