@@ -41,7 +41,7 @@ pub struct Mapping {
     pub end: usize,
     /// `r-xp`, `r--p`, `rw-p` ...
     pub perms: String,
-    /// The mapped file's path (empty for an anonymous mapping).
+    /// The mapped file's path, or a pseudo-path (`[heap]`, `[stack]`); empty if anonymous.
     pub path: String,
     /// `Rss:`, kB.
     pub rss_kb: u64,

@@ -105,7 +105,7 @@ pub enum Step {
     /// Keep observing. Nothing can end the wait before `until` unless an observation changes
     /// (with no new connection and no endpoint change, the wait ends exactly at `until`).
     Wait {
-        /// The instant, since the wait began, to poll again at the latest.
+        /// When the wait ends if nothing changes, since the wait began.
         until: Duration,
     },
     /// The wait is over.

@@ -82,9 +82,10 @@ pub struct DeleteRun {
     /// What the API server did: `graceful`, `unchanged` (not shorter), `deleted` (grace 0:
     /// removed) or `notFound`.
     pub api: &'static str,
-    /// The object's `deletionGracePeriodSeconds` after the delete, in seconds.
+    /// The `deletionGracePeriodSeconds` this delete set, in seconds (0: it removed the
+    /// object); `None` when it set none.
     pub deletion_grace_period_seconds: Option<i64>,
-    /// The object's `deletionTimestamp` after the delete (RFC 3339, whole seconds).
+    /// The `deletionTimestamp` this delete set (RFC 3339, whole seconds); `None` when none.
     pub deletion_timestamp: Option<String>,
     /// What the kubelet did: `started` (this delete started the termination), `beforeKill`
     /// (the kill had not begun: it takes this grace), `notShorter`, `ignored` (the kill in

@@ -248,7 +248,7 @@ pub trait Prober: Send + Sync + 'static {
 pub struct RuntimeProber<R> {
     /// The runtime exec probes run through (`ExecSync`).
     pub runtime: Arc<R>,
-    /// The probe's handler and timeout (`timeoutSeconds`).
+    /// The probe as planned: its handler and `timeoutSeconds`.
     pub probe: Probe,
     /// The pod's IP, the host of an httpGet, tcpSocket or grpc probe without `host`.
     pub pod_ip: Option<IpAddr>,

@@ -89,7 +89,7 @@ pub enum ProcessError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// `pidfd_send_signal(2)` (or kill(2) of the container's processes) failed.
+    /// `pidfd_send_signal(2)` failed (the process still exists).
     #[error("sending signal {signal} to pid {pid}: {source}")]
     Signal {
         /// The host pid.
@@ -99,7 +99,7 @@ pub enum ProcessError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A signal number Linux does not have (a stop signal from a manifest).
+    /// A signal number Linux does not have.
     #[error("signal number {signal} is not a valid signal")]
     InvalidSignal {
         /// The number given.

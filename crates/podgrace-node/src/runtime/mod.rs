@@ -278,7 +278,7 @@ pub struct Mount {
 pub enum PullPolicy {
     /// Pull before every container start.
     Always,
-    /// Pull only when the image is absent (the default without a `:latest` tag).
+    /// Pull only when the image is absent (Kubernetes' default for a tag other than `:latest`).
     #[default]
     IfNotPresent,
     /// Never pull: an absent image is [`RuntimeError::ImageNeverPull`].
@@ -305,7 +305,7 @@ pub struct ContainerConfig {
     pub args: Vec<String>,
     /// `envs`: the resolved environment, `(name, value)` in order.
     pub env: Vec<(String, String)>,
-    /// `workingDir`; `None`: the image's, else `/`.
+    /// `workingDir`; `None`: the runtime's default (the image's `WorkingDir` on containerd).
     pub working_dir: Option<PathBuf>,
     /// The stop signal as a Linux signal number; `None`: the runtime's default (the image's
     /// STOPSIGNAL for containerd, SIGTERM for the process runtime). containerd captures it at
@@ -395,7 +395,7 @@ pub enum ContainerState {
     Created,
     /// `CONTAINER_RUNNING`: PID 1 runs.
     Running,
-    /// `CONTAINER_EXITED`: PID 1 has exited and was reaped.
+    /// `CONTAINER_EXITED`: PID 1 has exited.
     Exited,
 }
 

@@ -231,7 +231,7 @@ pub enum NetStep {
     },
     /// The named network namespace `/run/netns/<name>`.
     AddNetns {
-        /// The namespace's name (`podgrace-PID-N`).
+        /// The namespace's name (`podgrace-N-OWNER`).
         name: String,
     },
     /// Moves `link` into the namespace `netns`, renamed `rename` there.

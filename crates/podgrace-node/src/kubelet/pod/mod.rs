@@ -89,7 +89,7 @@ pub enum PodCommand {
     /// Node-pressure eviction at a hard or a soft threshold (`evictionMaxPodGracePeriod` in
     /// seconds for the soft one).
     Evict {
-        /// A hard threshold (grace 0), else a soft one.
+        /// A hard threshold (the release's immediate eviction grace), else a soft one.
         hard: bool,
         /// `evictionMaxPodGracePeriod`, in seconds (soft thresholds only).
         eviction_max_pod_grace_period: i64,

@@ -26,7 +26,7 @@ use crate::runtime::RuntimeService;
 pub enum PodWorkerState {
     /// Sandbox and containers are being started.
     Starting,
-    /// Every container has been started; the pod worker supervises them (`SyncPod`).
+    /// Past start-up: the pod worker supervises the containers (restarts, probes), as `SyncPod`.
     Running,
     /// Termination started (the deletion timestamp is set, or the kubelet is killing it).
     Terminating,
