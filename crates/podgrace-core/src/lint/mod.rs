@@ -59,6 +59,7 @@ pub struct LintOptions {
 pub struct LintFinding {
     /// Stable rule id (see [`CATALOGUE`]).
     pub rule: &'static str,
+    /// How serious: the rule's default, or the one `.podgrace.yaml`'s `severity` sets.
     pub severity: Severity,
     /// What is wrong, with the numbers involved and the fix.
     pub message: String,
