@@ -60,7 +60,8 @@ pub mod reason {
     /// `Progressing` reason while a rollout updates one of the Deployment's ReplicaSets
     /// (`ReplicaSetUpdatedReason`).
     pub const REPLICA_SET_UPDATED: &str = "ReplicaSetUpdated";
-    /// `ReplicaFailure` reason when the new ReplicaSet cannot be created (`FailedRSCreateReason`).
+    /// `Progressing=False` reason (and Warning event) when the new ReplicaSet cannot be created
+    /// (`FailedRSCreateReason`).
     pub const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
     /// `Progressing` reason when the controller created the new ReplicaSet (`NewReplicaSetReason`).
     pub const NEW_REPLICA_SET: &str = "NewReplicaSetCreated";

@@ -14,7 +14,7 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 pub enum EvictionSignal {
     /// `memory.available`: node memory capacity minus the working set, bytes (cgroup v1 and v2).
     MemoryAvailable,
-    /// `allocatableMemory.available`: memory left in the pods' allocatable cgroup, bytes.
+    /// `allocatableMemory.available`: node allocatable memory minus the pods' working set, bytes.
     AllocatableMemoryAvailable,
     /// `nodefs.available`: free bytes of the kubelet's root filesystem (`/var/lib/kubelet`).
     NodeFsAvailable,
