@@ -3,10 +3,10 @@
 //!
 //! Pure code: the caller passes the text and the file name used in messages.
 //!
-//! Pipeline, one pass per document: [`tree`] parses it into a spanned value tree (granit-parser,
-//! the parser under serde-saphyr); [`de`] deserializes the typed object straight from that tree,
-//! placing type errors at their node and recording unknown or duplicate fields; [`validate`]
-//! mirrors the API server's validation of the fields termination depends on; [`convert`] applies
+//! Pipeline, one pass per document: `tree` parses it into a spanned value tree (granit-parser,
+//! the parser under serde-saphyr); `de` deserializes the typed object straight from that tree,
+//! placing type errors at their node and recording unknown or duplicate fields; `validate`
+//! mirrors the API server's validation of the fields termination depends on; `convert` applies
 //! the defaults and builds the plan.
 //!
 //! Errors name file, line, column and the kubectl-style field path:

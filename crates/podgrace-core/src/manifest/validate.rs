@@ -20,7 +20,7 @@ use crate::KubeVersion;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldErrorKind {
     /// `Invalid value: VALUE: DETAIL` (`field.Invalid`); `value` is rendered as Go's `%v`
-    /// (numbers bare, strings quoted, a long string cut: [`super::excerpt::quote`]).
+    /// (numbers bare, strings quoted, a long string cut, as `excerpt::quote` does).
     Invalid {
         /// The rejected value, rendered as Go's `%v`.
         value: String,

@@ -528,8 +528,9 @@ pub fn container_stop_signal(
 }
 
 /// The image's STOPSIGNAL of a container, by name: the one a runtime read from the image's
-/// config ([`ContainerPlan::image_config_stop_signal`], `--image-source containerd`), else the
-/// table of known official images ([`image_stop_signal`]). `None`: none known (SIGTERM applies).
+/// config ([`crate::plan::ContainerPlan::image_config_stop_signal`], `--image-source
+/// containerd`), else the table of known official images ([`image_stop_signal`]). `None`: none
+/// known (SIGTERM applies).
 pub fn container_image_stop_signal(c: &crate::plan::ContainerPlan) -> Option<String> {
     match &c.image_config_stop_signal {
         Some(read) => read.clone(),
