@@ -392,7 +392,7 @@ pub struct VolumeMount {
     pub name: String,
     /// `mountPath` in the container.
     pub mount_path: String,
-    /// `readOnly`.
+    /// `readOnly`: writes through this mount fail.
     pub read_only: bool,
     /// `subPath` inside the volume; `None` mounts the whole volume.
     pub sub_path: Option<String>,
@@ -422,7 +422,7 @@ pub struct ContainerPlan {
     pub role: ContainerRole,
     /// Index in its list (`initContainers` or `containers`).
     pub index: usize,
-    /// `image`; `None` when not set (allowed in a template that a controller fills in).
+    /// `image` as written; `None` when absent.
     pub image: Option<String>,
     /// `imagePullPolicy` as written (`Always`, `IfNotPresent`, `Never`); `None` when absent.
     pub image_pull_policy: Option<String>,

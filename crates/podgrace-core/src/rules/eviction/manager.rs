@@ -41,7 +41,7 @@ pub struct Eviction {
     pub pod: String,
     /// Override passed to `killPodNow`, seconds.
     pub grace_period_override: i64,
-    /// The signal whose threshold was met; it goes into the `Evicted` message.
+    /// The pressure signal whose threshold was met, which ranked the pods for this round.
     pub signal: EvictionSignal,
     /// A hard threshold was met (grace override 1 from 1.31, 0 before), not a soft one
     /// (`evictionMaxPodGracePeriod`).
