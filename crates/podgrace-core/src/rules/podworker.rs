@@ -78,8 +78,8 @@ pub enum UpdateType {
     SyncPodUpdate,
     /// `SyncPodSync`: a periodic resync, with nothing new from the API.
     SyncPodSync,
-    /// `SyncPodKill`: a kill from inside the kubelet (eviction, node shutdown, an admission
-    /// failure), with [`KillPodOptions`].
+    /// `SyncPodKill`: the pod must have no running containers: `killPodNow` (eviction, node
+    /// shutdown, preemption, with [`KillPodOptions`]), or the API object was removed.
     SyncPodKill,
 }
 
