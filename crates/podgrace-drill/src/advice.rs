@@ -12,6 +12,9 @@
 //!   SIGKILL while idle**, typically because an idle stream kept a graceful stop without a
 //!   deadline waiting (gRPC `GracefulStop()`, R27);
 //! * failures after SIGKILL, failures before the stop signal, requests that found no endpoint.
+//!
+//! It reads the report's attribution ([`crate::report`]) and fills the report's [`Findings`];
+//! the report does not depend on it (the caller puts the [`Diagnosis`] into the report).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -19,7 +22,7 @@ use std::time::Duration;
 use podgrace_core::plan::PodPlan;
 
 use crate::load::{RequestOutcome, RequestRecord};
-use crate::report::{Attribution, Phase, PodTermination};
+use crate::report::{Attribution, Findings, GaveUpFinding, IdleKill, Phase, PodTermination};
 use crate::streams::{StreamOutcome, StreamRecord};
 
 /// One container's stop, in times since the drill's epoch (measured by the runtime).
@@ -103,48 +106,6 @@ pub struct Inputs<'a> {
 pub struct Routable {
     pub pod: String,
     pub since: Duration,
-}
-
-/// `findings` of the drill JSON: what the advice found, as data.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Findings {
-    /// Containers that exited well before their deadline with work in flight.
-    pub gave_up: Vec<GaveUpFinding>,
-    /// Pods SIGKILLed at their deadline with nothing in flight.
-    pub reached_sigkill_while_idle: Vec<IdleKill>,
-}
-
-/// A container that gave up: it exited `afterStopSignalSeconds` after its stop signal, of a
-/// budget of `budgetSeconds`, and its exit cut requests or streams in flight.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GaveUpFinding {
-    pub pod: String,
-    pub container: String,
-    /// Seconds from its stop signal to its exit.
-    pub after_stop_signal_seconds: f64,
-    /// The StopContainer timeout, seconds.
-    pub budget_seconds: i64,
-    /// Failed requests cut by the exit.
-    pub requests_cut: u64,
-    /// Failed data streams cut by the exit.
-    pub streams_cut: u64,
-    /// The longest a cut request or stream had been running, seconds.
-    pub longest_running_seconds: f64,
-}
-
-/// A pod that reached SIGKILL while idle.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IdleKill {
-    pub pod: String,
-    /// The containers SIGKILLed (with the pod's stop, at its deadline).
-    pub containers: Vec<String>,
-    /// Seconds from its stop signal to SIGKILL.
-    pub waited_seconds: f64,
-    /// Idle streams still open on it at SIGKILL.
-    pub idle_streams: u64,
 }
 
 /// The advice lines (what to change, then warnings) and the findings behind them.

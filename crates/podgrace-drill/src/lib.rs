@@ -13,8 +13,8 @@
 //! * [`streams`]: long-lived server-streaming requests held open through a drill (data streams
 //!   and idle ones), as gRPC clients and Envoy hold them.
 //! * [`report`]: failures by kind and phase, latency percentiles, attribution to pods.
-//! * [`advice`]: what to change, with numbers: the endpoint race, containers that gave up with
-//!   work in flight, pods that reached SIGKILL while idle.
+//! * [`advice`] (uses [`report`], not the other way): what to change, with numbers: the endpoint
+//!   race, containers that gave up with work in flight, pods that reached SIGKILL while idle.
 //! * [`html`]: the self-contained HTML report with its SVG timeline.
 //! * [`sync`]: kube-proxy's bounded-frequency sync as a pure state machine (when an endpoint
 //!   change reaches the rules).

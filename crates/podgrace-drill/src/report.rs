@@ -3,7 +3,6 @@
 //! The shapes are those of the `drill` JSON contract (`design.md`), plus `streams` (when the drill
 //! held long-lived streams) and `advice`.
 
-use crate::advice::Findings;
 use crate::load::{LoadResult, RequestOutcome, RequestRecord};
 use crate::proxy::{PinnedConnection, ProxyRecord};
 use crate::streams::{StreamOutcome, StreamRecord};
@@ -316,6 +315,49 @@ pub struct DrillReport {
     /// The findings behind the advice, as data.
     pub findings: Findings,
     pub verdict: Verdict,
+}
+
+/// `findings` of the drill JSON: what the advice found, as data (filled by the `advice` module,
+/// which reads this module's attribution; this module does not use it).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    /// Containers that exited well before their deadline with work in flight.
+    pub gave_up: Vec<GaveUpFinding>,
+    /// Pods SIGKILLed at their deadline with nothing in flight.
+    pub reached_sigkill_while_idle: Vec<IdleKill>,
+}
+
+/// A container that gave up: it exited `afterStopSignalSeconds` after its stop signal, of a
+/// budget of `budgetSeconds`, and its exit cut requests or streams in flight.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GaveUpFinding {
+    pub pod: String,
+    pub container: String,
+    /// Seconds from its stop signal to its exit.
+    pub after_stop_signal_seconds: f64,
+    /// The StopContainer timeout, seconds.
+    pub budget_seconds: i64,
+    /// Failed requests cut by the exit.
+    pub requests_cut: u64,
+    /// Failed data streams cut by the exit.
+    pub streams_cut: u64,
+    /// The longest a cut request or stream had been running, seconds.
+    pub longest_running_seconds: f64,
+}
+
+/// A pod that reached SIGKILL while idle.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleKill {
+    pub pod: String,
+    /// The containers SIGKILLed (with the pod's stop, at its deadline).
+    pub containers: Vec<String>,
+    /// Seconds from its stop signal to SIGKILL.
+    pub waited_seconds: f64,
+    /// Idle streams still open on it at SIGKILL.
+    pub idle_streams: u64,
 }
 
 /// `streams`: the long-lived streams of a drill. A data stream that did not end cleanly is a
