@@ -28,7 +28,9 @@ use crate::streams::{StreamOutcome, StreamRecord};
 /// One container's stop, in times since the drill's epoch (measured by the runtime).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerStop {
+    /// The pod's name.
     pub pod: String,
+    /// The container's name.
     pub container: String,
     /// When its stop signal was sent.
     pub stop_signal: Option<Duration>,
@@ -74,26 +76,33 @@ pub struct Inputs<'a> {
     pub streams: &'a [Attribution],
     /// Every request and the pod the proxy sent it to (by request index).
     pub request_records: &'a [RequestRecord],
+    /// The pod each request went to, by request index.
     pub request_pods: &'a HashMap<u64, String>,
     /// Every stream and the pod its connection was pinned to (by stream index).
     pub stream_records: &'a [StreamRecord],
+    /// The pod each stream's connection was pinned to, by stream index.
     pub stream_pods: &'a HashMap<u64, String>,
     /// The disrupted pods.
     pub terminations: &'a [PodTermination],
     /// Their containers' stops.
     pub containers: &'a [ContainerStop],
+    /// The endpoint lag L the drill ran with.
     pub endpoint_lag: Duration,
     /// What the load's client does with its connections, and how many it pools.
     pub client: crate::load::ClientKind,
+    /// The connections the load's client pools.
     pub connections: usize,
     /// When each disrupted pod's endpoint left the proxy's routes, since the epoch (measured).
     pub removed: &'a [(String, Duration)],
-    /// Since the epoch: when the load's schedule started and ended.
+    /// Since the epoch: when the load's schedule started.
     pub load_start: Duration,
+    /// Since the epoch: when the load's schedule ended.
     pub load_end: Duration,
-    /// The port the load went to, and the per-request timeout.
+    /// The port the load went to.
     pub port: u16,
+    /// The load's per-request timeout.
     pub timeout: Duration,
+    /// The pod template's plan (its containers' preStop hooks and grace).
     pub template: &'a PodPlan,
     /// When each pod's endpoint reached the proxy as ready (empty: not known, the check of
     /// failures with no live pod routable is skipped).
@@ -104,14 +113,18 @@ pub struct Inputs<'a> {
 /// pods that were ready before the load, a lag after Ready for the pods a rollout adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routable {
+    /// The pod's name.
     pub pod: String,
+    /// Since the epoch: when its ready endpoint reached the proxy.
     pub since: Duration,
 }
 
 /// The advice lines (what to change, then warnings) and the findings behind them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Diagnosis {
+    /// What to change, then warnings, one line each (the text summary's lines).
     pub advice: Vec<String>,
+    /// The same, as data.
     pub findings: Findings,
 }
 
