@@ -14,14 +14,24 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 /// An eviction signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EvictionSignal {
+    /// `memory.available`: node memory capacity minus the working set, bytes (cgroup v1 and v2).
     MemoryAvailable,
+    /// `allocatableMemory.available`: node allocatable memory minus the pods' working set, bytes.
     AllocatableMemoryAvailable,
+    /// `nodefs.available`: free bytes of the kubelet's root filesystem (`/var/lib/kubelet`).
     NodeFsAvailable,
+    /// `nodefs.inodesFree`: free inodes of the kubelet's root filesystem.
     NodeFsInodesFree,
+    /// `imagefs.available`: free bytes of the runtime's image filesystem.
     ImageFsAvailable,
+    /// `imagefs.inodesFree`: free inodes of the runtime's image filesystem.
     ImageFsInodesFree,
+    /// `containerfs.available`: free bytes of the filesystem holding containers' writable layers
+    /// (a split image filesystem).
     ContainerFsAvailable,
+    /// `containerfs.inodesFree`: free inodes of the writable-layer filesystem.
     ContainerFsInodesFree,
+    /// `pid.available`: process ids left under the node's `pid_max`.
     PidAvailable,
 }
 
@@ -49,8 +59,11 @@ pub(super) const SIGNAL_NAMES: &[(EvictionSignal, &str)] = &[
 /// The node condition a pressure signal sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NodePressureCondition {
+    /// `MemoryPressure`, from `memory.available` and `allocatableMemory.available`.
     MemoryPressure,
+    /// `DiskPressure`, from the nodefs, imagefs and containerfs signals.
     DiskPressure,
+    /// `PIDPressure`, from `pid.available`.
     PIDPressure,
 }
 
@@ -102,7 +115,9 @@ pub enum ThresholdValue {
 /// One eviction threshold (`evictionapi.Threshold`, operator always `<`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
+    /// The signal compared with the threshold.
     pub signal: EvictionSignal,
+    /// The minimum: eviction starts when the observed value falls below it.
     pub value: ThresholdValue,
     /// `evictionSoftGracePeriod` for a soft threshold; zero for a hard one.
     pub grace_period: Duration,
