@@ -30,3 +30,34 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())?;
     f.sync_all()
 }
+
+/// The `server:` URL for a listener bound to `addr`: `https://HOST:PORT`, with an IPv6 host in
+/// brackets and an unspecified address (`0.0.0.0`, `::`) given as `127.0.0.1`, the address this
+/// machine's clients reach it at.
+pub fn server_url(addr: std::net::SocketAddr) -> String {
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    if host.contains(':') {
+        format!("https://[{host}]:{}", addr.port())
+    } else {
+        format!("https://{host}:{}", addr.port())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_url;
+
+    #[test]
+    fn the_server_url_brackets_ipv6_and_names_loopback_for_any_address() {
+        let url = |s: &str| server_url(s.parse().unwrap());
+        assert_eq!(url("127.0.0.1:6443"), "https://127.0.0.1:6443");
+        assert_eq!(url("0.0.0.0:6443"), "https://127.0.0.1:6443");
+        assert_eq!(url("[::1]:8443"), "https://[::1]:8443");
+        assert_eq!(url("[fd00::5]:443"), "https://[fd00::5]:443");
+        assert_eq!(url("[::]:6443"), "https://127.0.0.1:6443");
+    }
+}

@@ -12,6 +12,9 @@
 //!   SIGKILL while idle**, typically because an idle stream kept a graceful stop without a
 //!   deadline waiting (gRPC `GracefulStop()`, R27);
 //! * failures after SIGKILL, failures before the stop signal, requests that found no endpoint.
+//!
+//! It reads the report's attribution ([`crate::report`]) and fills the report's [`Findings`];
+//! the report does not depend on it (the caller puts the [`Diagnosis`] into the report).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -19,13 +22,15 @@ use std::time::Duration;
 use podgrace_core::plan::PodPlan;
 
 use crate::load::{RequestOutcome, RequestRecord};
-use crate::report::{Attribution, Phase, PodTermination};
+use crate::report::{Attribution, Findings, GaveUpFinding, IdleKill, Phase, PodTermination};
 use crate::streams::{StreamOutcome, StreamRecord};
 
 /// One container's stop, in times since the drill's epoch (measured by the runtime).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerStop {
+    /// The pod's name.
     pub pod: String,
+    /// The container's name.
     pub container: String,
     /// When its stop signal was sent.
     pub stop_signal: Option<Duration>,
@@ -71,26 +76,33 @@ pub struct Inputs<'a> {
     pub streams: &'a [Attribution],
     /// Every request and the pod the proxy sent it to (by request index).
     pub request_records: &'a [RequestRecord],
+    /// The pod each request went to, by request index.
     pub request_pods: &'a HashMap<u64, String>,
     /// Every stream and the pod its connection was pinned to (by stream index).
     pub stream_records: &'a [StreamRecord],
+    /// The pod each stream's connection was pinned to, by stream index.
     pub stream_pods: &'a HashMap<u64, String>,
     /// The disrupted pods.
     pub terminations: &'a [PodTermination],
     /// Their containers' stops.
     pub containers: &'a [ContainerStop],
+    /// The endpoint lag L the drill ran with.
     pub endpoint_lag: Duration,
     /// What the load's client does with its connections, and how many it pools.
     pub client: crate::load::ClientKind,
+    /// The connections the load's client pools.
     pub connections: usize,
     /// When each disrupted pod's endpoint left the proxy's routes, since the epoch (measured).
     pub removed: &'a [(String, Duration)],
-    /// Since the epoch: when the load's schedule started and ended.
+    /// Since the epoch: when the load's schedule started.
     pub load_start: Duration,
+    /// Since the epoch: when the load's schedule ended.
     pub load_end: Duration,
-    /// The port the load went to, and the per-request timeout.
+    /// The port the load went to.
     pub port: u16,
+    /// The load's per-request timeout.
     pub timeout: Duration,
+    /// The pod template's plan (its containers' preStop hooks and grace).
     pub template: &'a PodPlan,
     /// When each pod's endpoint reached the proxy as ready (empty: not known, the check of
     /// failures with no live pod routable is skipped).
@@ -101,56 +113,18 @@ pub struct Inputs<'a> {
 /// pods that were ready before the load, a lag after Ready for the pods a rollout adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routable {
+    /// The pod's name.
     pub pod: String,
+    /// Since the epoch: when its ready endpoint reached the proxy.
     pub since: Duration,
-}
-
-/// `findings` of the drill JSON: what the advice found, as data.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Findings {
-    /// Containers that exited well before their deadline with work in flight.
-    pub gave_up: Vec<GaveUpFinding>,
-    /// Pods SIGKILLed at their deadline with nothing in flight.
-    pub reached_sigkill_while_idle: Vec<IdleKill>,
-}
-
-/// A container that gave up: it exited `afterStopSignalSeconds` after its stop signal, of a
-/// budget of `budgetSeconds`, and its exit cut requests or streams in flight.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GaveUpFinding {
-    pub pod: String,
-    pub container: String,
-    /// Seconds from its stop signal to its exit.
-    pub after_stop_signal_seconds: f64,
-    /// The StopContainer timeout, seconds.
-    pub budget_seconds: i64,
-    /// Failed requests cut by the exit.
-    pub requests_cut: u64,
-    /// Failed data streams cut by the exit.
-    pub streams_cut: u64,
-    /// The longest a cut request or stream had been running, seconds.
-    pub longest_running_seconds: f64,
-}
-
-/// A pod that reached SIGKILL while idle.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IdleKill {
-    pub pod: String,
-    /// The containers SIGKILLed (with the pod's stop, at its deadline).
-    pub containers: Vec<String>,
-    /// Seconds from its stop signal to SIGKILL.
-    pub waited_seconds: f64,
-    /// Idle streams still open on it at SIGKILL.
-    pub idle_streams: u64,
 }
 
 /// The advice lines (what to change, then warnings) and the findings behind them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Diagnosis {
+    /// What to change, then warnings, one line each (the text summary's lines).
     pub advice: Vec<String>,
+    /// The same, as data.
     pub findings: Findings,
 }
 

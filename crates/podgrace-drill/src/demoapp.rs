@@ -63,8 +63,12 @@ use tokio::time::{Instant, Sleep};
 /// What the app does on SIGTERM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnSigterm {
+    /// Exit at once: the listener closes and requests in flight are cut.
     Exit,
+    /// Stop accepting and return once no connection or request's work is left, or at the drain
+    /// deadline.
     Drain,
+    /// Keep serving until SIGKILL (a PID 1 without a handler).
     Ignore,
 }
 

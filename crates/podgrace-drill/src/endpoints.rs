@@ -81,8 +81,11 @@ pub type EndpointSet = Vec<Endpoint>;
 ///   ~2 minutes after deregistration (kubernetes-sigs/aws-load-balancer-controller#2366).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LagPreset {
+    /// `in-cluster`: 1 s.
     InCluster,
+    /// `ingress`: 30 s.
     Ingress,
+    /// `cloud-lb`: 120 s.
     CloudLb,
 }
 
@@ -169,9 +172,11 @@ pub struct View {
 /// A pod joining or leaving a [`View`]'s routes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteChange {
+    /// The pod's name.
     pub pod: String,
     /// `true`: it joined; `false`: it left.
     pub joined: bool,
+    /// When the change reached the view.
     pub at: Instant,
 }
 
@@ -260,7 +265,9 @@ pub enum LagModel {
     /// kube-proxy's bounded-frequency sync ([`crate::sync::SyncRunner`]): at once while a sync
     /// slot is free, else `min_sync_period` after the last sync.
     KubeProxy {
+        /// kube-proxy's `--iptables-min-sync-period`: the least time between two syncs.
         min_sync_period: Duration,
+        /// Syncs allowed at once before the minimum period applies (kube-proxy: 2).
         burst: u32,
     },
     /// Each pod's changes arrive after a lag of its own, drawn from a uniform range
@@ -295,8 +302,11 @@ impl LagModel {
 /// `--endpoint-lag MIN..MAX` with `--seed`: per-pod endpoint lags, uniform in `[min, max]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LagRange {
+    /// The shortest lag.
     pub min: Duration,
+    /// The longest lag.
     pub max: Duration,
+    /// `--seed`: the same seed gives each pod the same lag in every run.
     pub seed: u64,
 }
 
@@ -327,6 +337,7 @@ enum Update {
 /// ([`crate::proxy::netfilter::Netfilter`]). Called from a blocking thread, like kube-proxy's
 /// `iptables-restore`; the sync ends when it returns.
 pub trait RouteSink: Send + Sync {
+    /// Programs `routes`; returns once they are in place.
     fn program(&self, routes: &Routes);
 }
 

@@ -21,6 +21,7 @@ pub const BUCKET: Duration = Duration::from_millis(100);
 pub struct ChartEvent {
     /// Since the epoch.
     pub at: Duration,
+    /// What happened, as the chart labels it.
     pub label: String,
 }
 
@@ -219,9 +220,12 @@ pub fn timeline_svg(records: &[RequestRecord], events: &[ChartEvent]) -> String 
 /// Errors of [`write_report`].
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlError {
+    /// The file could not be written.
     #[error("cannot write the report {path}: {source}")]
     Write {
+        /// The report's path.
         path: std::path::PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

@@ -74,7 +74,10 @@ pub struct KubeProxyConfig {
 pub enum RecordLine {
     /// The instant record times count from, as the wall clock read it: microseconds since the
     /// Unix epoch.
-    Epoch { unix_micros: u128 },
+    Epoch {
+        /// Microseconds since the Unix epoch.
+        unix_micros: u128,
+    },
     /// A proxied client connection (its request, for a client that sends one per connection).
     Connection {
         /// `namespace/name` of the Service.
@@ -83,14 +86,19 @@ pub enum RecordLine {
         port: String,
         /// The listener it came in on (ClusterIP:port or node address:nodePort).
         listen: SocketAddr,
+        /// The request or connection, as the proxy recorded it.
         #[serde(flatten)]
         record: ProxyRecord,
     },
     /// A client connection pinned to a pod (the conntrack entry).
     Pinned {
+        /// `namespace/name` of the Service.
         service: String,
+        /// The Service port's name (`""` when unnamed).
         port: String,
+        /// The listener it came in on (ClusterIP:port or node address:nodePort).
         listen: SocketAddr,
+        /// The pod it is pinned to, and since when.
         #[serde(flatten)]
         pinned: PinnedConnection,
     },

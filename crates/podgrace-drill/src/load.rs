@@ -191,7 +191,9 @@ pub struct RequestRecord {
     pub sent: Duration,
     /// When it completed or failed.
     pub done: Duration,
+    /// How it ended, as the client saw it.
     pub outcome: RequestOutcome,
+    /// The HTTP status, if a response head arrived.
     pub status: Option<u16>,
     /// The local port of the connection it went out on (`None` if no connection was had): with a
     /// pinning proxy it names the pod even when the proxy never saw the request (one written
@@ -231,14 +233,19 @@ pub struct LoadResult {
 /// Errors of [`run`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
+    /// The rate is not a positive, finite number of requests per second.
     #[error("the rate must be a positive, finite number of requests per second, not {0}")]
     BadRate(f64),
+    /// The connection pool size is 0.
     #[error("the connection pool needs at least one connection")]
     NoConnections,
+    /// The path is not a valid request target.
     #[error("the path {0:?} is not a valid request target")]
     BadPath(String),
+    /// hdrhistogram refused the bounds.
     #[error("cannot make the latency histogram: {0}")]
     Histogram(String),
+    /// The schedule holds more than `MAX_REQUESTS` requests.
     #[error("{0} requests is more than one run keeps records of (at most {MAX_REQUESTS}); lower the rate or the duration")]
     TooManyRequests(u64),
 }

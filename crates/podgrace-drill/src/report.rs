@@ -3,7 +3,6 @@
 //! The shapes are those of the `drill` JSON contract (`design.md`), plus `streams` (when the drill
 //! held long-lived streams) and `advice`.
 
-use crate::advice::Findings;
 use crate::load::{LoadResult, RequestOutcome, RequestRecord};
 use crate::proxy::{PinnedConnection, ProxyRecord};
 use crate::streams::{StreamOutcome, StreamRecord};
@@ -67,8 +66,11 @@ impl FailuresByKind {
 /// `latencyMs`: percentiles of the latency from the intended send time, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct LatencyMs {
+    /// The median, milliseconds.
     pub p50: f64,
+    /// The 99th percentile, milliseconds.
     pub p99: f64,
+    /// The slowest request, milliseconds.
     pub max: f64,
 }
 
@@ -102,6 +104,7 @@ pub enum Phase {
 /// The termination instants of one pod, in seconds since the drill's epoch as [`Duration`]s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodTermination {
+    /// The pod's name.
     pub pod: String,
     /// When its termination started (deletion, eviction: t = 0 of its termination).
     pub started: Duration,
@@ -126,8 +129,11 @@ impl PodTermination {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailuresByPhase {
+    /// Failures before the pod's stop signal (its preStop window, or before it terminated).
     pub before_stop_signal: u64,
+    /// Failures from the stop signal until SIGKILL.
     pub after_stop_signal: u64,
+    /// Failures from SIGKILL on.
     pub after_kill: u64,
 }
 
@@ -137,6 +143,7 @@ pub struct FailuresByPhase {
 pub struct Attribution {
     /// The request's schedule index.
     pub request: u64,
+    /// How it failed, as the client saw it.
     pub outcome: RequestOutcome,
     /// The pod the proxy sent it to; `None` if it reached none (no endpoint, or the proxy has no
     /// record of it).
@@ -144,6 +151,8 @@ pub struct Attribution {
     /// When the failure happened, since the epoch: the proxy's record end when there is one
     /// (when it saw the upstream fail), else the load's completion time.
     pub at: Duration,
+    /// The pod's termination phase at `at` (before the stop signal for a pod that was not
+    /// terminating).
     pub phase: Phase,
     /// The request's new connection followed a conntrack entry left by an earlier connection
     /// from the same client port (kube-proxy does not clear TCP entries; an unanswered one lives
@@ -276,7 +285,9 @@ impl FailuresByPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Verdict {
+    /// No request failed.
     Pass,
+    /// At least one request failed.
     Fail,
 }
 
@@ -284,17 +295,26 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrillReport {
+    /// What was done to the pods: `rollout`, `delete`, `evict-soft` or `evict-hard`.
     pub scenario: String,
+    /// The load's rate, requests per second.
     pub rps: f64,
+    /// The endpoint lag L the advice reckons with, seconds
+    /// ([`LagModel::nominal`](crate::endpoints::LagModel::nominal)).
     pub endpoint_lag_seconds: f64,
     /// The drill's other settings, so that a saved report says what it measured (set by the
     /// caller; [`DrillSettings::default`] after [`DrillReport::build`]).
     #[serde(flatten)]
     pub settings: DrillSettings,
+    /// Requests the load sent.
     pub requests: u64,
+    /// Requests that succeeded.
     pub succeeded: u64,
+    /// Requests that failed.
     pub failed: u64,
+    /// The failed requests by kind.
     pub failures_by_kind: FailuresByKind,
+    /// The failed requests by the termination phase of the pod they reached.
     pub failures_by_phase: FailuresByPhase,
     /// Failed requests whose new connection followed a stale conntrack entry to a pod that was
     /// gone ([`Attribution::stale_conntrack`]).
@@ -302,6 +322,7 @@ pub struct DrillReport {
     /// The failed requests per pod they reached, by phase, in pod order; failures that reached
     /// no pod under `pod: null`, last. Empty when none failed.
     pub failures_by_pod: Vec<PodFailures>,
+    /// Latency percentiles from the intended send time, every request included.
     pub latency_ms: LatencyMs,
     /// The `run` report of each pod (built by the node layer).
     pub pods: Vec<serde_json::Value>,
@@ -315,7 +336,54 @@ pub struct DrillReport {
     pub advice: Vec<String>,
     /// The findings behind the advice, as data.
     pub findings: Findings,
+    /// Pass when no request failed.
     pub verdict: Verdict,
+}
+
+/// `findings` of the drill JSON: what the advice found, as data (filled by the `advice` module,
+/// which reads this module's attribution; this module does not use it).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    /// Containers that exited well before their deadline with work in flight.
+    pub gave_up: Vec<GaveUpFinding>,
+    /// Pods SIGKILLed at their deadline with nothing in flight.
+    pub reached_sigkill_while_idle: Vec<IdleKill>,
+}
+
+/// A container that gave up: it exited `afterStopSignalSeconds` after its stop signal, of a
+/// budget of `budgetSeconds`, and its exit cut requests or streams in flight.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GaveUpFinding {
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// Seconds from its stop signal to its exit.
+    pub after_stop_signal_seconds: f64,
+    /// The StopContainer timeout, seconds.
+    pub budget_seconds: i64,
+    /// Failed requests cut by the exit.
+    pub requests_cut: u64,
+    /// Failed data streams cut by the exit.
+    pub streams_cut: u64,
+    /// The longest a cut request or stream had been running, seconds.
+    pub longest_running_seconds: f64,
+}
+
+/// A pod that reached SIGKILL while idle.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleKill {
+    /// The pod's name.
+    pub pod: String,
+    /// The containers SIGKILLed (with the pod's stop, at its deadline).
+    pub containers: Vec<String>,
+    /// Seconds from its stop signal to SIGKILL.
+    pub waited_seconds: f64,
+    /// Idle streams still open on it at SIGKILL.
+    pub idle_streams: u64,
 }
 
 /// `streams`: the long-lived streams of a drill. A data stream that did not end cleanly is a
@@ -475,8 +543,11 @@ pub struct DrillSettings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LagRangeSettings {
+    /// The shortest lag, seconds.
     pub min_seconds: f64,
+    /// The longest lag, seconds.
     pub max_seconds: f64,
+    /// The seed the per-pod lags were drawn with.
     pub seed: u64,
 }
 
@@ -485,6 +556,7 @@ pub struct LagRangeSettings {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminationFigures {
+    /// The pod's name.
     pub pod: String,
     /// The lag of its endpoint changes (`--endpoint-lag`, drawn for this pod when it is a
     /// range), seconds.
@@ -509,8 +581,11 @@ pub struct TerminationFigures {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodFailures {
+    /// The pod's name; `None` (`null`) for failures that reached no pod.
     pub pod: Option<String>,
+    /// Failed requests that reached it.
     pub failed: u64,
+    /// Those failures by termination phase.
     pub failures_by_phase: FailuresByPhase,
 }
 

@@ -155,6 +155,7 @@ pub struct StreamRecord {
     pub chunks: u64,
     /// The response status, if the response head arrived.
     pub status: Option<u16>,
+    /// How it ended.
     pub outcome: StreamOutcome,
     /// The local port of the connection it went out on (its connect's, if it got no further);
     /// `None` if no socket could be had.
@@ -168,10 +169,13 @@ pub struct StreamRecord {
 /// Errors of [`Streams::start`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum StreamError {
+    /// The length of data streams is not a positive, finite number of seconds.
     #[error("data streams need a positive, finite number of seconds, not {0}")]
     BadSeconds(f64),
+    /// The path is not a valid origin-form request target.
     #[error("the path {0:?} is not a valid origin-form request target")]
     BadPath(String),
+    /// Not called from within a tokio runtime.
     #[error("the streams must be started from within a tokio runtime")]
     NoRuntime,
 }

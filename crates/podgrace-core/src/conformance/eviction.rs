@@ -53,12 +53,17 @@ fn parse_priority(c: &Check<'_>, v: &Value) -> Result<i32, VectorError> {
     }
 }
 
+/// A quantity as the kubelet reads one (`resource.ParseQuantity`, then `Value()`).
+fn parse_quantity(s: &str) -> Result<i64, crate::rules::quantity::QuantityError> {
+    crate::rules::quantity::Quantity::parse(s).map(|q| q.value())
+}
+
 fn quantity(c: &Check<'_>, key: &str, v: &Value) -> Result<i64, VectorError> {
     match v {
         Value::String(s) => {
             let mut total: i64 = 0;
             for part in s.split('+') {
-                let q = ev::parse_quantity(part).map_err(|e| c.bad(key, e.to_string()))?;
+                let q = parse_quantity(part).map_err(|e| c.bad(key, e.to_string()))?;
                 total = total.checked_add(q).ok_or_else(|| c.bad(key, "overflow"))?;
             }
             Ok(total)
@@ -319,7 +324,7 @@ fn parse_config(c: &Check<'_>) -> Result<SyncSetup, VectorError> {
             "hard" => {
                 let t = ev::parse_threshold(s()?, Duration::ZERO)
                     .map_err(|e| c.bad("config", e.to_string()))?;
-                hard = Some(vec![t]);
+                hard = Some(t.into_iter().collect());
             }
             "soft" => {
                 let (stmt, grace) = s()?
@@ -328,7 +333,7 @@ fn parse_config(c: &Check<'_>) -> Result<SyncSetup, VectorError> {
                 let grace = parse_duration(grace)
                     .filter(|d| !d.is_zero())
                     .ok_or_else(|| c.bad("config", "soft thresholds need a grace period"))?;
-                soft.push(
+                soft.extend(
                     ev::parse_threshold(stmt, grace).map_err(|e| c.bad("config", e.to_string()))?,
                 );
             }
@@ -515,9 +520,9 @@ fn synchronize(c: &mut Check<'_>) -> Result<(), VectorError> {
                     None => (rest, None),
                 };
                 let q = if let Some(q) = rest.strip_prefix("available=") {
-                    ev::parse_quantity(q).map_err(|e| c.bad("sequence", e.to_string()))?
+                    parse_quantity(q).map_err(|e| c.bad("sequence", e.to_string()))?
                 } else if let Some(q) = rest.strip_prefix("still ") {
-                    let q = ev::parse_quantity(q).map_err(|e| c.bad("sequence", e.to_string()))?;
+                    let q = parse_quantity(q).map_err(|e| c.bad("sequence", e.to_string()))?;
                     if Some(q) != last_available {
                         return Err(c.bad("sequence", format!("{s:?}: not the previous value")));
                     }

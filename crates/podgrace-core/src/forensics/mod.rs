@@ -32,7 +32,7 @@
 
 mod input;
 
-pub use input::{parse, Parsed, MAX_INPUT_BYTES};
+pub use input::{parse, pod_name, Parsed, SelectError, MAX_INPUT_BYTES};
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStateTerminated, ContainerStatus, Event, Pod,

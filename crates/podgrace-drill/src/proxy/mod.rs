@@ -86,7 +86,9 @@ pub enum Balancing {
 /// A proxy's settings.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
+    /// HTTP/1.1, h2c or TCP.
     pub mode: Mode,
+    /// Per connection (kube-proxy) or per request (an L7 ingress).
     pub balancing: Balancing,
     /// How long an upstream connect may take before it counts as `ConnectTimeout` (default 1 s).
     pub connect_timeout: Duration,
@@ -156,7 +158,9 @@ pub struct ProxyRecord {
     pub end: Duration,
     /// The pod the request went to; `None` with [`ProxyOutcome::NoEndpoints`].
     pub pod: Option<String>,
+    /// The pod's address and port; `None` with [`ProxyOutcome::NoEndpoints`].
     pub endpoint: Option<SocketAddr>,
+    /// How it ended.
     pub outcome: ProxyOutcome,
     /// The HTTP status sent to the client (HTTP modes).
     pub status: Option<u16>,
@@ -174,17 +178,22 @@ pub struct PinnedConnection {
     pub client: SocketAddr,
     /// Since the epoch: when the upstream connection to the pod was made.
     pub opened: Duration,
+    /// The pod it is pinned to.
     pub pod: String,
 }
 
 /// Errors of [`Proxy::start`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
+        /// The address asked for.
         addr: SocketAddr,
+        /// The bind error.
         source: std::io::Error,
     },
+    /// Not called from within a tokio runtime.
     #[error("the proxy must be started from within a tokio runtime")]
     NoRuntime,
 }

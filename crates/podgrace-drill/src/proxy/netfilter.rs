@@ -54,10 +54,23 @@ use crate::endpoints::{RouteSink, Routes};
 /// Why kube-proxy mode cannot use the kernel's netfilter.
 #[derive(Debug, thiserror::Error)]
 pub enum NetfilterError {
+    /// `iptables` or `conntrack` cannot be run.
     #[error("{tool} is not usable ({reason}); install Debian's iptables and conntrack packages")]
-    Missing { tool: &'static str, reason: String },
+    Missing {
+        /// `iptables` or `conntrack`.
+        tool: &'static str,
+        /// Why it cannot be run.
+        reason: String,
+    },
+    /// A command failed.
     #[error("{argv}: {reason}")]
-    Command { argv: String, reason: String },
+    Command {
+        /// The command line.
+        argv: String,
+        /// What went wrong: its spawn error, exit status or stderr.
+        reason: String,
+    },
+    /// A NodePort on 127.0.0.1 could not be bound to hold it.
     #[error("cannot hold a NodePort on 127.0.0.1: {0}")]
     Port(std::io::Error),
 }

@@ -108,9 +108,9 @@ impl Default for NetworkConfig {
 /// Why a pod range (`--pod-network`) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PodNetworkError {
-    /// Not of the form `A.B.C.0/24`.
-    #[error("expected A.B.C.0/24, got {0:?}")]
-    Syntax(String),
+    /// Not an IPv4 CIDR (`A.B.C.0/24`); the second field is the CIDR parser's reason.
+    #[error("expected A.B.C.0/24, got {0:?}: {1}")]
+    Syntax(String, String),
     /// A prefix other than /24.
     #[error("only /24 pod networks are supported, got /{0}")]
     Prefix(String),
@@ -142,18 +142,16 @@ impl std::str::FromStr for NetworkConfig {
     /// kube-apiserver's `ValidateEndpointIP`: not loopback, link-local or link-local
     /// multicast.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, len) = s
-            .split_once('/')
-            .ok_or_else(|| PodNetworkError::Syntax(s.to_string()))?;
-        if len != "24" {
-            return Err(PodNetworkError::Prefix(len.to_string()));
+        let net: ipnet::Ipv4Net = s.parse().map_err(|e: ipnet::AddrParseError| {
+            PodNetworkError::Syntax(s.to_string(), e.to_string())
+        })?;
+        if net.prefix_len() != 24 {
+            return Err(PodNetworkError::Prefix(net.prefix_len().to_string()));
         }
-        let base: Ipv4Addr = addr
-            .parse()
-            .map_err(|_| PodNetworkError::Syntax(s.to_string()))?;
-        if base.octets()[3] != 0 {
+        if net.addr() != net.network() {
             return Err(PodNetworkError::HostPart(s.to_string()));
         }
+        let base = net.network();
         if base.is_multicast() || base.is_broadcast() || base.is_unspecified() {
             return Err(PodNetworkError::NotUnicast(s.to_string()));
         }
@@ -815,6 +813,25 @@ mod tests {
             Err(PodNetworkError::HostPart(_))
         ));
         assert!("10.1.2.0/24".parse::<NetworkConfig>().is_ok());
+        for bad in [
+            "10.1.2.0",
+            "10.1.2/24",
+            "10.1.2.0/33",
+            "ten/24",
+            "10.1.2.0/24x",
+        ] {
+            assert!(
+                matches!(
+                    bad.parse::<NetworkConfig>(),
+                    Err(PodNetworkError::Syntax(..))
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            "10.1.2.0".parse::<NetworkConfig>().unwrap_err().to_string(),
+            "expected A.B.C.0/24, got \"10.1.2.0\": invalid IP address syntax"
+        );
     }
 
     /// A fake kernel: records every step (as `ip` arguments, `-n <netns>` for a namespace's);

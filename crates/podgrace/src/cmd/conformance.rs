@@ -2,7 +2,7 @@
 
 use crate::{input, out::Out, Outcome};
 use anyhow::Context;
-use podgrace_core::conformance::{self, Verdict, BUILTIN_VECTORS};
+use podgrace_core::conformance::{self, BUILTIN_VECTORS};
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -23,20 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let report = conformance::run(&text)
         .map_err(|e| crate::BadInput(format!("{name}: {e}")))
         .context("cannot evaluate the vectors")?;
-    for (v, verdict) in &report.results {
-        if let Verdict::Fail(mismatches) = verdict {
-            writeln!(Out, "FAIL {} [{}] (line {})", v.source, v.function, v.line)?;
-            for m in mismatches {
-                writeln!(Out, "     {m}")?;
-            }
-        }
-    }
-    writeln!(
-        Out,
-        "{} passed, {} failed",
-        report.passed(),
-        report.failed()
-    )?;
+    write!(Out, "{}", crate::render::conformance::render(&report))?;
     Ok(if report.failed() == 0 {
         Outcome::Success
     } else {

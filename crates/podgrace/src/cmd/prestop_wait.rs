@@ -98,7 +98,7 @@ impl Lines {
     }
 
     fn line(&mut self, text: &str) {
-        let line = format!("prestop-wait: {text}\n");
+        let line = crate::render::prestop_wait::line(text);
         // A reader that went away must not stop the wait: errors are dropped.
         let _ = std::io::stdout().lock().write_all(line.as_bytes());
         if let Some(f) = &mut self.pid1 {
@@ -148,12 +148,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut counter = match ConnectionCounter::new(&args.ports) {
         Ok(c) => c,
         Err(e) => {
-            say(&format!(
-                "cannot read the connection counters ({e}): waiting the maximum of {:.1} s instead",
-                policy.max.as_secs_f64()
+            say(&crate::render::prestop_wait::counters_unreadable(
+                &e, policy.max,
             ));
             std::thread::sleep(policy.max);
-            say("done");
+            say(crate::render::prestop_wait::DONE);
             return Ok(Outcome::Exit(3));
         }
     };

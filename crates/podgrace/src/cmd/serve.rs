@@ -162,26 +162,15 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
-    let host = if addr.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        addr.ip().to_string()
-    };
-    let server = if addr.is_ipv6() {
-        format!("https://[{host}]:{}", addr.port())
-    } else {
-        format!("https://{host}:{}", addr.port())
-    };
+    let server = podgrace_api::kubeconfig::server_url(addr);
     let text = podgrace_api::kubeconfig::render(&server, &creds.ca_pem, &creds.token);
     podgrace_api::kubeconfig::write(&args.kubeconfig_out, &text)
         .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
     let abs = std::fs::canonicalize(&args.kubeconfig_out).unwrap_or(args.kubeconfig_out.clone());
-    println!(
-        "podgrace serve: Kubernetes {} API on {server} (TLS, bearer token)",
-        args.version.kubernetes_version
+    print!(
+        "{}",
+        crate::render::serve::banner(args.version.kubernetes_version, &server, &abs)
     );
-    println!("kubeconfig: {} (mode 0600)", abs.display());
-    println!("export KUBECONFIG={}", abs.display());
     let router = podgrace_api::http::authenticated_router(api.clone(), creds.token.clone());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let listen = tokio::spawn(podgrace_api::listener::serve(
@@ -242,21 +231,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
             records,
         },
     );
-    println!(
-        "kube-proxy: Services on their ClusterIPs and 127.0.0.1:nodePort (user-space, TCP), endpoint lag {}",
-        match lag {
-            podgrace_drill::endpoints::LagModel::Fixed(l) => format!("{:.1} s", l.as_secs_f64()),
-            podgrace_drill::endpoints::LagModel::KubeProxy { min_sync_period, .. } => format!(
-                "kube-proxy's sync (minSyncPeriod {:.1} s)",
-                min_sync_period.as_secs_f64()
-            ),
-            podgrace_drill::endpoints::LagModel::PerPod(r) => format!(
-                "{:.1} to {:.1} s per pod",
-                r.min.as_secs_f64(),
-                r.max.as_secs_f64()
-            ),
-        }
-    );
+    print!("{}", crate::render::serve::kube_proxy(lag));
     tokio::select! {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}

@@ -4,7 +4,6 @@
 //! (`-f`, repeatable). The reading itself is `podgrace_core::forensics`; cluster access is
 //! `podgrace_cluster`.
 
-use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
@@ -39,25 +38,13 @@ pub struct Args {
     output: OutputArgs,
 }
 
-/// `pod/NAME`, `pods/NAME`, `po/NAME` or `NAME` → NAME.
-fn pod_name(target: &str) -> Result<String, BadInput> {
-    let name = match target.split_once('/') {
-        Some(("pod" | "pods" | "po", n)) => n,
-        Some((kind, _)) => {
-            return Err(BadInput(format!(
-                "{target}: podgrace why reads pods only (pod/NAME), not {kind}"
-            )))
-        }
-        None => target,
-    };
-    if name.is_empty() {
-        return Err(BadInput(format!("{target}: a pod name is missing")));
-    }
-    Ok(name.to_string())
-}
-
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let name = args.target.as_deref().map(pod_name).transpose()?;
+    let name = args
+        .target
+        .as_deref()
+        .map(forensics::pod_name)
+        .transpose()
+        .map_err(|e| BadInput(e.to_string()))?;
     let report = if args.files.is_empty() {
         let Some(name) = name else {
             return Err(BadInput(
@@ -74,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        match rt.block_on(live(&opts, &name)) {
+        match rt.block_on(live(&opts, name)) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("{e}");
@@ -91,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             writeln!(w)?;
             w.flush()?;
         }
-        Format::Text => write!(Out, "{}", render(&report))?,
+        Format::Text => write!(Out, "{}", crate::render::why::render(&report))?,
     }
     Ok(Outcome::Success)
 }
@@ -146,7 +133,7 @@ async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterErr
 /// The pod and events of the files.
 fn offline(
     files: &[PathBuf],
-    name: Option<String>,
+    name: Option<&str>,
     namespace: Option<&str>,
 ) -> Result<Forensics, BadInput> {
     let mut parsed = Parsed::default();
@@ -173,168 +160,7 @@ fn offline(
         };
         forensics::parse(&text, &label, &mut parsed).map_err(|e| BadInput(e.to_string()))?;
     }
-    let name = match name {
-        Some(n) => n,
-        None => match parsed.pods.as_slice() {
-            [one] => one.metadata.name.clone().unwrap_or_default(),
-            [] => {
-                return Err(BadInput(
-                    "no pod in the files: name it (podgrace why pod/NAME -f events.json) or add kubectl get pod NAME -o json output"
-                        .into(),
-                ))
-            }
-            _ => {
-                return Err(BadInput(format!(
-                    "the files hold {} pods: name one (podgrace why pod/NAME -f ...)",
-                    parsed.pods.len()
-                )))
-            }
-        },
-    };
-    let pod = parsed
-        .pods
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
-    let ns = namespace
-        .map(str::to_string)
-        .or_else(|| pod.and_then(|p| p.metadata.namespace.clone()))
-        .or_else(|| {
-            parsed
-                .events
-                .iter()
-                .find(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
-                .and_then(|e| e.involved_object.namespace.clone())
-        })
-        .unwrap_or_else(|| "default".into());
-    let report = forensics::explain(pod, &ns, &name, &parsed.events);
-    if pod.is_none() && report.events.is_empty() {
-        return Err(BadInput(format!(
-            "pod {ns}/{name}: neither the pod nor any event about it is in the files"
-        )));
-    }
-    Ok(report)
-}
-
-/// The text report.
-fn render(r: &Forensics) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "pod {}/{}", r.namespace, r.pod);
-    if r.object_present {
-        let _ = write!(s, ": phase {}", r.phase);
-        if !r.reason.is_empty() {
-            let _ = write!(s, " ({})", r.reason);
-        }
-        if let Some(g) = r.termination_grace_period_seconds {
-            let _ = write!(s, ", terminationGracePeriodSeconds {g}");
-        }
-    } else {
-        s.push_str(": gone (read from its events)");
-    }
-    s.push('\n');
-    if let Some(d) = &r.deletion {
-        let _ = writeln!(
-            s,
-            "  deletionTimestamp {}, deletionGracePeriodSeconds {}{}",
-            d.deletion_timestamp,
-            d.deletion_grace_period_seconds
-                .map_or("unset".to_string(), |g| g.to_string()),
-            d.deleted_at
-                .as_ref()
-                .map(|a| format!(" (deleted at {a})"))
-                .unwrap_or_default()
-        );
-    }
-    for c in &r.containers {
-        let _ = write!(s, "  {}: ", c.name);
-        if c.last != Some("state") {
-            let _ = write!(s, "{}, ", c.state);
-        }
-        let _ = write!(s, "restarts {}", c.restart_count);
-        if let (Some(t), Some(last)) = (&c.terminated, c.last) {
-            let _ = write!(
-                s,
-                "; {} exit {}{}{}{}",
-                if last == "state" {
-                    "terminated"
-                } else {
-                    "last terminated"
-                },
-                t.exit_code,
-                if t.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", t.reason)
-                },
-                t.finished_at
-                    .as_ref()
-                    .map(|f| format!(" at {f}"))
-                    .unwrap_or_default(),
-                t.after_delete_seconds
-                    .map(|a| format!(", {a} s after the delete"))
-                    .unwrap_or_default()
-            );
-        }
-        s.push('\n');
-    }
-    if !r.findings.is_empty() {
-        s.push_str("why:\n");
-        for f in &r.findings {
-            let _ = writeln!(
-                s,
-                "  - {}{}{}",
-                f.container
-                    .as_ref()
-                    .map(|c| format!("{c}: "))
-                    .unwrap_or_default(),
-                f.message,
-                if f.inferred { " [inferred]" } else { "" }
-            );
-        }
-    }
-    if r.events.is_empty() {
-        s.push_str("events: none left\n");
-    } else {
-        s.push_str("events:\n");
-        for e in &r.events {
-            let _ = writeln!(
-                s,
-                "  {}  {:<7}  {}{}{}  {}",
-                if e.time.is_empty() {
-                    "-"
-                } else {
-                    e.time.as_str()
-                },
-                e.type_,
-                e.reason,
-                e.container
-                    .as_ref()
-                    .map(|c| format!(" ({c})"))
-                    .unwrap_or_default(),
-                if e.count > 1 {
-                    format!(" x{}", e.count)
-                } else {
-                    String::new()
-                },
-                e.message
-            );
-        }
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_are_read_as_kubectl_reads_them() {
-        assert_eq!(pod_name("pod/web").unwrap(), "web");
-        assert_eq!(pod_name("pods/web").unwrap(), "web");
-        assert_eq!(pod_name("web").unwrap(), "web");
-        assert!(pod_name("deployment/web")
-            .unwrap_err()
-            .0
-            .contains("pods only"));
-        assert!(pod_name("pod/").is_err());
-    }
+    parsed
+        .select(name, namespace)
+        .map_err(|e| BadInput(e.to_string()))
 }

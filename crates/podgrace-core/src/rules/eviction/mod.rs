@@ -26,9 +26,9 @@ pub use ranking::{
     RANK_PID_PRESSURE,
 };
 pub use thresholds::{
-    default_eviction_hard, parse_quantity, parse_threshold, pressure_transition_period,
-    EvictionSignal, NodePressureCondition, ParseQuantityError, ParseThresholdError, Threshold,
-    ThresholdValue, DEFAULT_PRESSURE_TRANSITION_PERIOD,
+    default_eviction_hard, parse_threshold, pressure_transition_period, EvictionSignal,
+    NodePressureCondition, ParseThresholdError, Threshold, ThresholdValue,
+    DEFAULT_PRESSURE_TRANSITION_PERIOD,
 };
 
 /// The override of a hard eviction since Kubernetes 1.31 (`immediateEvictionGracePeriodSeconds`).
@@ -76,6 +76,7 @@ pub fn grace_period_override(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::quantity::Quantity;
 
     use std::collections::{BTreeMap, BTreeSet};
     use std::time::Duration;
@@ -96,8 +97,64 @@ mod tests {
         assert_eq!(grace_period_override(false, 5, None, V), 5);
     }
 
+    /// `parseThresholdStatement`'s cases where the hand-written parser differed: a zero quantity
+    /// is refused, `0%` and `100%` are ignored, decimal exponents parse, percentages are
+    /// float32, and the errors carry upstream's words.
+    #[test]
+    fn thresholds_are_read_as_parse_threshold_statement_reads_them() {
+        let parse = |s: &str| parse_threshold(s, Duration::ZERO);
+        assert_eq!(
+            parse("memory.available<0").unwrap_err().to_string(),
+            "threshold \"memory.available<0\": eviction threshold memory.available must be positive: 0"
+        );
+        assert_eq!(
+            parse("memory.available<-1Gi").unwrap_err().to_string(),
+            "threshold \"memory.available<-1Gi\": eviction threshold memory.available must be positive: -1Gi"
+        );
+        assert_eq!(parse("nodefs.available<0%"), Ok(None));
+        assert_eq!(parse("nodefs.available<100%"), Ok(None));
+        let t = parse("memory.available<1e9").unwrap().unwrap();
+        assert_eq!(t.quantity(None), Some(1_000_000_000));
+        let t = parse("memory.available<1Gi").unwrap().unwrap();
+        assert_eq!(t.quantity(None), Some(1 << 30));
+        // 10% is float32(10)/100 = 0.100000001490116...: of 10Gi, 16 bytes more than a tenth.
+        let t = parse("nodefs.available<10%").unwrap().unwrap();
+        assert_eq!(t.value, ThresholdValue::Percentage(f64::from(0.1f32)));
+        assert_eq!(t.quantity(Some(10 << 30)), Some(1_073_741_840));
+        assert_eq!(
+            parse("nodefs.available<120%").unwrap_err().to_string(),
+            "threshold \"nodefs.available<120%\": eviction percentage threshold nodefs.available must be <= 100%: 120%"
+        );
+        assert_eq!(
+            parse("nodefs.available<-5%").unwrap_err().to_string(),
+            "threshold \"nodefs.available<-5%\": eviction percentage threshold nodefs.available must be >= 0%: -5%"
+        );
+        assert_eq!(
+            parse("memory.available<1Kb").unwrap_err().to_string(),
+            "threshold \"memory.available<1Kb\": invalid value: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+        assert_eq!(
+            parse("memory.available<1K").unwrap_err().to_string(),
+            "threshold \"memory.available<1K\": invalid value: unable to parse quantity's suffix"
+        );
+        assert!(matches!(
+            parse("nodefs.available<ten%"),
+            Err(ParseThresholdError::Value { .. })
+        ));
+        assert_eq!(
+            parse("memory.available>1Gi"),
+            Err(ParseThresholdError::Syntax("memory.available>1Gi".into()))
+        );
+        assert_eq!(
+            parse("bogus<1"),
+            Err(ParseThresholdError::UnknownSignal("bogus<1".into()))
+        );
+    }
+
     #[test]
     fn quantities_and_thresholds() {
+        // The quantities thresholds are read with (`resource.ParseQuantity`, then `Value()`).
+        let parse_quantity = |s: &str| Quantity::parse(s).map(|q| q.value());
         assert_eq!(parse_quantity("100Mi"), Ok(100 << 20));
         assert_eq!(parse_quantity("1.5Gi"), Ok(1536 << 20));
         assert_eq!(parse_quantity("1200"), Ok(1200));
@@ -105,11 +162,18 @@ mod tests {
         assert_eq!(parse_quantity("1500m"), Ok(2));
         assert!(parse_quantity("1Xi").is_err());
         assert!(parse_quantity("").is_err());
-        assert!(parse_quantity("99999999999Ei").is_err());
-        let t = parse_threshold("memory.available<100Mi", Duration::ZERO).unwrap();
+        // Upstream caps a binary-SI quantity at 2^63-1 instead of refusing it (the hand-written
+        // parser this replaced refused it).
+        assert_eq!(parse_quantity("99999999999Ei"), Ok(i64::MAX));
+        assert!(parse_quantity("1e40").is_err());
+        let t = parse_threshold("memory.available<100Mi", Duration::ZERO)
+            .unwrap()
+            .unwrap();
         assert!(t.is_hard());
         assert_eq!(t.quantity(None), Some(100 << 20));
-        let p = parse_threshold("nodefs.available<10%", Duration::from_secs(60)).unwrap();
+        let p = parse_threshold("nodefs.available<10%", Duration::from_secs(60))
+            .unwrap()
+            .unwrap();
         assert_eq!(p.quantity(Some(1000)), Some(100));
         assert!(!p.is_hard());
         assert!(parse_threshold("memory.available>1Gi", Duration::ZERO).is_err());
@@ -125,7 +189,9 @@ mod tests {
     #[test]
     fn critical_pods_are_refused_and_one_pod_per_round() {
         let cfg = EvictionConfig {
-            thresholds: vec![parse_threshold("memory.available<1Gi", Duration::ZERO).unwrap()],
+            thresholds: vec![parse_threshold("memory.available<1Gi", Duration::ZERO)
+                .unwrap()
+                .unwrap()],
             eviction_max_pod_grace_period_seconds: 0,
             pressure_transition_period: Duration::ZERO,
         };

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use crate::rules::quantity::Quantity;
+
 /// `evictionPressureTransitionPeriod` default, and what a configured 0 becomes: 5 minutes.
 pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 
@@ -137,115 +139,68 @@ impl Threshold {
     }
 }
 
-/// Why a quantity (`100Mi`, `1.5Gi`, `500`) was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseQuantityError {
-    /// Not a quantity (the input is kept).
-    #[error("invalid quantity {0:?}")]
-    Syntax(String),
-    /// Does not fit an `i64` (the input is kept).
-    #[error("quantity {0:?} out of range")]
-    Overflow(String),
-}
-
-/// Parses a Kubernetes quantity into an integer, rounding a fraction up (as `Quantity.Value()`).
-/// Suffixes: `Ki Mi Gi Ti Pi Ei`, `k M G T P E`, `m` (milli); a plain number; a leading `-`.
-///
-/// Upstream: `k8s.io/apimachinery/pkg/api/resource` `ParseQuantity` (decimal exponents `e3` are
-/// not accepted here).
-///
-/// # Errors
-/// [`ParseQuantityError`] for other syntax or a value beyond `i64`.
-pub fn parse_quantity(s: &str) -> Result<i64, ParseQuantityError> {
-    let syntax = || ParseQuantityError::Syntax(s.to_string());
-    let t = s.trim();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    // (multiplier numerator, divisor)
-    let (mul, div): (i128, i128) = match suffix {
-        "" => (1, 1),
-        "m" => (1, 1000),
-        "k" => (1_000, 1),
-        "M" => (1_000_000, 1),
-        "G" => (1_000_000_000, 1),
-        "T" => (1_000_000_000_000, 1),
-        "P" => (1_000_000_000_000_000, 1),
-        "E" => (1_000_000_000_000_000_000, 1),
-        "Ki" => (1 << 10, 1),
-        "Mi" => (1 << 20, 1),
-        "Gi" => (1 << 30, 1),
-        "Ti" => (1 << 40, 1),
-        "Pi" => (1 << 50, 1),
-        "Ei" => (1 << 60, 1),
-        _ => return Err(syntax()),
-    };
-    let (int_part, frac_part) = match num.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (num, ""),
-    };
-    if (int_part.is_empty() && frac_part.is_empty())
-        || frac_part.contains('.')
-        || frac_part.len() > 18
-    {
-        return Err(syntax());
-    }
-    let overflow = || ParseQuantityError::Overflow(s.to_string());
-    let int: i128 = if int_part.is_empty() {
-        0
-    } else {
-        int_part.parse().map_err(|_| overflow())?
-    };
-    let frac_den: i128 = 10i128.pow(frac_part.len() as u32);
-    let frac: i128 = if frac_part.is_empty() {
-        0
-    } else {
-        frac_part.parse().map_err(|_| syntax())?
-    };
-    let numer = int
-        .checked_mul(frac_den)
-        .and_then(|v| v.checked_add(frac))
-        .and_then(|v| v.checked_mul(mul))
-        .ok_or_else(overflow)?;
-    let den = frac_den * div;
-    let mut value = numer / den + i128::from(numer % den != 0);
-    if neg {
-        value = -(numer / den);
-    }
-    i64::try_from(value).map_err(|_| overflow())
-}
-
-/// Why an eviction threshold (`memory.available<100Mi`) was refused.
+/// Why an eviction threshold (`memory.available<100Mi`) was refused. Each message starts with
+/// the statement; where upstream refuses it too, upstream's words follow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseThresholdError {
-    /// Not of the form `SIGNAL<VALUE` (the statement is kept).
+    /// No `<` in the statement.
     #[error("threshold {0:?}: expected SIGNAL<VALUE")]
     Syntax(String),
-    /// The signal is none of the kubelet's names (the statement is kept).
+    /// The signal is not one the kubelet knows.
     #[error("threshold {0:?}: unknown eviction signal")]
     UnknownSignal(String),
-    /// The value is neither a quantity nor a percentage in 0..=100% (the statement is kept).
-    #[error("threshold {0:?}: invalid value")]
-    Value(String),
-    /// The value is below 0 (the statement is kept).
-    #[error("threshold {0:?}: negative value")]
-    Negative(String),
+    /// The value is neither a percentage nor a quantity; `reason` is `resource.ParseQuantity`'s
+    /// (or Go's `ParseFloat`'s) complaint.
+    #[error("threshold {statement:?}: invalid value: {reason}")]
+    Value {
+        /// The statement as written.
+        statement: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// A quantity that is zero or negative (`eviction threshold S must be positive`).
+    #[error("threshold {statement:?}: eviction threshold {signal} must be positive: {value}")]
+    NotPositive {
+        /// The statement as written.
+        statement: String,
+        /// The signal's name.
+        signal: &'static str,
+        /// The value as written.
+        value: String,
+    },
+    /// A percentage below 0 % or above 100 % (`eviction percentage threshold S must be >= 0%`,
+    /// `... <= 100%`).
+    #[error(
+        "threshold {statement:?}: eviction percentage threshold {signal} must be {bound}: {value}"
+    )]
+    PercentageRange {
+        /// The statement as written.
+        statement: String,
+        /// The signal's name.
+        signal: &'static str,
+        /// `>= 0%` or `<= 100%`.
+        bound: &'static str,
+        /// The value as written.
+        value: String,
+    },
 }
 
 /// Parses one threshold, `memory.available<100Mi` or `nodefs.available<10%`, with the given
 /// grace period (zero for `evictionHard`, the `evictionSoftGracePeriod` entry for soft).
+/// `Ok(None)` for `0%` and `100%`, which the kubelet ignores. A quantity is read as
+/// `resource.ParseQuantity` reads it (decimal exponents such as `1e9` included) and taken as
+/// its `Value()` (a fraction rounded up); a percentage as Go's `float32`, divided by 100.
 ///
-/// Upstream: `helpers.go` `ParseThresholdConfig` / `parseThresholdStatement` (all versions
-/// modelled). Only the `<` operator exists; percentages must be within 0–100 %.
+/// Upstream: `pkg/kubelet/eviction/helpers.go` `parseThresholdStatement` / `parsePercentage`
+/// (all versions modelled). Only the `<` operator exists.
 ///
 /// # Errors
-/// [`ParseThresholdError`] naming what is wrong.
-pub fn parse_threshold(s: &str, grace_period: Duration) -> Result<Threshold, ParseThresholdError> {
+/// [`ParseThresholdError`] naming what is wrong: no `<`, an unknown signal, a value that does
+/// not parse, a quantity that is not positive, a percentage outside 0–100 %.
+pub fn parse_threshold(
+    s: &str,
+    grace_period: Duration,
+) -> Result<Option<Threshold>, ParseThresholdError> {
     let (name, value) = s
         .trim()
         .split_once('<')
@@ -253,27 +208,49 @@ pub fn parse_threshold(s: &str, grace_period: Duration) -> Result<Threshold, Par
     let signal = EvictionSignal::from_name(name.trim())
         .ok_or_else(|| ParseThresholdError::UnknownSignal(s.into()))?;
     let value = value.trim();
-    let value = if let Some(p) = value.strip_suffix('%') {
-        let p: f64 = p
-            .trim()
-            .parse()
-            .map_err(|_| ParseThresholdError::Value(s.into()))?;
-        if !p.is_finite() || !(0.0..=100.0).contains(&p) {
-            return Err(ParseThresholdError::Value(s.into()));
-        }
-        ThresholdValue::Percentage(p / 100.0)
-    } else {
-        let q = parse_quantity(value).map_err(|_| ParseThresholdError::Value(s.into()))?;
-        if q < 0 {
-            return Err(ParseThresholdError::Negative(s.into()));
-        }
-        ThresholdValue::Quantity(q)
+    let bad = |reason: String| ParseThresholdError::Value {
+        statement: s.into(),
+        reason,
     };
-    Ok(Threshold {
+    let value = if let Some(p) = value.strip_suffix('%') {
+        if value == "0%" || value == "100%" {
+            return Ok(None);
+        }
+        let p: f32 = p.trim().parse().map_err(|e| bad(format!("{e}")))?;
+        if !p.is_finite() {
+            return Err(bad(format!("{value}: not a finite number")));
+        }
+        let range = |bound| ParseThresholdError::PercentageRange {
+            statement: s.into(),
+            signal: signal.name(),
+            bound,
+            value: value.into(),
+        };
+        // float32 arithmetic, as upstream's: `10%` is 0.1f32 (0.100000001490116...).
+        let fraction = p / 100.0;
+        if fraction < 0.0 {
+            return Err(range(">= 0%"));
+        }
+        if fraction > 1.0 {
+            return Err(range("<= 100%"));
+        }
+        ThresholdValue::Percentage(f64::from(fraction))
+    } else {
+        let q = Quantity::parse(value).map_err(|e| bad(e.to_string()))?;
+        if q.is_negative() || q.is_zero() {
+            return Err(ParseThresholdError::NotPositive {
+                statement: s.into(),
+                signal: signal.name(),
+                value: value.into(),
+            });
+        }
+        ThresholdValue::Quantity(q.value())
+    };
+    Ok(Some(Threshold {
         signal,
         value,
         grace_period,
-    })
+    }))
 }
 
 /// The default `evictionHard` of the kubelet for a node OS.
