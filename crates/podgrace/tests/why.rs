@@ -417,7 +417,8 @@ fn why_reads_real_terminations_from_serve_as_from_any_cluster() {
 
 #[test]
 fn bad_files_and_kubeconfigs_get_clear_errors_and_exit_2() {
-    let dir = common::tempdir("why-bad");
+    let tmpdir = common::tempdir("why-bad");
+    let dir = tmpdir.path();
     let w = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_podgrace"))
             .arg("why")
