@@ -687,7 +687,7 @@ fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
     };
     let out = cmd
         .args(args)
-        .current_dir(&dir)
+        .current_dir(dir)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
