@@ -3,15 +3,12 @@
 //! build and import (`podgrace-node/tests/containerd_support`).
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::containerd_support::{containers, socket, BUSYBOX};
 use common::serve::{alive, pids_with_env, Serve};
-use containerd_support::{socket, BUSYBOX};
 
 /// `podgrace serve --runtime containerd:SOCKET` for these tests.
 fn serve_on(tag: &str, sock: &Path) -> Serve {
@@ -47,14 +44,7 @@ impl ServeExt for Serve {
 }
 
 fn sandboxes_of(sock: &Path, pod: &str) -> usize {
-    let o = Command::new("ctr")
-        .arg("-a")
-        .arg(sock)
-        .args(["-n", "k8s.io", "containers", "ls", "-q"])
-        .arg(format!("labels.\"io.kubernetes.pod.name\"=={pod}"))
-        .output()
-        .expect("ctr");
-    String::from_utf8_lossy(&o.stdout).lines().count()
+    containers(sock, &format!("labels.\"io.kubernetes.pod.name\"=={pod}")).len()
 }
 
 /// Field case a (`shared/cases/real-cluster-1.32.md`) on containerd, with the preStop as the

@@ -5,11 +5,10 @@
 //! the pod is deleted. Needs root (cgroups); the containerd run needs `.ci/containerd.sh start`.
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
 use std::time::{Duration, Instant};
 
+use common::containerd_support;
 use common::serve::Serve;
 
 /// Applies the OOM pod, waits for `lastState.terminated.reason: OOMKilled` and checks what

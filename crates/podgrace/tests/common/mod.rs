@@ -2,6 +2,8 @@
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
 
+#[path = "../../../podgrace-node/tests/containerd_support/mod.rs"]
+pub mod containerd_support;
 pub mod serve;
 
 use std::io::Write as _;

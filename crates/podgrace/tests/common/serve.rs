@@ -293,14 +293,8 @@ impl Serve {
         }
         if let Some(sock) = &self.containerd {
             for uid in uids {
-                let o = Command::new("ctr")
-                    .arg("-a")
-                    .arg(sock)
-                    .args(["-n", "k8s.io", "containers", "ls", "-q"])
-                    .arg(format!("labels.\"io.kubernetes.pod.uid\"=={uid}"))
-                    .output()
-                    .expect("run ctr");
-                for id in String::from_utf8_lossy(&o.stdout).lines() {
+                let filter = format!("labels.\"io.kubernetes.pod.uid\"=={uid}");
+                for id in super::containerd_support::containers(sock, &filter) {
                     left.push(format!("containerd container {id} of pod {uid}"));
                 }
             }
