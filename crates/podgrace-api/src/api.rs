@@ -97,16 +97,26 @@ pub struct Api(Arc<Inner>);
 /// A write's result: the object (or a `Status`), the HTTP code, and warnings.
 #[derive(Debug, Clone)]
 pub struct Written {
+    /// The object as stored (with its new `metadata.resourceVersion`), or the `Status` a
+    /// delete answers with once the object is gone.
     pub object: Value,
+    /// The HTTP status code: 201 for a create, 200 for an update, a patch or a delete that
+    /// removed the object, 202 for a delete that only set `deletionTimestamp` (kube-apiserver's
+    /// `handlers.createHandler` / `deleteResource`).
     pub code: u16,
+    /// The `Warning` headers to send (`299 - "..."`: deprecations, field validation's `Warn`).
     pub warnings: Vec<String>,
 }
 
 /// The patch types kube-apiserver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
+    /// `application/json-patch+json`: RFC 6902 operations.
     Json,
+    /// `application/merge-patch+json`: RFC 7386.
     Merge,
+    /// `application/strategic-merge-patch+json`: upstream's strategicpatch, by the
+    /// patchMergeKey of each list.
     Strategic,
 }
 

@@ -55,22 +55,41 @@ pub fn error_response(e: &ApiError) -> Response {
 /// What a request path names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
+    /// `/version`: the server's `version.Info`.
     Version,
+    /// `/healthz`, `/livez`, `/readyz`: `ok`.
     Healthz,
+    /// `/api`: the core group's `APIVersions`.
     ApiVersions,
+    /// `/apis`: the `APIGroupList`.
     GroupList,
+    /// `/apis/GROUP`: one `APIGroup`.
     Group(String),
+    /// `/api/v1` or `/apis/GROUP/VERSION`: the `APIResourceList` of (group, version); the core
+    /// group is `""`.
     GroupVersion(String, String),
+    /// `/openapi/v2`: the Swagger 2.0 document.
     OpenApiV2,
+    /// `/openapi/v3`: the index of the OpenAPI v3 documents by group-version.
     OpenApiV3Index,
+    /// `/openapi/v3/PATH`: one group-version's OpenAPI v3 document (`api/v1`, `apis/apps/v1`).
     OpenApiV3(String),
+    /// A served resource: a collection, one object or one of its subresources.
     Resource {
+        /// The resource the path names.
         resource: &'static Resource,
+        /// `namespaces/NS` of the path, for namespaced resources only (`None` lists across
+        /// namespaces).
         namespace: Option<String>,
+        /// The object's name, `None` for the collection.
         name: Option<String>,
+        /// `status`, `log`, `eviction`, `binding`, `scale`... after the name.
         subresource: Option<String>,
+        /// The path had the deprecated `/watch/` prefix (`GET /api/v1/watch/pods`): a watch
+        /// as `?watch=true` is.
         watch_prefix: bool,
     },
+    /// Anything else: kube-apiserver's 404 `the server could not find the requested resource`.
     NotFound,
 }
 

@@ -32,25 +32,39 @@ pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RvMatch {
+    /// Not given: `resourceVersion` alone decides (unset: the latest, `0`: any).
     Unset,
+    /// `NotOlderThan`: at least `resourceVersion`.
     NotOlderThan,
+    /// `Exact`: the list as it was at `resourceVersion` (410 once compacted).
     Exact,
 }
 
 /// The options of a list or watch.
 #[derive(Debug, Clone)]
 pub struct ListOptions {
+    /// `labelSelector` (empty: everything).
     pub labels: LabelSelector,
+    /// `fieldSelector` (empty: everything).
     pub fields: FieldSelector,
+    /// `limit`: at most this many items per page, a `continue` token for the rest; 0 (absent,
+    /// or negative as upstream clamps it) for no limit.
     pub limit: usize,
     /// The decoded continue token: resourceVersion (-1: inconsistent) and start key.
     pub continue_from: Option<(i64, String)>,
     /// `resourceVersion` as given ("" when absent).
     pub resource_version: String,
+    /// `resourceVersionMatch`.
     pub rv_match: RvMatch,
+    /// `watch=true` (or the `/watch/` path prefix): a watch stream instead of a list.
     pub watch: bool,
+    /// `allowWatchBookmarks`: the watch may send BOOKMARK events.
     pub allow_bookmarks: bool,
+    /// `timeoutSeconds`: the watch ends after this many seconds (none: the server's own
+    /// timeout).
     pub timeout_seconds: Option<u64>,
+    /// `sendInitialEvents` (the watch-list feature): ADDED events for every object first,
+    /// then a BOOKMARK annotated `k8s.io/initial-events-end`.
     pub send_initial_events: Option<bool>,
 }
 
@@ -283,12 +297,19 @@ impl ListOptions {
 pub struct DeleteOptions {
     /// Whether options were sent at all (a body or a query parameter).
     pub present: bool,
+    /// `gracePeriodSeconds` in seconds (none: the object's own
+    /// `terminationGracePeriodSeconds`; 0 with force is an immediate delete).
     pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground` (anything else is a 400).
     pub propagation_policy: Option<String>,
     /// The legacy `orphanDependents` (overrides `propagationPolicy`).
     pub orphan_dependents: Option<bool>,
+    /// `preconditions.uid`: the delete is a 409 Conflict unless the object has this UID.
     pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`: the delete is a 409 Conflict unless the object is at
+    /// this resourceVersion.
     pub precondition_rv: Option<String>,
+    /// `dryRun` (any value, `All`): validated and answered, nothing deleted.
     pub dry_run: bool,
 }
 

@@ -168,8 +168,12 @@ fn strict_issues(
 /// the validation causes podgrace-core found (for a 422 after defaulting).
 #[derive(Debug, Clone)]
 pub struct Decoded {
+    /// The object as decoded, unknown and duplicate fields dropped.
     pub object: Value,
+    /// `Warning` header texts for field validation's `Warn` (`unknown field "spec.foo"`).
     pub warnings: Vec<String>,
+    /// The causes of a 422 Invalid that podgrace-core's validation found (field path,
+    /// reason, message), answered after defaulting as the registry strategy's `Validate` is.
     pub invalid: Vec<Cause>,
 }
 
@@ -266,6 +270,7 @@ pub fn name_rule(r: &Resource) -> NameRule {
 /// What the registry needs from the caller when it prepares an object.
 #[derive(Debug, Clone)]
 pub struct Context {
+    /// The time stamped on the object (`creationTimestamp`, `deletionTimestamp`).
     pub now: jiff::Timestamp,
     /// The one node every pod is bound to.
     pub node_name: String,

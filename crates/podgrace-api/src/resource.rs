@@ -12,13 +12,19 @@ use serde_json::Value;
 pub struct Resource {
     /// API group (`""` for the core group).
     pub group: &'static str,
+    /// API version (`v1`).
     pub version: &'static str,
+    /// The kind of its objects (`Pod`).
     pub kind: &'static str,
     /// The plural name in URLs (`pods`).
     pub plural: &'static str,
+    /// The singular name (`pod`), as discovery's `singularName`.
     pub singular: &'static str,
+    /// Namespaced (`pods`) or cluster-scoped (`nodes`, `namespaces`).
     pub namespaced: bool,
+    /// kubectl's short names (`po`), as discovery's `shortNames`.
     pub short_names: &'static [&'static str],
+    /// Discovery's `categories` (`all` for the ones `kubectl get all` shows).
     pub categories: &'static [&'static str],
     /// Subresources served (`status`, `log`).
     pub subresources: &'static [&'static str],

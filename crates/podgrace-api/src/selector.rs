@@ -221,6 +221,7 @@ fn parse_requirement(part: &str) -> Result<(String, LabelOp), SelectorError> {
 /// A parsed field selector: `(field, value, equal?)` terms, all of which must hold.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FieldSelector {
+    /// `(field path, value, true for = or ==, false for !=)`.
     pub terms: Vec<(String, String, bool)>,
 }
 

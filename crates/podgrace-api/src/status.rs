@@ -13,6 +13,7 @@ use crate::resource::Resource;
 pub struct Cause {
     /// `reason` (a `field.ErrorType` such as `FieldValueInvalid`), may be empty.
     pub reason: String,
+    /// `message`: what is wrong with the field, in upstream's words.
     pub message: String,
     /// `field` path, may be empty.
     pub field: String,
@@ -22,12 +23,20 @@ pub struct Cause {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ApiError {
+    /// The HTTP status code and `Status.code` (400, 401, 403, 404, 405, 406, 409, 410, 415,
+    /// 422, 429, 500, 504).
     pub code: u16,
+    /// `Status.reason`, a `metav1.StatusReason` (`NotFound`, `AlreadyExists`, `Conflict`,
+    /// `Invalid`, `Expired`, `TooManyRequests`, `BadRequest`...).
     pub reason: &'static str,
+    /// `Status.message`, worded as kube-apiserver words it.
     pub message: String,
     /// `details.group`, `details.kind`, `details.name`; `None` leaves `details` out.
     pub details: Option<Box<(String, String, String)>>,
+    /// `details.causes` (a 422's field errors).
     pub causes: Vec<Cause>,
+    /// `details.retryAfterSeconds` and the `Retry-After` header, in seconds (a 429 from an
+    /// eviction refused by a PodDisruptionBudget).
     pub retry_after_seconds: Option<u32>,
 }
 

@@ -219,8 +219,11 @@ impl Stored {
 /// The type of a change, as in a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
+    /// A create (`ADDED`).
     Added,
+    /// An update, patch or a delete that only set `deletionTimestamp` (`MODIFIED`).
     Modified,
+    /// The object left the store (`DELETED`).
     Deleted,
 }
 
@@ -240,6 +243,7 @@ impl EventType {
 pub struct Event {
     /// The resourceVersion the change was written at.
     pub rv: u64,
+    /// What the change was.
     pub kind: EventType,
     /// The object's key (`NAMESPACE/NAME` or `NAME`).
     pub key: String,
@@ -252,17 +256,30 @@ pub struct Event {
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
+    /// No object at the key (the API answers 404 NotFound).
     #[error("not found")]
     NotFound,
+    /// A create at a key that holds an object (409 AlreadyExists).
     #[error("already exists")]
     AlreadyExists,
     /// The requested resourceVersion is older than the history kept (`410 Gone`): `oldest` is
     /// the oldest resourceVersion still served (upstream prints it in parentheses).
     #[error("too old resource version: {requested} ({oldest})")]
-    Expired { requested: u64, oldest: u64 },
-    /// The requested resourceVersion is newer than any written.
+    Expired {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The oldest resourceVersion the history still holds.
+        oldest: u64,
+    },
+    /// The requested resourceVersion is newer than any written (the API answers 504 Timeout
+    /// with cause `ResourceVersionTooLarge`, as the watch cache's `waitUntilFreshAndBlock`).
     #[error("Too large resource version: {requested}, current: {current}")]
-    TooLarge { requested: u64, current: u64 },
+    TooLarge {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The store's current resourceVersion.
+        current: u64,
+    },
 }
 
 /// Which state a read sees.

@@ -623,8 +623,11 @@ fn service_cells(svc: &Value, now: jiff::Timestamp) -> Vec<Value> {
 /// `includeObject` of the Table request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
+    /// `None`: rows without their objects.
     None,
+    /// `Metadata` (the default): each row's object as `PartialObjectMetadata`.
     Metadata,
+    /// `Object`: each row's full object.
     Object,
 }
 

@@ -12,8 +12,10 @@ use rcgen::{
 /// Why the credentials could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// rcgen could not make the CA or the serving certificate.
     #[error("generating the certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    /// rustls refused the certificate or key.
     #[error("configuring TLS: {0}")]
     Config(#[from] rustls::Error),
 }
@@ -25,6 +27,7 @@ pub struct Credentials {
     pub ca_pem: String,
     /// The serving certificate (DER) and its key (PKCS#8 DER).
     pub cert_der: Vec<u8>,
+    /// The serving certificate's private key (PKCS#8 DER).
     pub key_der: Vec<u8>,
     /// The bearer token every request must carry (64 hex digits, 256 random bits).
     pub token: String,

@@ -3,95 +3,24 @@
 //! `.ci/containerd.sh start` (CI runs it); see `containerd_support`.
 
 mod containerd_support;
+#[path = "containerd_support/pods.rs"]
+mod pods;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use containerd_support::{socket, BUSYBOX};
 use podgrace_core::manifest;
-use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{
-    run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodWorkerState,
-};
-use podgrace_node::runtime::{cgroup, CallContext, ContainerdRuntime, RuntimeService};
+use podgrace_node::kubelet::{run_pod, PodHandle, PodOptions};
+use podgrace_node::runtime::{cgroup, ContainerdRuntime};
+use pods::{delete, pids_with_env, uid};
 
-async fn runtime(sock: &std::path::Path) -> Arc<ContainerdRuntime> {
-    let logs = std::env::temp_dir().join(format!("podgrace-test-pod-logs-{}", std::process::id()));
-    let (rt, _out) = ContainerdRuntime::connect(sock, &logs)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
-    Arc::new(rt)
-}
-
-/// Starts the pod of `yaml` (resolved against the ConfigMaps and Secrets of the same text) with
-/// `uid` and waits until it runs.
+/// Starts the pod of `yaml` with `uid` and waits until it runs.
 async fn start(rt: &Arc<ContainerdRuntime>, yaml: &str, uid: &str) -> PodHandle {
-    let m = manifest::load(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
-    let plan = m.pods().next().expect("a pod").clone();
-    let plan = m.resolve_env_from(&plan).unwrap_or_else(|e| panic!("{e}"));
-    let pod = run_pod(
-        rt.clone(),
-        plan,
-        PodOptions {
-            uid: Some(uid.into()),
-            ..PodOptions::default()
-        },
-        EventRecorder::new(),
-    );
-    let mut st = pod.status();
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        st.wait_for(|s| {
-            s.phase == PodWorkerState::Running || s.phase == PodWorkerState::Terminated
-        }),
-    )
-    .await
-    .expect("pod running within 60 s")
-    .expect("status");
+    let pod = pods::start(rt, yaml, uid);
+    pods::running(&pod).await;
     pod
-}
-
-/// Deletes the pod with grace 0, waits for its report and removes its sandbox.
-async fn delete(rt: &Arc<ContainerdRuntime>, pod: PodHandle) -> PodReport {
-    pod.send(PodCommand::Delete(KubectlDeleteFlags {
-        grace_period: 0,
-        force: true,
-        now: false,
-    }));
-    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
-        .await
-        .expect("pod ended within 60 s")
-        .expect("pod report");
-    if let Some(sb) = &report.sandbox {
-        rt.remove_pod_sandbox(&CallContext::background(), sb)
-            .await
-            .expect("remove sandbox");
-    }
-    report
-}
-
-/// The pids whose environment holds `marker` (seen from the host).
-fn pids_with_env(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
-fn uid(tag: &str) -> String {
-    format!(
-        "00000000-0000-4000-8000-{:06x}{tag}",
-        std::process::id() & 0xff_ffff
-    )
 }
 
 /// A Burstable pod (a cpu request, no limits) and a BestEffort one get the cgroup parent the
@@ -103,7 +32,7 @@ async fn containerd_pods_run_in_the_cgroup_of_their_qos_class() {
     let Some(sock) = socket("containerd_pods_run_in_the_cgroup_of_their_qos_class") else {
         return;
     };
-    let rt = runtime(&sock).await;
+    let rt = pods::runtime(&sock, "pod").await;
     for (qos, resources) in [
         ("burstable", "    resources: {requests: {cpu: 10m}}\n"),
         ("besteffort", ""),
@@ -161,7 +90,7 @@ async fn containerd_volumes_emptydir_shared_configmap_files_and_readonly_mounts(
     let Some(sock) = socket("containerd_volumes_emptydir_shared_configmap_files") else {
         return;
     };
-    let rt = runtime(&sock).await;
+    let rt = pods::runtime(&sock, "pod").await;
     let yaml = format!(
         r#"apiVersion: v1
 kind: ConfigMap
@@ -243,7 +172,7 @@ async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
     let Some(sock) = socket("containerd_host_path_volumes_with_the_kubelets_type_checks") else {
         return;
     };
-    let rt = runtime(&sock).await;
+    let rt = pods::runtime(&sock, "pod").await;
     let host = std::env::temp_dir().join(format!("podgrace-hostpath-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&host);
     let yaml = |kind: &str| {

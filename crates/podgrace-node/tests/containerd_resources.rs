@@ -5,94 +5,26 @@
 //! (CI runs it); see `containerd_support`.
 
 mod containerd_support;
+#[path = "containerd_support/pods.rs"]
+mod pods;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use containerd_support::{socket, BUSYBOX};
 use podgrace_core::manifest;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{
-    run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodWorkerState,
-};
+use podgrace_node::kubelet::{run_pod, PodCommand, PodOptions};
 use podgrace_node::process::ExitStatus;
-use podgrace_node::runtime::{cgroup, CallContext, ContainerdRuntime, RuntimeService};
-
-async fn runtime(sock: &std::path::Path) -> Arc<ContainerdRuntime> {
-    let logs = std::env::temp_dir().join(format!("podgrace-test-res-logs-{}", std::process::id()));
-    let (rt, _out) = ContainerdRuntime::connect(sock, &logs)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
-    Arc::new(rt)
-}
-
-fn start(rt: &Arc<ContainerdRuntime>, yaml: &str, uid: &str) -> PodHandle {
-    let m = manifest::load(yaml, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
-    let plan = m.pods().next().expect("a pod").clone();
-    run_pod(
-        rt.clone(),
-        plan,
-        PodOptions {
-            uid: Some(uid.into()),
-            ..PodOptions::default()
-        },
-        EventRecorder::new(),
-    )
-}
-
-async fn running(pod: &PodHandle) {
-    let mut st = pod.status();
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        st.wait_for(|s| {
-            s.phase == PodWorkerState::Running || s.phase == PodWorkerState::Terminated
-        }),
-    )
-    .await
-    .expect("pod running within 60 s")
-    .expect("status");
-}
-
-async fn delete(rt: &Arc<ContainerdRuntime>, pod: PodHandle) -> PodReport {
-    pod.send(PodCommand::Delete(KubectlDeleteFlags {
-        grace_period: 0,
-        force: true,
-        now: false,
-    }));
-    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
-        .await
-        .expect("pod ended within 60 s")
-        .expect("pod report");
-    if let Some(sb) = &report.sandbox {
-        rt.remove_pod_sandbox(&CallContext::background(), sb)
-            .await
-            .expect("remove sandbox");
-    }
-    report
-}
-
-fn uid(tag: &str) -> String {
-    format!(
-        "00000000-0000-4000-8000-{:06x}{tag}",
-        std::process::id() & 0xff_ffff
-    )
-}
+use podgrace_node::runtime::{cgroup, CallContext, RuntimeService};
+use pods::{delete, running, start, uid};
 
 /// The pid whose environment holds `marker`, waited for up to 10 s.
 async fn pid_with_env(marker: &str) -> i32 {
     let t0 = std::time::Instant::now();
     loop {
-        let found: Vec<i32> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
-            })
-            .collect();
+        let found = pods::pids_with_env(marker);
         if let [pid] = found[..] {
             return pid;
         }
@@ -166,7 +98,7 @@ async fn containerd_container_cgroups_hold_the_kubelets_resources() {
     let Some(sock) = socket("containerd_container_cgroups_hold_the_kubelets_resources") else {
         return;
     };
-    let rt = runtime(&sock).await;
+    let rt = pods::runtime(&sock, "res").await;
     let node = cgroup::node_resources();
     assert!(node.memory_capacity > 0, "{node:?}");
     for (qos, resources, shares, quota, memory, requested_oom) in [
@@ -257,7 +189,7 @@ async fn containerd_a_container_over_its_memory_limit_is_oom_killed() {
     let Some(sock) = socket("containerd_a_container_over_its_memory_limit_is_oom_killed") else {
         return;
     };
-    let rt = runtime(&sock).await;
+    let rt = pods::runtime(&sock, "res").await;
     let yaml = format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: oom}}\nspec:\n  restartPolicy: OnFailure\n  containers:\n  - name: hog\n    image: {BUSYBOX}\n{HOG}");
     let uid = uid("o1");
     let events = EventRecorder::new();

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 
-fn write(name: &str, text: &str) -> std::path::PathBuf {
+fn write(name: &str, text: &str) -> TmpFile {
     tmp_file("conformance", name, text)
 }
 

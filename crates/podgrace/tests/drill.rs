@@ -161,7 +161,8 @@ fn the_html_report_charts_every_failure_in_red() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let page = tempdir("drillhtml").join("report.html");
+    let tmpdir = tempdir("drillhtml");
+    let page = tmpdir.path().join("report.html");
     let (_, r) = drill(
         "html",
         &demo(None),
@@ -594,7 +595,8 @@ fn a_signal_to_drill_exits_128_plus_its_number() {
 /// ends podgrace with 128 + the signal and a word, not with the signal's default death.
 #[test]
 fn a_signal_while_the_drill_connects_to_containerd_exits_128_plus_its_number() {
-    let socket = tempdir("drillsig-setup").join("containerd.sock");
+    let tmpdir = tempdir("drillsig-setup");
+    let socket = tmpdir.path().join("containerd.sock");
     let _ = std::fs::remove_file(&socket);
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podgrace"))

@@ -4,23 +4,12 @@
 //! kernel's DNAT and conntrack).
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
-use std::process::Command;
-
-use containerd_support::socket;
+use common::containerd_support::{containers, socket};
 
 /// The demo pods' containers and sandboxes containerd still holds.
 fn demo_containers(sock: &std::path::Path) -> usize {
-    let o = Command::new("ctr")
-        .arg("-a")
-        .arg(sock)
-        .args(["-n", "k8s.io", "containers", "ls", "-q"])
-        .arg("labels.\"io.kubernetes.pod.name\"~=^demo-")
-        .output()
-        .expect("ctr");
-    String::from_utf8_lossy(&o.stdout).lines().count()
+    containers(sock, "labels.\"io.kubernetes.pod.name\"~=^demo-").len()
 }
 
 /// The demo's three runs on containerd, through kube-proxy on the kernel's netfilter to the

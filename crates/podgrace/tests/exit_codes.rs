@@ -9,7 +9,8 @@ use common::*;
 fn serve_on_a_port_in_use_exits_3_and_names_the_address() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = held.local_addr().unwrap().to_string();
-    let kubeconfig = tempdir("exit-serve").join("kubeconfig");
+    let tmpdir = tempdir("exit-serve");
+    let kubeconfig = tmpdir.path().join("kubeconfig");
     let out = podgrace(&[
         "serve",
         "--bind",

@@ -121,7 +121,8 @@ fn json_follows_the_explain_contract() {
 
 #[test]
 fn bad_input_names_file_line_column_and_path_with_exit_2() {
-    let dir = tempdir("explain");
+    let tmpdir = tempdir("explain");
+    let dir = tmpdir.path();
     let file = dir.join("typo.yaml");
     std::fs::write(
         &file,
@@ -236,7 +237,8 @@ fn explain_runs_over_the_whole_corpus() {
 
 #[test]
 fn symlinked_directories_are_not_followed() {
-    let dir = tempdir("explain").join("loop");
+    let tmpdir = tempdir("explain");
+    let dir = tmpdir.path().join("loop");
     let inner = dir.join("a");
     std::fs::create_dir_all(&inner).unwrap();
     std::fs::write(
@@ -254,7 +256,8 @@ fn symlinked_directories_are_not_followed() {
 
 #[test]
 fn every_error_line_is_prefixed() {
-    let dir = tempdir("explain").join("two-errors");
+    let tmpdir = tempdir("explain");
+    let dir = tmpdir.path().join("two-errors");
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["a.yaml", "b.yaml"] {
         std::fs::write(
@@ -380,7 +383,8 @@ fn a_probe_trigger_explains_the_pods_it_applies_to_and_notes_the_others() {
 
 #[test]
 fn a_probe_trigger_over_a_directory_skips_the_files_without_the_probe() {
-    let dir = tempdir("explain-probe-dir").join("manifests");
+    let tmpdir = tempdir("explain-probe-dir");
+    let dir = tmpdir.path().join("manifests");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("a.yaml"),
@@ -459,7 +463,8 @@ fn an_input_without_pods_is_named() {
         stderr(&out),
         format!("error: no pod or pod template found in {svc}, {empty}\n")
     );
-    let dir = tempdir("explain-empty").join("no-manifests");
+    let tmpdir = tempdir("explain-empty");
+    let dir = tmpdir.path().join("no-manifests");
     std::fs::create_dir_all(&dir).unwrap();
     let out = podgrace(&["explain", dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

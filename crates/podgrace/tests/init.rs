@@ -19,7 +19,8 @@ use serde_json::Value;
 const PODGRACE: &str = env!("CARGO_BIN_EXE_podgrace");
 
 fn run(tag: &str, yaml: &str, extra: &[&str]) -> (Value, String) {
-    let dir = tempdir(tag);
+    let tmpdir = tempdir(tag);
+    let dir = tmpdir.path();
     let yaml = yaml
         .replace("{podgrace}", PODGRACE)
         .replace("{dir}", &dir.display().to_string());
@@ -107,7 +108,8 @@ fn nginx_behind_init_with_map_finishes_a_download_that_sigterm_would_cut() {
         eprintln!("SKIP init nginx: needs root and /usr/sbin/nginx (Debian package nginx-light)");
         return;
     }
-    let dir = tempdir("init-nginx");
+    let tmpdir = tempdir("init-nginx");
+    let dir = tmpdir.path();
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     let size = 1_000_000;
@@ -370,13 +372,14 @@ fn process_group_forwarding_reaches_the_commands_children() {
         format!("[\"{{podgrace}}\", init, {g}--, sh, -c, \"trap 'echo sh >> {{dir}}/got; sleep 0.3; exit 0' TERM; sh -c 'trap \\\"echo child >> {{dir}}/got; exit 0\\\" TERM; while :; do sleep 0.02; done' & touch {{dir}}/started; wait\"]")
     };
     for (tag, g, want) in [("init-g", "-g, ", "child\nsh\n"), ("init-nog", "", "sh\n")] {
-        let p = RunningPod::start(tag, &pod(tag, 5, &cmd(g)), &[]);
+        let mut p = RunningPod::start(tag, &pod(tag, 5, &cmd(g)), &[]);
+        let dir = p.keep_dir();
         p.wait_file_exists("started");
         std::thread::sleep(Duration::from_millis(200));
         p.delete();
         let (status, _, err) = p.finish();
         assert!(status.success(), "{err}");
-        let mut got: Vec<String> = std::fs::read_to_string(tempdir(tag).join("got"))
+        let mut got: Vec<String> = std::fs::read_to_string(dir.path().join("got"))
             .unwrap_or_default()
             .lines()
             .map(str::to_string)
@@ -392,7 +395,8 @@ fn outside_a_pid_namespace_init_is_a_subreaper() {
     // No root needed: init as a plain process. The command's subshell leaves an orphan, which
     // re-parents to init (not to the host's PID 1) because init registered as a child
     // subreaper.
-    let dir = tempdir("init-subreaper");
+    let tmpdir = tempdir("init-subreaper");
+    let dir = tmpdir.path();
     let pidfile = dir.join("orphan");
     let _ = std::fs::remove_file(&pidfile);
     let mut child = Command::new(PODGRACE)

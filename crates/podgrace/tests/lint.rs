@@ -3,9 +3,9 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn tmp(name: &str, text: &str) -> PathBuf {
+fn tmp(name: &str, text: &str) -> TmpFile {
     tmp_file("lint", name, text)
 }
 
@@ -450,7 +450,8 @@ fn input_errors_are_sarif_notifications_and_counted_in_the_json() {
     )
     .expect("schema is JSON");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let dir = tempdir("lint-input-errors").join("in");
+    let tmpdir = tempdir("lint-input-errors");
+    let dir = tmpdir.path().join("in");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("a-good.yaml"),

@@ -165,7 +165,8 @@ fn a_liveness_kill_uses_the_probe_grace_period() {
 /// download. SIGTERM is nginx's fast shutdown: the download is cut. SIGQUIT is its graceful
 /// shutdown: the download completes.
 fn nginx_download(tag: &str, stop_signal: Option<&str>) -> (usize, usize) {
-    let dir = tempdir(tag);
+    let tmpdir = tempdir(tag);
+    let dir = tmpdir.path();
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     let size = 1_000_000;
@@ -454,7 +455,8 @@ fn a_terminal_ctrl_c_reaches_podgrace_not_the_containers() {
     if !privileged("tty-ctrl-c") {
         return;
     }
-    let dir = tempdir("tty-ctrl-c");
+    let tmpdir = tempdir("tty-ctrl-c");
+    let dir = tmpdir.path();
     let started = dir.join("started");
     let _ = std::fs::remove_file(&started);
     let yaml = format!(
@@ -647,7 +649,8 @@ fn the_text_summary_marks_times_since_the_termination() {
 /// one warning, as the README promises.
 #[test]
 fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
-    let dir = tempdir("nonroot");
+    let tmpdir = tempdir("nonroot");
+    let dir = tmpdir.path();
     let bin = dir.join("podgrace");
     std::fs::copy(env!("CARGO_BIN_EXE_podgrace"), &bin).expect("copy the binary");
     let file = dir.join("hook.yaml");
@@ -658,7 +661,11 @@ fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
     .expect("write");
     // Readable and runnable by `nobody`.
     use std::os::unix::fs::PermissionsExt as _;
-    for (p, mode) in [(&dir, 0o755), (&bin, 0o755), (&file, 0o644)] {
+    for (p, mode) in [
+        (dir, 0o755),
+        (bin.as_path(), 0o755),
+        (file.as_path(), 0o644),
+    ] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
     let args = [
@@ -680,7 +687,7 @@ fn without_root_an_exec_hook_lasts_its_length_and_one_warning_says_so() {
     };
     let out = cmd
         .args(args)
-        .current_dir(&dir)
+        .current_dir(dir)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()

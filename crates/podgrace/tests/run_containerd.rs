@@ -3,14 +3,12 @@
 //! (`podgrace-node/tests/containerd_support`).
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::containerd_support::{socket, BUSYBOX, SIGLOG_QUIT};
 use common::*;
-use containerd_support::{socket, BUSYBOX, SIGLOG_QUIT};
 
 fn tasks(sock: &std::path::Path) -> String {
     let o = Command::new("ctr")

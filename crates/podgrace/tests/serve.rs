@@ -11,72 +11,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `podgrace serve` on 127.0.0.1 with a port of its own; killed on drop.
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    server: String,
+use common::serve::{pids_with_env, Serve};
+
+/// What these tests ask of a serve besides kubectl.
+trait ServeExt {
+    /// The bearer token of the kubeconfig serve wrote.
+    fn token(&self) -> String;
+    /// The CA of the kubeconfig, written to `ca.pem` in the serve's directory.
+    fn ca(&self) -> PathBuf;
+    /// curl against the server: (HTTP code, body).
+    fn curl(&self, args: &[&str], path: &str) -> (u16, String);
 }
 
-impl Serve {
-    fn start(name: &str, extra: &[&str]) -> Serve {
-        let dir =
-            std::env::temp_dir().join(format!("podgrace-serve-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start podgrace serve");
-        let out = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(out).lines();
-        let mut server = String::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            if let Some(rest) = line.split(" API on ").nth(1) {
-                server = rest.split(' ').next().unwrap().to_string();
-            }
-            if line.starts_with("export KUBECONFIG=") {
-                assert_eq!(line, format!("export KUBECONFIG={}", kubeconfig.display()));
-                break;
-            }
-        }
-        assert!(
-            server.starts_with("https://127.0.0.1:"),
-            "server line: {server:?}"
-        );
-        std::thread::spawn(move || for _ in lines {});
-        Serve {
-            child,
-            dir,
-            kubeconfig,
-            server,
-        }
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn kubectl(&self, bin: &Path, args: &[&str]) -> Output {
-        Command::new(bin)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .output()
-            .expect("run kubectl")
-    }
-
+impl ServeExt for Serve {
     fn token(&self) -> String {
         let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
         text.lines()
@@ -100,7 +47,6 @@ impl Serve {
         p
     }
 
-    /// curl against the server: (HTTP code, body).
     fn curl(&self, args: &[&str], path: &str) -> (u16, String) {
         let out = Command::new("curl")
             .args(["-sS", "--cacert"])
@@ -113,14 +59,6 @@ impl Serve {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (body, code) = text.rsplit_once('\n').unwrap();
         (code.trim().parse().unwrap_or(0), body.to_string())
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -182,7 +120,7 @@ fn kubectl_sessions_of_every_version() {
     for bin in kubectls() {
         let tag = bin.file_name().unwrap().to_string_lossy().replace('.', "-");
         let s = Serve::start(&tag, &[]);
-        let k = |args: &[&str]| s.kubectl(&bin, args);
+        let k = |args: &[&str]| s.kubectl_with(&bin, args);
         let who = bin.display().to_string();
         let f = s.file("pod.yaml", POD);
         let f = f.to_str().unwrap();
@@ -406,7 +344,7 @@ fn kubectl_get_watch_shows_running_terminating_error_then_gone() {
         .unwrap();
     let mut lines = BufReader::new(w.stdout.take().unwrap()).lines();
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     let mut seen = Vec::new();
@@ -415,7 +353,7 @@ fn kubectl_get_watch_shows_running_terminating_error_then_gone() {
         c.get(3) == Some(&"Running") && c.get(2) == Some(&"1/1")
     });
     let deleted = Instant::now();
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &["delete", "pod", "web", "--grace-period=5", "--wait=false"],
     );
@@ -469,25 +407,9 @@ fn kubectl_get_watch_shows_running_terminating_error_then_gone() {
     );
     assert_eq!(gone, deleted_row);
     assert_eq!(
-        err(&s.kubectl(&bin, &["get", "pod", "web"])).trim_end(),
+        err(&s.kubectl_with(&bin, &["get", "pod", "web"])).trim_end(),
         "Error from server (NotFound): pods \"web\" not found"
     );
-}
-
-/// The pids whose environment holds `marker` (every process of one container).
-fn pids_with_env(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }
 
 #[test]
@@ -502,18 +424,18 @@ fn a_force_delete_removes_the_object_at_once_and_still_kills_the_processes() {
     );
     let f = s.file("pod.yaml", &pod);
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
         ),
         "wait Ready",
     );
     assert!(!pids_with_env(&marker).is_empty(), "the container runs");
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &["delete", "pod", "web", "--force", "--grace-period=0"],
     );
@@ -525,7 +447,7 @@ fn a_force_delete_removes_the_object_at_once_and_still_kills_the_processes() {
     );
     let gone_at = Instant::now();
     assert_eq!(
-        s.kubectl(&bin, &["get", "pod", "web"]).status.code(),
+        s.kubectl_with(&bin, &["get", "pod", "web"]).status.code(),
         Some(1)
     );
     // The kubelet kills with its minimum grace (the preStop cut after 1 s, then 2 s), so the
@@ -662,7 +584,7 @@ fn bad_input_gets_clean_errors_and_the_server_keeps_serving() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
     );
     let bin = kubectls().remove(0);
-    let o = s.kubectl(&bin, &["apply", "-f", widget.to_str().unwrap()]);
+    let o = s.kubectl_with(&bin, &["apply", "-f", widget.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains("no matches for kind \"Widget\" in version \"example.com/v1\""),
@@ -671,7 +593,7 @@ fn bad_input_gets_clean_errors_and_the_server_keeps_serving() {
     );
     let (code, _) = s.curl(&["-H", &auth], "/apis/example.com/v1/widgets");
     assert_eq!(code, 404);
-    let o = s.kubectl(&bin, &["get", "namespaces", "-o", "name"]);
+    let o = s.kubectl_with(&bin, &["get", "namespaces", "-o", "name"]);
     assert_ok(&o, "get namespaces after bad input");
     assert_eq!(out(&o), "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system\n");
 }
@@ -792,13 +714,13 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
     let mut s = Serve::start("ctrlc", &[]);
     let f = s.file("pod.yaml", POD);
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     // Running first: a pod deleted before the kubelet started its container has nothing to
     // wait for and goes at once, as the kubelet's pod worker ends a pod that never started.
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
         ),
@@ -807,7 +729,7 @@ fn ctrl_c_drains_every_pod_and_a_second_exits_at_once() {
     interrupt(&s.child);
     let until = Instant::now() + Duration::from_secs(5);
     let grace = loop {
-        let o = s.kubectl(
+        let o = s.kubectl_with(
             &bin,
             &[
                 "get",
@@ -846,11 +768,11 @@ fn kubectl_logs_follows_the_containers_output() {
     );
     let f = s.file("pod.yaml", &pod);
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
         ),
@@ -869,7 +791,7 @@ fn kubectl_logs_follows_the_containers_output() {
     let _ = follow.wait();
     let want: Vec<String> = (0..6).map(|i| format!("line {i}")).collect();
     assert_eq!(first, want);
-    let o = s.kubectl(&bin, &["logs", "web", "--timestamps", "--tail=1"]);
+    let o = s.kubectl_with(&bin, &["logs", "web", "--timestamps", "--tail=1"]);
     assert_ok(&o, "logs --timestamps");
     let line = out(&o);
     let (ts, text) = line.trim_end().split_once(' ').unwrap();
@@ -891,20 +813,20 @@ fn kubectl_logs_since_tail_and_limit_bytes() {
     );
     let f = s.file("pod.yaml", &pod);
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     let logs = |args: &[&str]| {
         let mut a = vec!["logs", "web"];
         a.extend_from_slice(args);
-        let o = s.kubectl(&bin, &a);
+        let o = s.kubectl_with(&bin, &a);
         assert_ok(&o, &format!("logs {args:?}"));
         out(&o)
     };
     let until = |what: &str| {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let o = s.kubectl(&bin, &["logs", "web"]);
+            let o = s.kubectl_with(&bin, &["logs", "web"]);
             if out(&o).contains(what) {
                 return;
             }
@@ -978,7 +900,7 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         "pod.yaml",
         &POD.replace("labels: {app: web}", "labels: {app: -web}"),
     );
-    let o = s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]);
+    let o = s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(
         err(&o).contains(r#"The Pod "web" is invalid: metadata.labels: Invalid value: "-web": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#),
@@ -987,10 +909,10 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
     );
     let f = s.file("pod.yaml", POD);
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "patch",
@@ -1007,7 +929,7 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         "{}",
         err(&o)
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "create",
@@ -1024,7 +946,7 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         "{}",
         err(&o)
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "create",
@@ -1036,7 +958,7 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         ],
     );
     assert_ok(&o, "create service nodeport");
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "create",
@@ -1053,7 +975,7 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         "{}",
         err(&o)
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "get",
@@ -1087,7 +1009,7 @@ fn kubectl_shows_create_container_error_back_off_and_events_k8s_io_columns() {
     let bin = kubectls().remove(0);
     let s = Serve::start("kubelet-status", &["--node-name", "box-1"]);
     let k = |args: &[&str]| {
-        let o = s.kubectl(&bin, args);
+        let o = s.kubectl_with(&bin, args);
         assert_ok(&o, &format!("{args:?}"));
         out(&o)
     };
@@ -1166,7 +1088,7 @@ fn kubectl_set_image_restarts_the_container_as_the_kubelet_does() {
     let bin = kubectls().remove(0);
     let s = Serve::start("set-image", &[]);
     let k = |args: &[&str]| {
-        let o = s.kubectl(&bin, args);
+        let o = s.kubectl_with(&bin, args);
         assert_ok(&o, &format!("{args:?}"));
         out(&o)
     };
@@ -1262,7 +1184,7 @@ fn env_from_and_value_from_are_resolved_as_the_kubelet_does() {
     let bin = kubectls().remove(0);
     let s = Serve::start("env", &["--node-name", "box-2"]);
     let k = |args: &[&str]| {
-        let o = s.kubectl(&bin, args);
+        let o = s.kubectl_with(&bin, args);
         assert_ok(&o, &format!("{args:?}"));
         out(&o)
     };
@@ -1328,7 +1250,7 @@ spec:
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut logs = String::new();
     while logs.is_empty() && Instant::now() < deadline {
-        logs = out(&s.kubectl(&bin, &["logs", "env"]));
+        logs = out(&s.kubectl_with(&bin, &["logs", "env"]));
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(
@@ -1364,7 +1286,7 @@ fn the_kubelet_registers_the_node_and_keeps_its_lease() {
     let s = Serve::start("node", &[]);
     let until = Instant::now() + Duration::from_secs(10);
     let row = loop {
-        let o = s.kubectl(&bin, &["get", "nodes", "--no-headers"]);
+        let o = s.kubectl_with(&bin, &["get", "nodes", "--no-headers"]);
         if !out(&o).is_empty() || Instant::now() > until {
             break out(&o);
         }
@@ -1382,7 +1304,7 @@ fn the_kubelet_registers_the_node_and_keeps_its_lease() {
         "{row}"
     );
     let node: serde_json::Value = serde_json::from_str(&out(
-        &s.kubectl(&bin, &["get", "node", "podgrace", "-o", "json"])
+        &s.kubectl_with(&bin, &["get", "node", "podgrace", "-o", "json"])
     ))
     .unwrap();
     assert_eq!(node["status"]["capacity"]["pods"], "110");
@@ -1391,7 +1313,7 @@ fn the_kubelet_registers_the_node_and_keeps_its_lease() {
         .unwrap()
         .ends_with("Ki"));
     assert_eq!(node["status"]["nodeInfo"]["operatingSystem"], "linux");
-    let d = out(&s.kubectl(&bin, &["describe", "node", "podgrace"]));
+    let d = out(&s.kubectl_with(&bin, &["describe", "node", "podgrace"]));
     assert!(d.contains("HolderIdentity:  podgrace"), "{d}");
     assert!(d.contains("KubeletReady"), "{d}");
 }
@@ -1493,11 +1415,11 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
     // serve: the same manifest through kubectl.
     let (file, term, pre, marker) = manifest("serve");
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", file.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -1508,7 +1430,7 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
         ),
         "wait Ready",
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "delete",
@@ -1524,7 +1446,7 @@ fn a_kubectl_delete_through_serve_terminates_as_podgrace_run_reports_within_150_
     let deleted = Instant::now();
     assert_ok(&o, "delete");
     let obj: serde_json::Value = serde_json::from_str(&out(
-        &s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"])
+        &s.kubectl_with(&bin, &["get", "pod", "term-a", "-o", "json"])
     ))
     .unwrap();
     assert_eq!(obj["metadata"]["deletionGracePeriodSeconds"], 5);
@@ -1638,11 +1560,11 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
     // resourceVersion.
     let (file, term, pre, marker) = case_b_pod("serveb");
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", file.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -1653,7 +1575,7 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
         ),
         "wait Ready",
     );
-    let rv = out(&s.kubectl(
+    let rv = out(&s.kubectl_with(
         &bin,
         &[
             "get",
@@ -1695,7 +1617,7 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
         })
         .expect("the app's process");
     let sent = Instant::now();
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &["delete", "pod", "term-a", "--force", "--grace-period=0"],
     );
@@ -1707,7 +1629,7 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
         "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.\n"
     );
     assert_eq!(out(&o), "pod \"term-a\" force deleted\n");
-    let g = s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"]);
+    let g = s.kubectl_with(&bin, &["get", "pod", "term-a", "-o", "json"]);
     assert_eq!(g.status.code(), Some(1));
     assert_eq!(
         err(&g),
@@ -1727,7 +1649,7 @@ fn a_force_delete_through_serve_terminates_as_podgrace_run_reports_within_150_ms
         ["MODIFIED 0", "DELETED 0"]
     );
     let hook_failed = |s: &Serve| {
-        out(&s.kubectl(
+        out(&s.kubectl_with(
             &bin,
             &[
                 "get",
@@ -1857,11 +1779,11 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
     // Tags of their own: the environment marker must not match case a's pods (same test process).
     let (file, term, pre, marker) = case_a_pod(&s, "serve-c");
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", file.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", file.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -1872,7 +1794,7 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
         ),
         "wait Ready",
     );
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "delete",
@@ -1887,7 +1809,7 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
     assert_ok(&o, "first delete");
     let get = || -> serde_json::Value {
         serde_json::from_str(&out(
-            &s.kubectl(&bin, &["get", "pod", "term-a", "-o", "json"])
+            &s.kubectl_with(&bin, &["get", "pod", "term-a", "-o", "json"])
         ))
         .unwrap()
     };
@@ -1901,7 +1823,7 @@ fn a_second_shorter_delete_through_serve_keeps_the_kill_deadline_as_podgrace_run
         })
         .expect("the app's process");
     std::thread::sleep(Duration::from_secs_f64(SECOND_AFTER).saturating_sub(deleted.elapsed()));
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "delete",
@@ -1997,11 +1919,11 @@ fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
         &format!("{}{}{}", pod("web-a"), pod("web-b"), budget(2)),
     );
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", manifest.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", manifest.to_str().unwrap()]),
         "apply",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -2015,7 +1937,7 @@ fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
     );
     // The disruption controller has counted both healthy pods: no disruption allowed.
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -2031,7 +1953,7 @@ fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
         r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"web-a","namespace":"default"}}"#,
     );
     let path = "/api/v1/namespaces/default/pods/web-a/eviction";
-    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    let o = s.kubectl_with(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert_eq!(
         err(&o).trim(),
@@ -2039,11 +1961,11 @@ fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
     );
     let smaller = s.file("pdb.yaml", &budget(1));
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", smaller.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", smaller.to_str().unwrap()]),
         "apply budget",
     );
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &[
                 "wait",
@@ -2054,19 +1976,19 @@ fn kubectl_evictions_are_refused_by_a_budget_then_admitted() {
         ),
         "wait budget allows one",
     );
-    let o = s.kubectl(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
+    let o = s.kubectl_with(&bin, &["create", "--raw", path, "-f", ev.to_str().unwrap()]);
     assert_ok(&o, "eviction");
     assert_eq!(
         out(&o).trim(),
         r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#
     );
     // sleep as PID 1 ignores SIGTERM: the pod stays Terminating for its 10 s grace.
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &["get", "pod", "web-a", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds} {.status.conditions[?(@.type==\"DisruptionTarget\")].reason}"],
     );
     assert_eq!(out(&o), "10 EvictionByEvictionAPI");
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "get",
@@ -2091,11 +2013,11 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      terminationGracePeriodSeconds: 10\n      containers: [{name: app, image: 'busybox:1.36', command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']}]\n",
     );
     assert_ok(
-        &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+        &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
         "apply",
     );
     let status = |s: &Serve| {
-        s.kubectl(
+        s.kubectl_with(
             &bin,
             &["rollout", "status", "deployment/web", "--timeout=60s"],
         )
@@ -2108,11 +2030,11 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
         out(&o)
     );
 
-    let o = s.kubectl(&bin, &["scale", "deployment", "web", "--replicas=3"]);
+    let o = s.kubectl_with(&bin, &["scale", "deployment", "web", "--replicas=3"]);
     assert_ok(&o, "scale");
     assert_eq!(out(&o), "deployment.apps/web scaled\n");
     assert_ok(&status(&s), "rollout status after scale");
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &[
             "get",
@@ -2124,10 +2046,10 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
     );
     assert_eq!(out(&o), "3/3");
 
-    let o = s.kubectl(&bin, &["rollout", "restart", "deployment/web"]);
+    let o = s.kubectl_with(&bin, &["rollout", "restart", "deployment/web"]);
     assert_eq!(out(&o), "deployment.apps/web restarted\n", "{}", err(&o));
     assert_ok(&status(&s), "rollout status after restart");
-    let o = s.kubectl(
+    let o = s.kubectl_with(
         &bin,
         &["set", "image", "deployment/web", "app=busybox:1.37"],
     );
@@ -2138,7 +2060,7 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
         err(&o)
     );
     assert_ok(&status(&s), "rollout status after set image");
-    let o = s.kubectl(&bin, &["rollout", "history", "deployment/web"]);
+    let o = s.kubectl_with(&bin, &["rollout", "history", "deployment/web"]);
     assert_ok(&o, "history");
     let text = out(&o);
     let revs: Vec<&str> = text
@@ -2148,24 +2070,24 @@ fn kubectl_rollouts_scale_and_undo_a_deployment() {
         .collect();
     assert_eq!(revs, ["1", "2", "3"], "{text}");
 
-    let o = s.kubectl(&bin, &["rollout", "undo", "deployment/web"]);
+    let o = s.kubectl_with(&bin, &["rollout", "undo", "deployment/web"]);
     assert_eq!(out(&o), "deployment.apps/web rolled back\n", "{}", err(&o));
     assert_ok(&status(&s), "rollout status after undo");
-    let o = s.kubectl(&bin, &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}"]);
+    let o = s.kubectl_with(&bin, &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}"]);
     assert_eq!(
         out(&o),
         "busybox:1.36 4",
         "undo brings back revision 2's template as revision 4"
     );
 
-    let o = s.kubectl(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"deployment-controller\")]}{.message}{\"\\n\"}{end}"]);
+    let o = s.kubectl_with(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"deployment-controller\")]}{.message}{\"\\n\"}{end}"]);
     let first = out(&o).lines().next().unwrap_or_default().to_string();
     assert!(
         first.starts_with("Scaled up replica set web-") && first.ends_with(" from 0 to 2"),
         "{}",
         out(&o)
     );
-    let o = s.kubectl(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"replicaset-controller\")]}{.reason}{\"\\n\"}{end}"]);
+    let o = s.kubectl_with(&bin, &["get", "events", "-o", "jsonpath={range .items[?(@.source.component==\"replicaset-controller\")]}{.reason}{\"\\n\"}{end}"]);
     assert!(
         out(&o).lines().any(|l| l == "SuccessfulCreate")
             && out(&o).lines().any(|l| l == "SuccessfulDelete"),
@@ -2187,11 +2109,11 @@ fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
             assert_eq!(out(o), format!("{what} created\n"), "{v}");
         };
         let get = |args: &[&str]| {
-            let o = s.kubectl(bin, args);
+            let o = s.kubectl_with(bin, args);
             assert_ok(&o, &format!("{v}: get {args:?}"));
             out(&o)
         };
-        let o = s.kubectl(
+        let o = s.kubectl_with(
             bin,
             &[
                 "create",
@@ -2213,7 +2135,7 @@ fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
             r#"{"a":"b","n":"1"}"#,
             "{v}"
         );
-        let o = s.kubectl(
+        let o = s.kubectl_with(
             bin,
             &[
                 "create",
@@ -2235,7 +2157,7 @@ fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
             "Opaque aHVudGVyMg==",
             "{v}"
         );
-        let o = s.kubectl(bin, &["create", "namespace", &format!("ns-{i}")]);
+        let o = s.kubectl_with(bin, &["create", "namespace", &format!("ns-{i}")]);
         created(&o, &format!("namespace/ns-{i}"));
         assert_eq!(
             get(&[
@@ -2248,7 +2170,7 @@ fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
             r#"Active ["kubernetes"]"#,
             "{v}"
         );
-        let o = s.kubectl(
+        let o = s.kubectl_with(
             bin,
             &[
                 "create",
@@ -2269,7 +2191,7 @@ fn kubectl_create_commands_send_protobuf_that_serve_decodes() {
             "{v}"
         );
         // A second create of the same name is a 409 in kube-apiserver's words.
-        let o = s.kubectl(bin, &["create", "configmap", &format!("cm-{i}")]);
+        let o = s.kubectl_with(bin, &["create", "configmap", &format!("cm-{i}")]);
         assert_eq!(o.status.code(), Some(1), "{v}: {}", out(&o));
         assert_eq!(
             err(&o).trim(),
@@ -2312,18 +2234,18 @@ fn pod_addresses_are_ones_endpointslices_accept_and_link_local_is_refused() {
     let pod = s.file("pod.yaml", POD);
     for f in [&svc, &pod] {
         assert_ok(
-            &s.kubectl(&bin, &["apply", "-f", f.to_str().unwrap()]),
+            &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),
             "apply",
         );
     }
     assert_ok(
-        &s.kubectl(
+        &s.kubectl_with(
             &bin,
             &["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"],
         ),
         "wait Ready",
     );
-    let ip = out(&s.kubectl(
+    let ip = out(&s.kubectl_with(
         &bin,
         &["get", "pod", "web", "-o", "jsonpath={.status.podIP}"],
     ));
@@ -2334,7 +2256,7 @@ fn pod_addresses_are_ones_endpointslices_accept_and_link_local_is_refused() {
     );
     let start = Instant::now();
     loop {
-        let got = out(&s.kubectl(
+        let got = out(&s.kubectl_with(
             &bin,
             &[
                 "get",
@@ -2358,7 +2280,7 @@ fn pod_addresses_are_ones_endpointslices_accept_and_link_local_is_refused() {
         "ll.yaml",
         "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: ll}\naddressType: IPv4\nendpoints:\n- addresses: [169.254.88.2]\nports:\n- port: 80\n",
     );
-    let o = s.kubectl(&bin, &["apply", "-f", ll.to_str().unwrap()]);
+    let o = s.kubectl_with(&bin, &["apply", "-f", ll.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         err(&o).trim_end(),

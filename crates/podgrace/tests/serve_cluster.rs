@@ -6,72 +6,41 @@
 //! each connection), and the node's lifecycle (`kubectl cordon`, `uncordon` and `drain` against
 //! a PodDisruptionBudget, the unschedulable taint, `FailedScheduling`).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+use common::serve::Serve;
 
 use podgrace_drill::load::{self, LoadConfig};
 use podgrace_drill::proxy::PinnedConnection;
 
-/// A running `podgrace serve` with kube-proxy records; killed on drop.
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    records: PathBuf,
-    stdout: Vec<String>,
+/// kube-proxy's records, in the serve's directory.
+const RECORDS: &str = "records.jsonl";
+
+/// `podgrace serve --proxy-records DIR/records.jsonl EXTRA...`.
+fn serve_with_records(tag: &str, extra: &[&str]) -> Serve {
+    let records = format!("{{dir}}/{RECORDS}");
+    let mut args = vec!["--proxy-records", &records];
+    args.extend_from_slice(extra);
+    Serve::start(tag, &args)
 }
 
-impl Serve {
-    fn start(name: &str, extra: &[&str]) -> Serve {
-        let dir = std::env::temp_dir().join(format!(
-            "podgrace-serve-cluster-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let records = dir.join("records.jsonl");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .arg("--proxy-records")
-            .arg(&records)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start podgrace serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut stdout = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            let done = line.starts_with("kube-proxy: ");
-            stdout.push(line);
-            if done {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Serve {
-            child,
-            dir,
-            kubeconfig,
-            records,
-            stdout,
-        }
-    }
+/// What these tests ask of a serve besides kubectl.
+trait ServeExt {
+    /// `kubectl apply -f` of `yaml`, written to `name` in the serve's directory.
+    fn apply(&self, name: &str, yaml: &str);
+    /// `kubectl rollout status DEPLOY --timeout=90s`, which must succeed.
+    fn rollout_status(&self, deploy: &str);
+    /// `pod name → pod IP` of the pods with label `app=APP` that are not terminating.
+    fn pod_ips(&self, app: &str) -> Vec<(String, String)>;
+    /// The record lines written so far.
+    fn record_lines(&self) -> Vec<serde_json::Value>;
+}
 
-    fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("/usr/bin/kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output()
-            .expect("run kubectl")
-    }
-
+impl ServeExt for Serve {
     fn apply(&self, name: &str, yaml: &str) {
         let p = self.dir.join(name);
         std::fs::write(&p, yaml).unwrap();
@@ -88,7 +57,6 @@ impl Serve {
         );
     }
 
-    /// `pod name → pod IP` of the pods with label `app=APP` that are not terminating.
     fn pod_ips(&self, app: &str) -> Vec<(String, String)> {
         let o = self.kubectl(&[
             "get",
@@ -107,21 +75,12 @@ impl Serve {
             .collect()
     }
 
-    /// The record lines written so far.
     fn record_lines(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.records)
+        std::fs::read_to_string(self.dir.join(RECORDS))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -226,7 +185,7 @@ fn set_of(bodies: &[Option<String>]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn curl_reaches_the_pods_through_the_node_port_and_the_cluster_ip_and_follows_a_scale() {
-    let s = Serve::start("curl", &["--endpoint-lag", "in-cluster"]);
+    let s = serve_with_records("cluster-curl", &["--endpoint-lag", "in-cluster"]);
     assert!(
         s.stdout.last().unwrap().ends_with("endpoint lag 1.0 s"),
         "{:?}",
@@ -387,7 +346,7 @@ fn restart_under_load(s: &Serve, name: &str, ip: &str) -> Rollout {
 /// every failure is on an old pod.
 #[test]
 fn a_rollout_restart_under_load_fails_without_a_prestop_and_not_with_one_longer_than_the_lag() {
-    let s = Serve::start("rollout", &["--endpoint-lag", "1s"]);
+    let s = serve_with_records("cluster-rollout", &["--endpoint-lag", "1s"]);
     let (ip_a, np_a) = addresses(1);
     let (ip_b, np_b) = addresses(2);
     s.apply("safe.yaml", &app("safe", 2, Some(3), &ip_a, np_a));
@@ -481,7 +440,7 @@ const FAILED_SCHEDULING: &str = "0/1 nodes are available: 1 node(s) were unsched
 /// `kubectl uncordon` the taint goes and the scheduler binds the pod, which then runs.
 #[test]
 fn a_pod_created_on_a_cordoned_node_stays_pending_until_uncordon() {
-    let s = Serve::start("cordon", &[]);
+    let s = serve_with_records("cluster-cordon", &[]);
     kubectl_until(&s, &["get", "nodes", "-o", "name"], "node/podgrace\n");
     let o = s.kubectl(&["cordon", "podgrace"]);
     assert_eq!(text(&o), "node/podgrace cordoned\n", "{}", stderr(&o));
@@ -562,7 +521,7 @@ fn a_pod_created_on_a_cordoned_node_stays_pending_until_uncordon() {
 /// `kubectl uncordon` lets the replacements run.
 #[test]
 fn kubectl_drain_is_held_by_a_budget_then_completes_when_it_allows() {
-    let s = Serve::start("drain", &[]);
+    let s = serve_with_records("cluster-drain", &[]);
     s.apply("web.yaml", DRAIN_APP);
     s.apply("pdb.yaml", &pdb(2));
     s.rollout_status("deployment/web");

@@ -3,94 +3,26 @@
 //! build and import (`podgrace-node/tests/containerd_support`).
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use containerd_support::{socket, BUSYBOX};
+use common::containerd_support::{containers, socket, BUSYBOX};
+use common::serve::{alive, pids_with_env, Serve};
 
-/// A running `podgrace serve --runtime containerd:SOCKET` on 127.0.0.1 with a port of its own,
-/// its stderr in a file; killed on drop.
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    stderr: PathBuf,
+/// `podgrace serve --runtime containerd:SOCKET` for these tests.
+fn serve_on(tag: &str, sock: &Path) -> Serve {
+    let runtime = format!("containerd:{}", sock.display());
+    Serve::start(tag, &["--runtime", &runtime])
 }
 
-impl Serve {
-    fn start(name: &str, sock: &Path) -> Serve {
-        let dir =
-            std::env::temp_dir().join(format!("podgrace-serve-ctrd-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let stderr = dir.join("stderr");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .arg("--runtime")
-            .arg(format!("containerd:{}", sock.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("start podgrace serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut up = false;
-        for line in lines.by_ref() {
-            if line.unwrap().starts_with("export KUBECONFIG=") {
-                up = true;
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        let s = Serve {
-            child,
-            dir,
-            kubeconfig,
-            stderr,
-        };
-        assert!(up, "serve did not start: {}", s.stderr());
-        s
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("/usr/bin/kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .output()
-            .expect("run kubectl")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(
-            o.status.success(),
-            "kubectl {args:?}: {}\nserve: {}",
-            String::from_utf8_lossy(&o.stderr),
-            self.stderr()
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
+/// What these tests ask of a serve besides kubectl.
+trait ServeExt {
     /// Polls `kubectl get pod NAME -o json` until `ready` holds of it.
+    fn wait_for(&self, pod: &str, what: &str, ready: impl Fn(&serde_json::Value) -> bool);
+}
+
+impl ServeExt for Serve {
     fn wait_for(&self, pod: &str, what: &str, ready: impl Fn(&serde_json::Value) -> bool) {
         let t0 = Instant::now();
         loop {
@@ -111,51 +43,8 @@ impl Serve {
     }
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The containerd tasks (`ctr tasks ls`) of the pods of one serve, by the env marker of their
-/// processes seen from the host: the pids whose environment holds `marker`.
-fn pids_with_env(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|st| {
-            st.rsplit(')')
-                .next()
-                .map(|r| r.trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
-}
-
 fn sandboxes_of(sock: &Path, pod: &str) -> usize {
-    let o = Command::new("ctr")
-        .arg("-a")
-        .arg(sock)
-        .args(["-n", "k8s.io", "containers", "ls", "-q"])
-        .arg(format!("labels.\"io.kubernetes.pod.name\"=={pod}"))
-        .output()
-        .expect("ctr");
-    String::from_utf8_lossy(&o.stdout).lines().count()
+    containers(sock, &format!("labels.\"io.kubernetes.pod.name\"=={pod}")).len()
 }
 
 /// Field case a (`shared/cases/real-cluster-1.32.md`) on containerd, with the preStop as the
@@ -174,7 +63,7 @@ fn kubectl_runs_a_pod_on_containerd_through_serve_as_the_process_runtime_times_i
         return;
     };
     const TOLERANCE: f64 = 0.150;
-    let s = Serve::start("term", &sock);
+    let s = serve_on("containerd-term", &sock);
     let marker = format!("PODGRACE_SERVE_CTRD_{}", std::process::id());
     let manifest = format!(
         "apiVersion: v1
@@ -268,7 +157,7 @@ spec:
 
     let uid = obj["metadata"]["uid"].as_str().unwrap().to_string();
     let log_file = std::env::temp_dir()
-        .join(format!("podgrace-serve-{}-pods", s.child.id()))
+        .join(format!("podgrace-serve-{}-pods", s.pid()))
         .join(format!("default_term-ctrd_{uid}/app/0.log"));
     s.ok(&[
         "delete",
@@ -339,7 +228,7 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
         return;
     };
     let marker = format!("PODGRACE_SERVE_CTRD_LEFT_{}", std::process::id());
-    let first = Serve::start("left", &sock);
+    let first = serve_on("containerd-left", &sock);
     let file = first.file(
         "left.yaml",
         &format!(
@@ -356,10 +245,10 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
         serde_json::from_str(&first.ok(&["get", "pod", "left-by-serve", "-o", "json"])).unwrap();
     let uid = obj["metadata"]["uid"].as_str().unwrap().to_string();
     let tmp = std::env::temp_dir();
-    let volumes = tmp.join(format!("podgrace-{}-volumes/{uid}", first.child.id()));
-    let logs = tmp.join(format!("podgrace-serve-{}-pods", first.child.id()));
+    let volumes = tmp.join(format!("podgrace-{}-volumes/{uid}", first.pid()));
+    let logs = tmp.join(format!("podgrace-serve-{}-pods", first.pid()));
     // serve dies as a kubelet may (kill -9); the container goes on under containerd.
-    drop(first);
+    first.kill();
     assert!(
         volumes.is_dir() && logs.is_dir(),
         "a killed serve leaves its pod's directories"
@@ -368,7 +257,7 @@ fn a_restarted_serve_stops_the_pods_an_earlier_one_left_on_containerd() {
     assert!(alive(app[0]), "the container outlives a dead serve");
 
     let started = Instant::now();
-    let second = Serve::start("next", &sock);
+    let second = serve_on("containerd-next", &sock);
     let up = started.elapsed();
     let err = second.stderr();
     assert!(
@@ -401,7 +290,7 @@ fn serve_mounts_configmaps_secrets_and_emptydirs_from_the_api() {
     let Some(sock) = socket("serve_mounts_configmaps_secrets_and_emptydirs_from_the_api") else {
         return;
     };
-    let s = Serve::start("vols", &sock);
+    let s = serve_on("containerd-vols", &sock);
     // (kubectl's typed `create configmap` sends protobuf, which serve does not read yet.)
     let file = s.file(
         "vols.yaml",

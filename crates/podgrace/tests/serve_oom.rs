@@ -5,90 +5,11 @@
 //! the pod is deleted. Needs root (cgroups); the containerd run needs `.ci/containerd.sh start`.
 
 mod common;
-#[path = "../../podgrace-node/tests/containerd_support/mod.rs"]
-mod containerd_support;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    stderr: PathBuf,
-}
-
-impl Serve {
-    fn start(name: &str, runtime: &str) -> Serve {
-        let dir =
-            std::env::temp_dir().join(format!("podgrace-serve-oom-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let stderr = dir.join("stderr");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .args(["--runtime", runtime])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("start podgrace serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut up = false;
-        for line in lines.by_ref() {
-            if line.unwrap().starts_with("export KUBECONFIG=") {
-                up = true;
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        let s = Serve {
-            child,
-            dir,
-            kubeconfig,
-            stderr,
-        };
-        assert!(up, "serve did not start: {}", s.stderr());
-        s
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("/usr/bin/kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .output()
-            .expect("run kubectl")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(
-            o.status.success(),
-            "kubectl {args:?}: {}\nserve: {}",
-            String::from_utf8_lossy(&o.stderr),
-            self.stderr()
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use common::containerd_support;
+use common::serve::Serve;
 
 /// Applies the OOM pod, waits for `lastState.terminated.reason: OOMKilled` and checks what
 /// the kubelet reports with it; deletes the pod and checks its cgroup `parent` (below the
@@ -150,7 +71,7 @@ fn serve_reports_an_oom_kill_as_the_kubelet_on_the_process_runtime() {
     if !common::privileged("serve_reports_an_oom_kill_as_the_kubelet_on_the_process_runtime") {
         return;
     }
-    let s = Serve::start("process", "process");
+    let s = Serve::start("oom-process", &["--runtime", "process"]);
     oom_through_serve(
         &s,
         "    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
@@ -165,7 +86,8 @@ fn serve_reports_an_oom_kill_as_the_kubelet_on_containerd() {
     else {
         return;
     };
-    let s = Serve::start("containerd", &format!("containerd:{}", sock.display()));
+    let runtime = format!("containerd:{}", sock.display());
+    let s = Serve::start("oom-containerd", &["--runtime", &runtime]);
     oom_through_serve(
         &s,
         &format!(

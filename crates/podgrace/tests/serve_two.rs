@@ -2,56 +2,20 @@
 //! Services that ask for none never collide (each serve's kube-proxy binds them on this
 //! machine's loopback), and both serves' kube-proxies listen on their own. Real kubectl.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
+use common::serve::Serve;
+
+/// What these tests ask of a serve.
+trait ServeExt {
+    /// `kubectl create service nodeport NAME --tcp=80:8080`, then its ClusterIP and NodePort.
+    fn node_port_service(&self, name: &str) -> (String, u16);
 }
 
-impl Serve {
-    fn start(name: &str) -> Serve {
-        let dir =
-            std::env::temp_dir().join(format!("podgrace-serve-two-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start podgrace serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        for line in lines.by_ref() {
-            if line.unwrap().starts_with("kube-proxy: ") {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Serve {
-            child,
-            dir,
-            kubeconfig,
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("/usr/bin/kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output()
-            .expect("run kubectl")
-    }
-
-    /// `kubectl create service nodeport NAME --tcp=80:8080`, then its ClusterIP and NodePort.
+impl ServeExt for Serve {
     fn node_port_service(&self, name: &str) -> (String, u16) {
         let o = self.kubectl(&["create", "service", "nodeport", name, "--tcp=80:8080"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -65,14 +29,6 @@ impl Serve {
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         let (ip, port) = text.split_once(' ').unwrap_or_else(|| panic!("{text:?}"));
         (ip.to_string(), port.trim().parse().unwrap())
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -90,8 +46,8 @@ fn listening(addr: SocketAddr) -> bool {
 
 #[test]
 fn two_serves_at_once_allocate_different_cluster_ips_and_node_ports() {
-    let a = Serve::start("a");
-    let b = Serve::start("b");
+    let a = Serve::start("two-a", &[]);
+    let b = Serve::start("two-b", &[]);
     let mut seen: Vec<(String, u16)> = Vec::new();
     for i in 0..2 {
         for (s, who) in [(&a, "a"), (&b, "b")] {

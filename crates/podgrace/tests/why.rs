@@ -7,63 +7,25 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::serve::{kubectl_bin, Serve};
 use serde_json::Value;
 
-/// A running `podgrace serve` on 127.0.0.1 with a port of its own; killed on drop.
-struct Serve {
-    child: Child,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
+/// What these tests ask of a serve besides kubectl.
+trait ServeExt {
+    /// `podgrace why` with the kubeconfig in `KUBECONFIG`, as a user would run it.
+    fn why(&self, args: &[&str]) -> Output;
+    /// `podgrace why POD -o json`, which must succeed.
+    fn why_json(&self, pod: &str) -> Value;
+    /// `kubectl get pod NAME -o json`, when the pod exists.
+    fn pod_json(&self, name: &str) -> Option<Value>;
+    /// Polls `get pod NAME -o json` until `want` holds (every 100 ms, up to `within`).
+    fn wait_pod(&self, name: &str, within: Duration, want: impl Fn(&Value) -> bool) -> Value;
 }
 
-impl Serve {
-    fn start(name: &str) -> Serve {
-        let dir = std::env::temp_dir().join(format!("podgrace-why-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start podgrace serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        for line in lines.by_ref() {
-            if line.unwrap().starts_with("export KUBECONFIG=") {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Serve {
-            child,
-            dir,
-            kubeconfig,
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new(kubectl_bin())
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output()
-            .expect("run kubectl")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.kubectl(args);
-        assert!(o.status.success(), "kubectl {args:?}: {}", err(&o));
-        out(&o)
-    }
-
-    /// `podgrace why` with the kubeconfig in `KUBECONFIG`, as a user would run it.
+impl ServeExt for Serve {
     fn why(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_podgrace"))
             .arg("why")
@@ -86,7 +48,6 @@ impl Serve {
             .then(|| serde_json::from_slice(&o.stdout).unwrap())
     }
 
-    /// Polls `get pod NAME -o json` until `want` holds (every 100 ms, up to `within`).
     fn wait_pod(&self, name: &str, within: Duration, want: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
         loop {
@@ -103,29 +64,6 @@ impl Serve {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// kubectl: /usr/bin/kubectl (the image's, or Debian's kubernetes-client) or /usr/local/bin.
-fn kubectl_bin() -> PathBuf {
-    ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("kubectl is needed for the why tests")
 }
 
 fn out(o: &Output) -> String {
@@ -196,7 +134,7 @@ fn release(s: &Serve, name: &str) {
 
 #[test]
 fn why_reads_real_terminations_from_serve_as_from_any_cluster() {
-    let s = Serve::start("live");
+    let s = Serve::start("why-live", &[]);
     // sigkill: TGPS 30, preStop 1 s, deleted with --grace-period=4: SIGKILL at 4 s.
     // cut: TGPS 2, preStop sleep 10: cut at 2 s, SIGKILL 2 s later (the kubelet's minimum).
     // force: preStop sleep 5, force deleted: cut at 1 s, SIGKILL at 3 s, FailedPreStopHook then
@@ -417,7 +355,8 @@ fn why_reads_real_terminations_from_serve_as_from_any_cluster() {
 
 #[test]
 fn bad_files_and_kubeconfigs_get_clear_errors_and_exit_2() {
-    let dir = common::tempdir("why-bad");
+    let tmpdir = common::tempdir("why-bad");
+    let dir = tmpdir.path();
     let w = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_podgrace"))
             .arg("why")
@@ -488,5 +427,4 @@ fn bad_files_and_kubeconfigs_get_clear_errors_and_exit_2() {
         "{}",
         err(&o)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

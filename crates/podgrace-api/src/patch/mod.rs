@@ -17,18 +17,23 @@ mod table;
 /// that matter for patching (object references, lists, patch strategies).
 #[derive(Debug)]
 pub struct Def {
+    /// The definition's name in the OpenAPI document (`io.k8s.api.core.v1.PodSpec`).
     pub name: &'static str,
+    /// Its properties that matter for patching, sorted by name.
     pub props: &'static [Prop],
 }
 
 /// One property of a [`Def`].
 #[derive(Debug)]
 pub struct Prop {
+    /// The JSON field name (`containers`).
     pub name: &'static str,
     /// The definition of the value (or of the list items / map values), as an index into the
     /// table.
     pub def: Option<usize>,
+    /// The value is a list (`type: array`).
     pub array: bool,
+    /// The value is a map (`additionalProperties`).
     pub map: bool,
     /// `x-kubernetes-patch-strategy` (`merge`, `retainKeys`, `merge,retainKeys`, or "").
     pub strategy: &'static str,

@@ -27,26 +27,100 @@ fn kubelet_event(name: &str, c: &str, type_: &str, reason: &str, ts: &str, messa
     }))
 }
 
-/// The pod of cases a to c: TGPS 10, exec preStop `sleep 3`, an app that ignores SIGTERM.
-fn term_pod(name: &str, meta: Value, status: Value) -> Pod {
-    let mut m = json!({"name": name, "namespace": "default", "uid": format!("uid-{name}")});
-    if let (Some(m), Some(extra)) = (m.as_object_mut(), meta.as_object()) {
-        m.extend(extra.clone());
-    }
-    pod(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": m,
-        "spec": {"terminationGracePeriodSeconds": 10, "containers": [{
-            "name": "app", "image": "docker.io/library/sa-app:1",
-            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3"]}}}
-        }]},
-        "status": status
-    }))
+/// A pod object as the recorded cluster stored it, built from its name up: the metadata the
+/// API set (namespace `default`), one spec, the status the kubelet wrote.
+struct RecordedPod {
+    metadata: serde_json::Map<String, Value>,
+    spec: Value,
+    status: serde_json::Map<String, Value>,
 }
 
+impl RecordedPod {
+    /// A pod named `name` in `default` with one container `app` (image `x`) and no grace of
+    /// its own.
+    fn new(name: &str) -> RecordedPod {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("name".into(), json!(name));
+        metadata.insert("namespace".into(), json!("default"));
+        RecordedPod {
+            metadata,
+            spec: json!({"containers": [{"name": "app", "image": "x"}]}),
+            status: serde_json::Map::new(),
+        }
+    }
+
+    /// The pod of cases a to c (uid `uid-NAME`): TGPS 10, exec preStop `sleep 3`, an app that
+    /// ignores SIGTERM.
+    fn term(name: &str) -> RecordedPod {
+        RecordedPod::new(name)
+            .meta("uid", json!(format!("uid-{name}")))
+            .spec(json!({"terminationGracePeriodSeconds": 10, "containers": [{
+                "name": "app", "image": "docker.io/library/sa-app:1",
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3"]}}}
+            }]}))
+    }
+
+    /// Sets `metadata.KEY`.
+    fn meta(mut self, key: &str, value: Value) -> RecordedPod {
+        self.metadata.insert(key.into(), value);
+        self
+    }
+
+    /// `deletionTimestamp` (RFC 3339, whole seconds) and `deletionGracePeriodSeconds`.
+    fn deleted(self, timestamp: &str, grace_seconds: i64) -> RecordedPod {
+        self.meta("deletionTimestamp", json!(timestamp))
+            .meta("deletionGracePeriodSeconds", json!(grace_seconds))
+    }
+
+    /// Replaces the spec.
+    fn spec(mut self, spec: Value) -> RecordedPod {
+        self.spec = spec;
+        self
+    }
+
+    /// Sets `status.KEY` (`phase`, `reason`, `message`, `conditions`).
+    fn status(mut self, key: &str, value: Value) -> RecordedPod {
+        self.status.insert(key.into(), value);
+        self
+    }
+
+    /// `status.phase`.
+    fn phase(self, phase: &str) -> RecordedPod {
+        self.status("phase", json!(phase))
+    }
+
+    /// Appends one entry of `status.containerStatuses`.
+    fn container(mut self, status: Value) -> RecordedPod {
+        let list = self
+            .status
+            .entry("containerStatuses")
+            .or_insert_with(|| json!([]));
+        list.as_array_mut().expect("a list").push(status);
+        self
+    }
+
+    fn build(self) -> Pod {
+        pod(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": self.metadata, "spec": self.spec, "status": self.status
+        }))
+    }
+}
+
+/// The status of container `app` that terminated with `code` and `reason`.
 fn terminated(code: i32, reason: &str, started: &str, finished: &str) -> Value {
     json!({"name": "app", "ready": false, "restartCount": 0, "image": "sa-app:1", "imageID": "",
            "state": {"terminated": {"exitCode": code, "reason": reason,
                                     "startedAt": started, "finishedAt": finished}}})
+}
+
+/// `status` (of [`terminated`]) after the kubelet restarted the container `restarts` times:
+/// its state moves to `lastState`, `state` is the new one.
+fn restarted(mut status: Value, state: Value, restarts: u32) -> Value {
+    status["lastState"] = status["state"].take();
+    status["state"] = state;
+    status["restartCount"] = json!(restarts);
+    status
 }
 
 fn ids(f: &Forensics) -> Vec<&'static str> {
@@ -65,12 +139,16 @@ fn case_a_exit_137_at_the_grace_deadline_is_a_sigkill_of_an_app_ignoring_sigterm
     // Delete at 09:12:53.24 with --grace-period=5: deletionTimestamp 09:12:58Z, DGPS 5; at
     // +5223 ms phase Failed, terminated reason Error exit 137 (the app died at +5145 ms:
     // 09:12:58.385, stored as 09:12:58Z).
-    let p = term_pod(
-        "term-a",
-        json!({"deletionTimestamp": "2026-12-01T09:12:58Z", "deletionGracePeriodSeconds": 5}),
-        json!({"phase": "Failed", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T09:12:40Z", "2026-12-01T09:12:58Z")]}),
-    );
+    let p = RecordedPod::term("term-a")
+        .deleted("2026-12-01T09:12:58Z", 5)
+        .phase("Failed")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T09:12:40Z",
+            "2026-12-01T09:12:58Z",
+        ))
+        .build();
     let events = [
         kubelet_event(
             "term-a",
@@ -119,12 +197,16 @@ fn case_a_exit_137_at_the_grace_deadline_is_a_sigkill_of_an_app_ignoring_sigterm
 #[test]
 fn case_a_after_the_final_delete_dgps_0_is_read_as_such() {
     // The MODIFIED at +5811 ms: DGPS 0, deletionTimestamp moved back to 09:12:53Z.
-    let p = term_pod(
-        "term-a",
-        json!({"deletionTimestamp": "2026-12-01T09:12:53Z", "deletionGracePeriodSeconds": 0}),
-        json!({"phase": "Failed", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T09:12:40Z", "2026-12-01T09:12:58Z")]}),
-    );
+    let p = RecordedPod::term("term-a")
+        .deleted("2026-12-01T09:12:53Z", 0)
+        .phase("Failed")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T09:12:40Z",
+            "2026-12-01T09:12:58Z",
+        ))
+        .build();
     let f = explain(Some(&p), "default", "term-a", &[]);
     // The timestamp is now the delete's time itself.
     assert_eq!(
@@ -155,13 +237,17 @@ fn case_a_after_the_final_delete_dgps_0_is_read_as_such() {
 fn from_1_33_the_final_delete_leaves_its_own_time_and_the_killing_event_dates_the_delete() {
     // The same termination on 1.33+: the final delete's timestamp is not put in the past, so
     // it is the final delete's time (after the exit); the Killing event dates the delete.
-    let p = term_pod(
-        "term-a",
-        json!({"deletionTimestamp": "2026-12-01T09:12:59Z", "deletionGracePeriodSeconds": 0,
-               "finalizers": ["example.com/keep"]}),
-        json!({"phase": "Failed", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T09:12:40Z", "2026-12-01T09:12:58Z")]}),
-    );
+    let p = RecordedPod::term("term-a")
+        .deleted("2026-12-01T09:12:59Z", 0)
+        .meta("finalizers", json!(["example.com/keep"]))
+        .phase("Failed")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T09:12:40Z",
+            "2026-12-01T09:12:58Z",
+        ))
+        .build();
     let events = [kubelet_event(
         "term-a",
         "app",
@@ -203,13 +289,17 @@ fn from_1_33_the_final_delete_leaves_its_own_time_and_the_killing_event_dates_th
 fn a_force_deleted_pod_kept_by_a_finalizer_is_read_with_the_kubelets_minimum_grace() {
     // Case b's arithmetic with the object kept: DGPS 0 while the container still ran; the
     // preStop (exec sleep 3) cut at 1 s, SIGKILL 2 s later: exit 137 3 s after the delete.
-    let p = term_pod(
-        "term-b",
-        json!({"deletionTimestamp": "2026-12-01T09:01:52Z", "deletionGracePeriodSeconds": 0,
-               "finalizers": ["example.com/keep"]}),
-        json!({"phase": "Running", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T09:01:00Z", "2026-12-01T09:01:55Z")]}),
-    );
+    let p = RecordedPod::term("term-b")
+        .deleted("2026-12-01T09:01:52Z", 0)
+        .meta("finalizers", json!(["example.com/keep"]))
+        .phase("Running")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T09:01:00Z",
+            "2026-12-01T09:01:55Z",
+        ))
+        .build();
     let f = explain(Some(&p), "default", "term-b", &[]);
     assert_eq!(ids(&f), ["forceDeleted", "preStopCut"]);
     assert!(find(&f, "preStopCut")
@@ -267,12 +357,16 @@ fn case_b_a_force_deleted_pod_is_gone_and_its_events_show_the_cut_prestop() {
 fn case_c_a_second_shorter_delete_did_not_shorten_the_kill() {
     // First delete at 09:02:35 with grace 30 (deletionTimestamp 09:03:05Z), a second with
     // grace 3 moved it to 09:02:38Z; SIGKILL at +30185 ms (09:03:05.2), phase Failed at +30290.
-    let p = term_pod(
-        "term-c",
-        json!({"deletionTimestamp": "2026-12-01T09:02:38Z", "deletionGracePeriodSeconds": 3}),
-        json!({"phase": "Failed", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T09:02:20Z", "2026-12-01T09:03:05Z")]}),
-    );
+    let p = RecordedPod::term("term-c")
+        .deleted("2026-12-01T09:02:38Z", 3)
+        .phase("Failed")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T09:02:20Z",
+            "2026-12-01T09:03:05Z",
+        ))
+        .build();
     let f = explain(Some(&p), "default", "term-c", &[]);
     let s = find(&f, "secondDeleteDidNotShorten");
     assert!(s.inferred);
@@ -289,15 +383,21 @@ fn case_c_a_second_shorter_delete_did_not_shorten_the_kill() {
 fn case_d_a_rollout_pod_that_exits_0_on_sigterm_stopped_on_the_stop_signal() {
     // Deleted at +845 ms with grace 10 (preStop sleep 2; the app exits on SIGTERM); phase
     // Succeeded at +3064 ms, container Completed exit 0.
-    let p = pod(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web-6648d7dcdb-6md6d", "namespace": "default", "uid": "u1",
-                     "deletionTimestamp": "2026-12-01T10:00:10Z", "deletionGracePeriodSeconds": 10},
-        "spec": {"terminationGracePeriodSeconds": 10, "containers": [{"name": "app", "image": "x",
-                 "lifecycle": {"preStop": {"sleep": {"seconds": 2}}}}]},
-        "status": {"phase": "Succeeded", "containerStatuses": [
-            terminated(0, "Completed", "2026-12-01T09:59:00Z", "2026-12-01T10:00:02Z")]}
-    }));
+    let p = RecordedPod::new("web-6648d7dcdb-6md6d")
+        .meta("uid", json!("u1"))
+        .deleted("2026-12-01T10:00:10Z", 10)
+        .spec(
+            json!({"terminationGracePeriodSeconds": 10, "containers": [{"name": "app", "image": "x",
+                 "lifecycle": {"preStop": {"sleep": {"seconds": 2}}}}]}),
+        )
+        .phase("Succeeded")
+        .container(terminated(
+            0,
+            "Completed",
+            "2026-12-01T09:59:00Z",
+            "2026-12-01T10:00:02Z",
+        ))
+        .build();
     let f = explain(Some(&p), "default", "web-6648d7dcdb-6md6d", &[]);
     assert_eq!(ids(&f), ["deleted", "exitedOnStopSignal"]);
     let e = find(&f, "exitedOnStopSignal");
@@ -311,12 +411,16 @@ fn case_d_a_rollout_pod_that_exits_0_on_sigterm_stopped_on_the_stop_signal() {
 fn a_hung_prestop_shows_as_sigkill_two_seconds_past_the_deadline() {
     // The kubelet's arithmetic (real-cluster-1.32.md b, README "Reference model" 2): a hook
     // that uses the whole grace gets cut, the stop signal then gets the 2 s minimum.
-    let p = term_pod(
-        "hung",
-        json!({"deletionTimestamp": "2026-12-01T11:00:10Z", "deletionGracePeriodSeconds": 10}),
-        json!({"phase": "Failed", "containerStatuses": [
-            terminated(137, "Error", "2026-12-01T10:59:00Z", "2026-12-01T11:00:12Z")]}),
-    );
+    let p = RecordedPod::term("hung")
+        .deleted("2026-12-01T11:00:10Z", 10)
+        .phase("Failed")
+        .container(terminated(
+            137,
+            "Error",
+            "2026-12-01T10:59:00Z",
+            "2026-12-01T11:00:12Z",
+        ))
+        .build();
     let f = explain(Some(&p), "default", "hung", &[]);
     let c = find(&f, "preStopCut");
     assert!(c.inferred);
@@ -338,17 +442,15 @@ fn a_hung_prestop_shows_as_sigkill_two_seconds_past_the_deadline() {
 fn an_api_eviction_is_read_from_the_disruption_target_condition() {
     // Case e/f: DisruptionTarget=True EvictionByEvictionAPI "Eviction API: evicting", then the
     // delete with grace = TGPS 10.
-    let p = pod(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web-1", "namespace": "default",
-                     "deletionTimestamp": "2026-12-01T12:00:10Z", "deletionGracePeriodSeconds": 10},
-        "spec": {"terminationGracePeriodSeconds": 10, "containers": [{"name": "app", "image": "x"}]},
-        "status": {"phase": "Running",
-                   "conditions": [{"type": "DisruptionTarget", "status": "True",
-                                   "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}],
-                   "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0,
-                       "image": "x", "imageID": "", "state": {"running": {"startedAt": "2026-12-01T11:00:00Z"}}}]}
-    }));
+    let p = RecordedPod::new("web-1")
+        .deleted("2026-12-01T12:00:10Z", 10)
+        .spec(json!({"terminationGracePeriodSeconds": 10, "containers": [{"name": "app", "image": "x"}]}))
+        .phase("Running")
+        .status("conditions", json!([{"type": "DisruptionTarget", "status": "True",
+                                      "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}]))
+        .container(json!({"name": "app", "ready": true, "restartCount": 0,
+                          "image": "x", "imageID": "", "state": {"running": {"startedAt": "2026-12-01T11:00:00Z"}}}))
+        .build();
     let f = explain(Some(&p), "default", "web-1", &[]);
     assert_eq!(ids(&f), ["deleted", "disruptionTarget", "stillTerminating"]);
     assert!(find(&f, "disruptionTarget")
@@ -358,14 +460,12 @@ fn an_api_eviction_is_read_from_the_disruption_target_condition() {
 
 #[test]
 fn a_node_pressure_eviction_names_the_threshold_and_the_grace() {
-    let p = pod(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "hog", "namespace": "default"},
-        "spec": {"containers": [{"name": "app", "image": "x"}]},
-        "status": {"phase": "Failed", "reason": "Evicted",
-                   "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. ",
-                   "containerStatuses": [terminated(137, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:10:01Z")]}
-    }));
+    let p = RecordedPod::new("hog")
+        .phase("Failed")
+        .status("reason", json!("Evicted"))
+        .status("message", json!("The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. "))
+        .container(terminated(137, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:10:01Z"))
+        .build();
     let f = explain(Some(&p), "default", "hog", &[]);
     assert_eq!(ids(&f), ["evicted"]);
     let e = find(&f, "evicted");
@@ -374,21 +474,20 @@ fn a_node_pressure_eviction_names_the_threshold_and_the_grace() {
 
 #[test]
 fn an_oom_kill_ran_no_prestop() {
-    let mut cs = terminated(
-        137,
-        "OOMKilled",
-        "2026-12-01T11:00:00Z",
-        "2026-12-01T11:00:07Z",
+    let cs = restarted(
+        terminated(
+            137,
+            "OOMKilled",
+            "2026-12-01T11:00:00Z",
+            "2026-12-01T11:00:07Z",
+        ),
+        json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+        4,
     );
-    cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff"}});
-    cs["lastState"] = json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
-        "startedAt": "2026-12-01T11:00:00Z", "finishedAt": "2026-12-01T11:00:07Z"}});
-    cs["restartCount"] = json!(4);
-    let p = term_pod(
-        "oom",
-        json!({}),
-        json!({"phase": "Running", "containerStatuses": [cs]}),
-    );
+    let p = RecordedPod::term("oom")
+        .phase("Running")
+        .container(cs)
+        .build();
     let f = explain(Some(&p), "default", "oom", &[]);
     assert_eq!(f.containers[0].last, Some("lastState"));
     assert_eq!(f.containers[0].state, "waiting (CrashLoopBackOff)");
@@ -400,20 +499,20 @@ fn an_oom_kill_ran_no_prestop() {
 
 #[test]
 fn a_liveness_kill_counts_the_failures_and_names_the_probes_grace() {
-    let mut cs = terminated(137, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:00:12Z");
-    cs["state"] = json!({"running": {"startedAt": "2026-12-01T11:00:13Z"}});
-    cs["lastState"] = cs["state"].clone();
-    cs["lastState"] = json!({"terminated": {"exitCode": 137, "reason": "Error",
-        "startedAt": "2026-12-01T11:00:00Z", "finishedAt": "2026-12-01T11:00:12Z"}});
-    cs["restartCount"] = json!(1);
-    let p = pod(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "live", "namespace": "default"},
-        "spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "app", "image": "x",
+    let cs = restarted(
+        terminated(137, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:00:12Z"),
+        json!({"running": {"startedAt": "2026-12-01T11:00:13Z"}}),
+        1,
+    );
+    let p = RecordedPod::new("live")
+        .spec(
+            json!({"terminationGracePeriodSeconds": 30, "containers": [{"name": "app", "image": "x",
             "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1,
-                              "failureThreshold": 3, "terminationGracePeriodSeconds": 5}}]},
-        "status": {"phase": "Running", "containerStatuses": [cs]}
-    }));
+                              "failureThreshold": 3, "terminationGracePeriodSeconds": 5}}]}),
+        )
+        .phase("Running")
+        .container(cs)
+        .build();
     let mut unhealthy = kubelet_event(
         "live",
         "app",
@@ -453,16 +552,15 @@ fn a_liveness_kill_counts_the_failures_and_names_the_probes_grace() {
 
 #[test]
 fn a_crash_is_not_a_termination() {
-    let mut cs = terminated(1, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:00:01Z");
-    cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff"}});
-    cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error",
-        "startedAt": "2026-12-01T11:00:00Z", "finishedAt": "2026-12-01T11:00:01Z"}});
-    cs["restartCount"] = json!(2);
-    let p = term_pod(
-        "crash",
-        json!({}),
-        json!({"phase": "Running", "containerStatuses": [cs]}),
+    let cs = restarted(
+        terminated(1, "Error", "2026-12-01T11:00:00Z", "2026-12-01T11:00:01Z"),
+        json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+        2,
     );
+    let p = RecordedPod::term("crash")
+        .phase("Running")
+        .container(cs)
+        .build();
     let mut b = kubelet_event(
         "crash",
         "app",

@@ -61,6 +61,26 @@ pub fn socket(test: &str) -> Option<PathBuf> {
     None
 }
 
+/// The ids of the containers (sandboxes included) in containerd's `k8s.io` namespace that
+/// match `filter`, a `ctr` filter such as `labels."io.kubernetes.pod.name"==web`.
+pub fn containers(sock: &Path, filter: &str) -> Vec<String> {
+    let o = Command::new("ctr")
+        .arg("-a")
+        .arg(sock)
+        .args(["-n", "k8s.io", "containers", "ls", "-q", filter])
+        .output()
+        .expect("run ctr");
+    assert!(
+        o.status.success(),
+        "ctr containers ls {filter}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// Builds and imports the test images once per test binary.
 fn images(sock: &Path) {
     static DONE: OnceLock<()> = OnceLock::new();

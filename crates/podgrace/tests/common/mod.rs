@@ -2,6 +2,10 @@
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
 
+#[path = "../../../podgrace-node/tests/containerd_support/mod.rs"]
+pub mod containerd_support;
+pub mod serve;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -63,18 +67,49 @@ pub fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
 }
 
-/// A fresh directory of this test process under the system temp dir.
-pub fn tempdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("podgrace-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    dir
+/// A fresh directory of its own for one test, `podgrace-TAG-XXXXXX` under the system temp dir
+/// (the tag only names it: two tests with one tag get two directories), removed when the
+/// returned guard is dropped: hold it for as long as any process uses the files.
+pub fn tempdir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("podgrace-{tag}-"))
+        .tempdir()
+        .expect("tmp dir")
 }
 
-/// Writes `text` to `name` in [`tempdir`] and returns its path.
-pub fn tmp_file(tag: &str, name: &str, text: &str) -> PathBuf {
-    let p = tempdir(tag).join(name);
-    std::fs::write(&p, text).expect("write tmp");
-    p
+/// A file written in a [`tempdir`] of its own; the directory goes when this is dropped. Derefs
+/// to the file's path.
+pub struct TmpFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TmpFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TmpFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TmpFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+/// Writes `text` to `name` in a fresh [`tempdir`] and returns the file, which holds the
+/// directory.
+pub fn tmp_file(tag: &str, name: &str, text: &str) -> TmpFile {
+    let dir = tempdir(tag);
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write tmp");
+    TmpFile { path, _dir: dir }
 }
 
 /// Files of the shared corpus that the API server itself would reject, with the reason.
@@ -170,6 +205,7 @@ pub fn drill_logged(
 pub struct RunningPod {
     pub child: std::process::Child,
     pub dir: PathBuf,
+    tmp: Option<tempfile::TempDir>,
     stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
@@ -179,7 +215,8 @@ impl RunningPod {
     /// directory of this test (for files the containers write) and `{podgrace}` for the binary.
     pub fn start(tag: &str, yaml: &str, extra: &[&str]) -> RunningPod {
         use std::io::Read as _;
-        let dir = tempdir(tag);
+        let tmp = tempdir(tag);
+        let dir = tmp.path().to_path_buf();
         let yaml = yaml
             .replace("{dir}", &dir.display().to_string())
             .replace("{podgrace}", env!("CARGO_BIN_EXE_podgrace"));
@@ -210,9 +247,16 @@ impl RunningPod {
         RunningPod {
             child,
             dir,
+            tmp: Some(tmp),
             stdout: Some(stdout),
             stderr: Some(stderr),
         }
+    }
+
+    /// Takes the guard of `{dir}` so that its files outlive [`RunningPod::finish`] (the
+    /// directory goes when the returned guard is dropped).
+    pub fn keep_dir(&mut self) -> tempfile::TempDir {
+        self.tmp.take().expect("the directory is kept once")
     }
 
     /// Waits (up to 10 s) for a file a container writes into `{dir}`, and returns its text.
