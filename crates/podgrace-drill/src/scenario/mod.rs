@@ -16,6 +16,7 @@
 //! replicas ([`replicas`]), the EndpointSlice view of their statuses ([`endpoint_table`]) and the
 //! reading of a pod's termination ([`termination`]) are modules of their own.
 
+pub mod api;
 mod endpoint_table;
 mod replicas;
 mod steps;
@@ -30,7 +31,9 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::latency::RuntimeLatencies;
 use podgrace_core::KubeVersion;
 use podgrace_node::process::namespaces_permitted;
-use podgrace_node::runtime::{ContainerdRuntime, ProcessRuntime, RuntimeService, StopEvent};
+use podgrace_node::runtime::{
+    CallContext, ContainerdRuntime, ProcessRuntime, RuntimeService, StopEvent,
+};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -50,7 +53,14 @@ pub enum Scenario {
     /// One replica is deleted (`kubectl delete pod`).
     Delete,
     /// One replica is evicted at a soft or hard threshold.
-    Evict { hard: bool },
+    Evict {
+        /// A hard threshold (grace period 0) rather than a soft one.
+        hard: bool,
+    },
+    /// The node is drained as `kubectl drain` does it: cordoned, then every pod evicted
+    /// through `pods/eviction`, each eviction the PodDisruptionBudgets refuse (429) retried
+    /// after 5 s. Only through the API ([`api`]).
+    Drain,
 }
 
 impl Scenario {
@@ -61,6 +71,7 @@ impl Scenario {
             Scenario::Delete => "delete",
             Scenario::Evict { hard: false } => "evict-soft",
             Scenario::Evict { hard: true } => "evict-hard",
+            Scenario::Drain => "drain",
         }
     }
 }
@@ -158,6 +169,12 @@ pub enum DrillError {
         /// The pod's last Warning event, as `REASON (container C): MESSAGE`.
         last_warning: Option<String>,
     },
+    /// The scenario exists only through the API (`PODGRACE_DRILL_API=1`).
+    #[error("the {0} scenario goes through the API: set PODGRACE_DRILL_API=1")]
+    NeedsApi(&'static str),
+    /// The API refused a call of the drill, or the manifest could not be applied.
+    #[error("the API: {0}")]
+    Api(String),
     /// A pod could not be run.
     #[error("pod {pod}: {reason}")]
     Pod { pod: String, reason: String },
@@ -264,9 +281,19 @@ async fn drill<R: RuntimeService + 'static>(
     let plan = steps::plan(&cx);
     let (change_tx, change_rx) = mpsc::unbounded_channel();
     let replicas = replicas::Replicas::new(runtime, template, config, !process, log, change_tx);
-    let started = steps::start(&cx, plan, replicas, change_rx).await?;
-    let mut loaded = steps::load(&cx, started).await?;
-    let disruption = steps::trigger(&cx, &mut loaded).await?;
-    let observed = steps::observe(&cx, loaded, &disruption).await?;
-    Ok(steps::attribute(&cx, observed, &disruption, stop_events, process).await)
+    let steps::Started { plan, mut replicas } =
+        steps::start(&cx, plan, replicas, change_rx).await?;
+    let loaded = steps::load(&cx, &plan).await?;
+    let disruption = steps::trigger(&cx, &mut replicas).await?;
+    let mut pods = steps::OwnPods::new(replicas);
+    let observed = steps::observe(&cx, plan, &mut pods, loaded, &disruption).await?;
+    let sandboxes = observed.sandboxes();
+    let outcome = steps::attribute(&cx, observed, &disruption, stop_events, process);
+    for sb in sandboxes {
+        let _ = pods
+            .runtime
+            .remove_pod_sandbox(&CallContext::background(), &sb)
+            .await;
+    }
+    Ok(outcome)
 }
