@@ -44,8 +44,8 @@ pub struct EmbeddedConfig {
     /// ([`podgrace_api::claims::DEFAULT_DIR`] for every serve on this machine).
     pub claims_dir: PathBuf,
     /// A real runtime's measured latencies added around every stop and restart of the process
-    /// runtime (`drill --runtime-latency`), each pod's sampler seeded with the `u64` plus the
-    /// pod's number; `None`: none.
+    /// runtime (`drill --runtime-latency`), drawn by a sampler seeded with the `u64`; `None`:
+    /// none. Every pod runs on one process runtime (its output is not collected).
     pub latencies: Option<(&'static RuntimeLatencies, u64)>,
 }
 
@@ -68,41 +68,36 @@ struct Ended {
     changed: Notify,
 }
 
-/// A process runtime per pod, as serve's [`podgrace_kubelet::ProcessRuntimes`], each kept so
-/// that a pod's stop events can be read when it ends.
+/// One process runtime for every pod (as the drill's own path has one per drill), kept so
+/// that a pod's stop events can be read when it ends (container ids are the runtime's own).
 #[derive(Clone)]
 struct KeptRuntimes {
-    network: NetworkConfig,
-    latencies: Option<(&'static RuntimeLatencies, u64)>,
-    runtimes: Arc<Mutex<Vec<Arc<ProcessRuntime>>>>,
+    runtime: Arc<ProcessRuntime>,
 }
 
 impl KeptRuntimes {
+    fn new(network: NetworkConfig, latencies: Option<(&'static RuntimeLatencies, u64)>) -> Self {
+        let (rt, mut output) = ProcessRuntime::new(network);
+        let rt = match latencies {
+            Some((l, seed)) => rt.with_latencies(*l, seed),
+            None => rt,
+        };
+        // The pods' own output is not part of the drill's report.
+        tokio::spawn(async move { while output.recv().await.is_some() {} });
+        KeptRuntimes {
+            runtime: Arc::new(rt),
+        }
+    }
+
     fn stop_events(&self, id: &str) -> Vec<StopEvent> {
-        let runtimes = self.runtimes.lock().map(|r| r.clone()).unwrap_or_default();
-        runtimes
-            .iter()
-            .map(|r| r.stop_events(id))
-            .find(|e| !e.is_empty())
-            .unwrap_or_default()
+        self.runtime.stop_events(id)
     }
 }
 
 impl RuntimeSource for KeptRuntimes {
     type Runtime = ProcessRuntime;
     fn for_pod(&self) -> podgrace_kubelet::runtimes::PodRuntime<ProcessRuntime> {
-        let (rt, output) = ProcessRuntime::new(self.network.clone());
-        let mut kept = match self.runtimes.lock() {
-            Ok(k) => k,
-            Err(p) => p.into_inner(),
-        };
-        let rt = match self.latencies {
-            Some((l, seed)) => rt.with_latencies(*l, seed.wrapping_add(kept.len() as u64)),
-            None => rt,
-        };
-        let rt = Arc::new(rt);
-        kept.push(rt.clone());
-        (rt, Some(output))
+        (self.runtime.clone(), None)
     }
 }
 
@@ -162,11 +157,7 @@ impl EmbeddedServe {
             claims: Some(Arc::new(claims)),
             ..ApiConfig::default()
         });
-        let runtimes = KeptRuntimes {
-            network: config.network.clone(),
-            latencies: config.latencies,
-            runtimes: Arc::default(),
-        };
+        let runtimes = KeptRuntimes::new(config.network.clone(), config.latencies);
         let ended = Arc::new(Ended::default());
         let sink = {
             let (ended, runtimes) = (ended.clone(), runtimes.clone());

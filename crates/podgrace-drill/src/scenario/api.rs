@@ -59,6 +59,9 @@ pub fn api_requested() -> bool {
 /// How long a pod may take to become ready, and a disrupted pod to end after the load.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
+/// How long the pods left after the drill have to end (deleted with grace period 1).
+const END_WITHIN: Duration = Duration::from_secs(15);
+
 /// Runs one drill of `manifest` (YAML: a Deployment, or a bare pod that becomes a Deployment
 /// of `config.replicas` with `maxSurge: 1, maxUnavailable: 0`, the drill's own rollout; a
 /// Service and PodDisruptionBudgets as given, else a NodePort Service on `config.port`) in an
@@ -89,7 +92,9 @@ pub async fn run_drill_api(
     })
     .map_err(|e| DrillError::Api(e.to_string()))?;
     let result = drill_with(&serve, manifest, template, config, log).await;
+    tracing::debug!("drill api: shutting the embedded serve down");
     serve.shutdown(Duration::from_secs(5)).await;
+    tracing::debug!("drill api: the embedded serve is down");
     result
 }
 
@@ -620,9 +625,10 @@ impl PodSet for ApiPods<'_> {
         Ok(())
     }
 
-    async fn end_rest(&mut self, _: &Context<'_>) -> Result<Vec<(String, PodReport)>, DrillError> {
+    async fn end_rest(&mut self, cx: &Context<'_>) -> Result<Vec<(String, PodReport)>, DrillError> {
         // Nothing replaces the pods any more, then each goes with grace period 1.
         self.serve.stop_controllers();
+        tracing::debug!("drill api: controllers stopped");
         self.refresh();
         let dp = DeleteParams {
             grace_period_seconds: Some(1),
@@ -635,11 +641,16 @@ impl PodSet for ApiPods<'_> {
             .cloned()
             .collect();
         for n in &rest {
+            tracing::debug!(pod = %n, "drill api: deleting");
             let _ = self.api().delete(n, &dp).await;
         }
+        let deadline = Instant::now() + END_WITHIN;
         for n in &rest {
             // A pod that never started (a rollout's pod deleted before it ran) has no report.
-            let _ = self.wait_ended(n, READY_WITHIN).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(e) = self.wait_ended(n, left).await {
+                cx.say(format!("{e}"));
+            }
         }
         self.watcher.abort();
         Ok(self
