@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
-use podgrace_core::KubeVersion;
 use podgrace_core::rules::latency::RuntimeLatencies;
+use podgrace_core::KubeVersion;
 use podgrace_kubelet::{KubeletConfig, KubeletHandle, PodReport, ReportSink, RuntimeSource};
 use podgrace_node::runtime::{ProcessRuntime, StopEvent};
 use podgrace_node::sandbox::NetworkConfig;
@@ -166,7 +166,12 @@ impl EmbeddedServe {
                     .containers
                     .iter()
                     .flat_map(|c| c.terminations.iter())
-                    .map(|t| (t.container_id.clone(), runtimes.stop_events(&t.container_id)))
+                    .map(|t| {
+                        (
+                            t.container_id.clone(),
+                            runtimes.stop_events(&t.container_id),
+                        )
+                    })
                     .collect();
                 if let Ok(mut pods) = ended.pods.lock() {
                     pods.insert(
@@ -236,14 +241,25 @@ impl EmbeddedServe {
 
     /// The run report of pod `namespace/name` once its pod worker has ended it (the pod
     /// terminated), waiting at most `within`; `None` if it has not ended by then.
-    pub async fn ended_pod(&self, namespace: &str, name: &str, within: Duration) -> Option<EndedPod> {
+    pub async fn ended_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        within: Duration,
+    ) -> Option<EndedPod> {
         let key = (namespace.to_string(), name.to_string());
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let changed = self.ended.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(p) = self.ended.pods.lock().ok().and_then(|p| p.get(&key).cloned()) {
+            if let Some(p) = self
+                .ended
+                .pods
+                .lock()
+                .ok()
+                .and_then(|p| p.get(&key).cloned())
+            {
                 return Some(p);
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {

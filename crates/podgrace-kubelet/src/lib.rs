@@ -68,7 +68,10 @@ pub struct KubeletConfig {
 /// A receiver of pod workers' run reports: `(namespace, name, report)`, called on the pod's
 /// worker task (it must not block).
 #[derive(Clone)]
-pub struct ReportSink(pub std::sync::Arc<dyn Fn(&str, &str, &PodReport) + Send + Sync>);
+pub struct ReportSink(pub std::sync::Arc<ReportFn>);
+
+/// The function behind a [`ReportSink`]: `(namespace, name, report)`.
+pub type ReportFn = dyn Fn(&str, &str, &PodReport) + Send + Sync;
 
 impl std::fmt::Debug for ReportSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

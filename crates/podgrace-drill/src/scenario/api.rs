@@ -76,7 +76,10 @@ pub async fn run_drill_api(
     manifest: &str,
     template: &PodPlan,
     config: &DrillConfig,
-    latencies: Option<(&'static podgrace_core::rules::latency::RuntimeLatencies, u64)>,
+    latencies: Option<(
+        &'static podgrace_core::rules::latency::RuntimeLatencies,
+        u64,
+    )>,
     log: mpsc::UnboundedSender<String>,
 ) -> Result<DrillOutcome, DrillError> {
     if !namespaces_permitted() {
@@ -134,7 +137,9 @@ async fn drill_with(
     let order = observed.pod_names();
     let mut d = Disruption::default();
     for i in &sent.disrupted {
-        let Some(name) = pods.names.get(*i) else { continue };
+        let Some(name) = pods.names.get(*i) else {
+            continue;
+        };
         let Some(j) = order.iter().position(|n| n == name) else {
             continue;
         };
@@ -221,8 +226,8 @@ async fn apply(
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
-    let d: Deployment = serde_json::from_value(deployment)
-        .map_err(|e| bad(format!("the Deployment: {e}")))?;
+    let d: Deployment =
+        serde_json::from_value(deployment).map_err(|e| bad(format!("the Deployment: {e}")))?;
     Api::<Deployment>::namespaced(client.clone(), &namespace)
         .create(&PostParams::default(), &d)
         .await
@@ -495,8 +500,8 @@ impl<'a> ApiPods<'a> {
                 d.disrupted = (0..self.names.len()).collect();
             }
             Scenario::Delete => {
-                let req = kubectl_delete(config.delete)
-                    .map_err(|e| DrillError::Api(e.to_string()))?;
+                let req =
+                    kubectl_delete(config.delete).map_err(|e| DrillError::Api(e.to_string()))?;
                 let dp = DeleteParams {
                     grace_period_seconds: req.grace_period_seconds.map(|g| g as u32),
                     ..DeleteParams::default()
@@ -608,10 +613,7 @@ fn is_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 impl PodSet for ApiPods<'_> {
@@ -647,9 +649,22 @@ impl PodSet for ApiPods<'_> {
         let deadline = Instant::now() + END_WITHIN;
         for n in &rest {
             // A pod that never started (a rollout's pod deleted before it ran) has no report.
-            let left = deadline.saturating_duration_since(Instant::now());
-            if let Err(e) = self.wait_ended(n, left).await {
-                cx.say(format!("{e}"));
+            // A pod the scheduler never bound (a drain's replacement on the cordoned node) is
+            // gone from the API at once, with no pod worker and no report.
+            loop {
+                if self.wait_ended(n, Duration::from_millis(500)).await.is_ok() {
+                    break;
+                }
+                if matches!(self.api().get_opt(n).await, Ok(None)) && !self.ended.contains_key(n) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    cx.say(format!(
+                        "pod {n}: did not end within {} s",
+                        END_WITHIN.as_secs()
+                    ));
+                    break;
+                }
             }
         }
         self.watcher.abort();

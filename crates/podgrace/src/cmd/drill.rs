@@ -22,7 +22,9 @@ use podgrace_drill::html::{html_report, write_report};
 use podgrace_drill::load::{ClientKind, Protocol};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
-use podgrace_drill::scenario::{api, run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario};
+use podgrace_drill::scenario::{
+    api, run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario,
+};
 use podgrace_drill::{demo, template};
 use podgrace_node::kubelet::spec::SpecError;
 use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
