@@ -6,7 +6,9 @@
 //!   `kubectl rollout restart` sets it, and the Deployment controller replaces the pods;
 //! * delete: the first pod is deleted with the `kubectl delete` flags' DeleteOptions;
 //! * evict-soft / evict-hard: the first pod is evicted through `pods/eviction` with
-//!   `gracePeriodSeconds` min(evictionMaxPodGracePeriod, terminationGracePeriodSeconds), or 0;
+//!   `gracePeriodSeconds` the kubelet's override for a node-pressure eviction
+//!   (min(evictionMaxPodGracePeriod, terminationGracePeriodSeconds), or 1 for a hard threshold
+//!   since 1.31, 0 before);
 //! * drain: the node is cordoned (`spec.unschedulable`), then every pod is evicted, each
 //!   eviction refused with 429 retried after 5 s, as `kubectl drain` does.
 //!
@@ -512,14 +514,15 @@ impl<'a> ApiPods<'a> {
                 d.hit(0, at);
             }
             Scenario::Evict { hard } => {
-                let grace = if hard {
-                    0
-                } else {
-                    config
-                        .eviction_max_pod_grace_period
-                        .min(cx.template.termination_grace_period_seconds)
-                        .max(0)
-                };
+                // The kubelet's override for its node-pressure eviction, sent as the
+                // eviction's DeleteOptions.
+                let grace = podgrace_core::rules::eviction::grace_period_override(
+                    hard,
+                    config.eviction_max_pod_grace_period,
+                    Some(cx.template.termination_grace_period_seconds),
+                    config.version,
+                )
+                .max(0);
                 let ep = EvictParams {
                     delete_options: Some(DeleteParams {
                         grace_period_seconds: Some(grace as u32),

@@ -14,7 +14,9 @@
 //!
 //! A drill runs in named steps ([`steps`]: plan, start, load, trigger, observe, attribute); the
 //! replicas ([`replicas`]), the EndpointSlice view of their statuses ([`endpoint_table`]) and the
-//! reading of a pod's termination ([`termination`]) are modules of their own.
+//! reading of a pod's termination ([`termination`]) are modules of their own. [`api`] is the
+//! same drill through the Kubernetes API (`PODGRACE_DRILL_API=1`): the embedded serve's
+//! Deployment controller, kubelet and EndpointSlices instead of the drill's own pods.
 
 pub mod api;
 mod endpoint_table;
@@ -79,7 +81,9 @@ impl Scenario {
 /// A drill's settings.
 #[derive(Debug, Clone)]
 pub struct DrillConfig {
+    /// What happens to the pods while the load runs.
     pub scenario: Scenario,
+    /// How many pods serve (at least one).
     pub replicas: usize,
     /// Requests per second; 0 sends no requests (a drill of streams only).
     pub rps: f64,
@@ -99,7 +103,9 @@ pub struct DrillConfig {
     pub balancing: Balancing,
     /// What the load's client does with its connections.
     pub client: ClientKind,
+    /// The path every request asks for (`/` by default).
     pub path: String,
+    /// The method of every request (`GET` by default).
     pub method: Method,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -109,6 +115,8 @@ pub struct DrillConfig {
     pub port: u16,
     /// When the disruption starts, after the load started.
     pub disrupt_after: Duration,
+    /// The Kubernetes release whose kubelet (and, through the API, API server and
+    /// controllers) is reproduced.
     pub version: KubeVersion,
     /// kubelet evictionMaxPodGracePeriod for a soft eviction, seconds.
     pub eviction_max_pod_grace_period: i64,
@@ -123,6 +131,7 @@ pub struct DrillConfig {
 /// What a drill produced.
 #[derive(Debug, Clone)]
 pub struct DrillOutcome {
+    /// The report (`drill -o json`).
     pub report: DrillReport,
     /// Every request, for the chart.
     pub requests: Vec<load::RequestRecord>,
@@ -130,6 +139,7 @@ pub struct DrillOutcome {
     pub streams: Vec<StreamRecord>,
     /// Termination events of the pods, for the chart.
     pub events: Vec<ChartEvent>,
+    /// Every failed request, with its pod and termination phase.
     pub attributions: Vec<Attribution>,
     /// What to change, with numbers.
     pub advice: Vec<String>,
@@ -163,8 +173,11 @@ pub enum DrillError {
     /// A pod did not become ready.
     #[error("pod {pod} did not become ready within {seconds} s (is it listening on port {port}, and does its readiness probe pass?){}", last_warning.as_ref().map(|w| format!("; its last warning: {w}")).unwrap_or_default())]
     NotReady {
+        /// The pod's name.
         pod: String,
+        /// How long it was given, seconds.
         seconds: u64,
+        /// The port the load would go to.
         port: u16,
         /// The pod's last Warning event, as `REASON (container C): MESSAGE`.
         last_warning: Option<String>,
@@ -177,11 +190,19 @@ pub enum DrillError {
     Api(String),
     /// A pod could not be run.
     #[error("pod {pod}: {reason}")]
-    Pod { pod: String, reason: String },
+    Pod {
+        /// The pod's name.
+        pod: String,
+        /// Why, as the pod task or the API said it.
+        reason: String,
+    },
+    /// The service proxy could not start.
     #[error("the proxy: {0}")]
     Proxy(#[from] crate::proxy::ProxyError),
+    /// The load could not start or failed.
     #[error("the load: {0}")]
     Load(#[from] crate::load::LoadError),
+    /// The streams could not start.
     #[error("the streams: {0}")]
     Streams(#[from] crate::streams::StreamError),
 }

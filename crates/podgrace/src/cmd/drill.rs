@@ -40,7 +40,8 @@ pub struct Args {
     /// the built-in demo, without and with the fix.
     #[command(flatten)]
     file: FileArgs,
-    /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft or evict-hard.
+    /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft, evict-hard, or
+    /// drain (cordon and evict every pod; only through the API: PODGRACE_DRILL_API=1).
     #[arg(long, default_value = "rollout", value_parser = parse_scenario)]
     scenario: Scenario,
     /// --scenario delete's delete: kubectl's --grace-period, --force and --now.
