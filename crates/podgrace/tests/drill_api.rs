@@ -20,7 +20,11 @@ fn web() -> String {
 }
 
 fn drill_api(tag: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let file = tmp_file(tag, "web.yaml", &web());
+    drill_api_of(tag, &web(), extra)
+}
+
+fn drill_api_of(tag: &str, yaml: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let file = tmp_file(tag, "web.yaml", yaml);
     let mut args = vec!["drill", file.to_str().unwrap(), "-o", "json"];
     args.extend_from_slice(extra);
     let out = Command::new(env!("CARGO_BIN_EXE_podgrace"))
@@ -111,4 +115,76 @@ fn a_drain_cordons_the_node_and_evicts_every_pod() {
         assert!(x["endpointRemovedSeconds"].as_f64().unwrap() >= 1.0, "{x}");
     }
     assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
+}
+
+#[test]
+fn a_rollout_restart_replaces_every_pod_through_the_deployment_controller() {
+    if !privileged("api-rollout") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (code, r, log) = drill_api(
+        "api-rollout",
+        &[
+            "--proxy",
+            "ingress",
+            "--duration",
+            "8s",
+            "--endpoint-lag",
+            "1s",
+        ],
+    );
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("deployment.apps/web restarted"), "{log}");
+    assert_eq!(r["scenario"], "rollout");
+    // Both old pods were deleted by the ReplicaSet controller, one after the other (maxSurge 1
+    // and maxUnavailable 0 for 2 replicas, as upstream rounds 25%), and the new ones are in the
+    // report too.
+    let t = r["terminations"].as_array().unwrap();
+    assert_eq!(t.len(), 2, "{r}");
+    assert_ne!(t[0]["pod"], t[1]["pod"]);
+    for x in t {
+        let removed = x["endpointRemovedSeconds"].as_f64().unwrap();
+        assert!((1.0..2.5).contains(&removed), "{x}");
+    }
+    assert_eq!(r["pods"].as_array().unwrap().len(), 4, "{log}");
+    // The app exits at once on SIGTERM: requests fail after the stop signal only.
+    let failed = r["failed"].as_u64().unwrap();
+    assert!(failed > 0, "{r}");
+    assert_eq!(r["failuresByPhase"]["afterStopSignal"], failed, "{r}");
+}
+
+#[test]
+fn a_drain_a_pod_disruption_budget_blocks_evicts_nothing_and_retries_every_5_s() {
+    if !privileged("api-drain-pdb") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let pdb = "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 2\n  selector: {matchLabels: {app: web}}\n";
+    let (code, r, log) = drill_api_of(
+        "api-drain-pdb",
+        &format!("{}{pdb}", web()),
+        &[
+            "--scenario",
+            "drain",
+            "--proxy",
+            "ingress",
+            "--duration",
+            "8s",
+            "--endpoint-lag",
+            "1s",
+        ],
+    );
+    // minAvailable 2 of 2: every eviction is refused with 429 and retried after 5 s (at about
+    // 1 s and 6 s into the load), no pod goes, no request fails.
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(r["failed"], 0, "{r}");
+    assert_eq!(r["terminations"], serde_json::json!([]), "{r}");
+    let retries = log.matches("(will retry after 5s)").count();
+    assert!((2..=4).contains(&retries), "{retries} retries:\n{log}");
+    assert!(
+        log.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{log}"
+    );
+    assert!(log.contains("not evicted before the load ended"), "{log}");
 }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Event, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
@@ -58,8 +58,9 @@ pub fn api_requested() -> bool {
     )
 }
 
-/// How long a pod may take to become ready, and a disrupted pod to end after the load.
-const READY_WITHIN: Duration = Duration::from_secs(60);
+/// How long a pod may take to become ready (the drill's own path gives it as long), and a
+/// disrupted pod to end after the load (plus its grace period).
+const READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// How long the pods left after the drill have to end (deleted with grace period 1).
 const END_WITHIN: Duration = Duration::from_secs(15);
@@ -430,6 +431,9 @@ impl<'a> ApiPods<'a> {
                 endpoints.publish_now(set);
                 break;
             }
+            if let Some(e) = self.failed_start(&a.selector).await {
+                return Err(e);
+            }
             if Instant::now() >= deadline {
                 let pods = self
                     .api()
@@ -472,6 +476,51 @@ impl<'a> ApiPods<'a> {
             self.names.join(", ")
         ));
         Ok(())
+    }
+
+    /// A container of the Deployment's pods that could not be created or started: the
+    /// kubelet's `Failed` Warning event on the pod (no such file, a bad working directory), known
+    /// at once, as the drill's own path knows it from its pod workers.
+    async fn failed_start(&self, selector: &str) -> Option<DrillError> {
+        let pods: Vec<String> = self
+            .api()
+            .list(&ListParams::default().labels(selector))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let e = list.items.into_iter().find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(podgrace_node::events::reason::FAILED)
+                && e.involved_object.kind.as_deref() == Some("Pod")
+                && e.involved_object
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| pods.contains(n))
+        })?;
+        let message = e.message.unwrap_or_default();
+        let container = e
+            .involved_object
+            .field_path
+            .as_deref()
+            .and_then(|f| {
+                f.strip_prefix("spec.containers{")
+                    .or(f.strip_prefix("spec.initContainers{"))
+            })
+            .and_then(|f| f.strip_suffix('}'))
+            .map(str::to_string);
+        let why = match container {
+            Some(c) => format!("container {c} could not start: {message}"),
+            None => format!("it could not start: {message}"),
+        };
+        Some(DrillError::Pod {
+            pod: e.involved_object.name.unwrap_or_default(),
+            reason: format!("{why} (`podgrace run FILE` shows more)"),
+        })
     }
 
     /// The scenario as API calls.
@@ -580,8 +629,20 @@ impl<'a> ApiPods<'a> {
                         }
                     });
                 }
-                // kubectl drain waits for its evictions; the load goes on meanwhile.
-                while tasks.join_next().await.is_some() {}
+                // kubectl drain waits for its evictions (no --timeout); the drill waits until
+                // the load ends, then gives up on the pods a PodDisruptionBudget still
+                // protects, as `kubectl drain --timeout` would.
+                let until = config.duration.saturating_sub(config.disrupt_after);
+                let all = async { while tasks.join_next().await.is_some() {} };
+                if tokio::time::timeout(until, all).await.is_err() {
+                    tasks.abort_all();
+                    let done = evicted.lock().map(|e| e.len()).unwrap_or(0);
+                    cx.say(format!(
+                        "error: unable to drain node \"{node}\": {} of {} pods not evicted before the load ended",
+                        self.names.len() - done,
+                        self.names.len()
+                    ));
+                }
                 for (i, at) in evicted.lock().map(|e| e.clone()).unwrap_or_default() {
                     d.hit(i, at);
                 }
