@@ -10,16 +10,20 @@
 //! ([`podgrace_api::claims`]), so that it never collides with a `podgrace serve` or another
 //! drill running at the same time.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use podgrace_api::options::DeleteOptions;
 use podgrace_api::{Api, ApiConfig};
+use podgrace_core::rules::latency::RuntimeLatencies;
 use podgrace_core::KubeVersion;
-use podgrace_kubelet::{KubeletConfig, KubeletHandle, ProcessRuntimes};
+use podgrace_kubelet::{KubeletConfig, KubeletHandle, PodReport, ReportSink, RuntimeSource};
+use podgrace_node::runtime::{ProcessRuntime, StopEvent};
 use podgrace_node::sandbox::NetworkConfig;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::endpoints::LagModel;
@@ -39,6 +43,62 @@ pub struct EmbeddedConfig {
     /// The directory of the machine's Service address claims
     /// ([`podgrace_api::claims::DEFAULT_DIR`] for every serve on this machine).
     pub claims_dir: PathBuf,
+    /// A real runtime's measured latencies added around every stop and restart of the process
+    /// runtime (`drill --runtime-latency`), drawn by a sampler seeded with the `u64`; `None`:
+    /// none. Every pod runs on one process runtime (its output is not collected).
+    pub latencies: Option<(&'static RuntimeLatencies, u64)>,
+}
+
+/// A pod's run report as the embedded kubelet's pod worker ended it, with the runtime's
+/// measured stop events of every container instance it ran (read before its sandbox was
+/// removed, which forgets them).
+#[derive(Debug, Clone)]
+pub struct EndedPod {
+    /// The pod worker's report (kill start, container terminations, sandbox).
+    pub report: PodReport,
+    /// The runtime's stop events by container id (stop requested, stop signal, SIGKILL, exit),
+    /// in order.
+    pub stop_events: HashMap<String, Vec<StopEvent>>,
+}
+
+/// The ended pods by `(namespace, name)`, and a wake-up for each new one.
+#[derive(Default)]
+struct Ended {
+    pods: Mutex<HashMap<(String, String), EndedPod>>,
+    changed: Notify,
+}
+
+/// One process runtime for every pod (as the drill's own path has one per drill), kept so
+/// that a pod's stop events can be read when it ends (container ids are the runtime's own).
+#[derive(Clone)]
+struct KeptRuntimes {
+    runtime: Arc<ProcessRuntime>,
+}
+
+impl KeptRuntimes {
+    fn new(network: NetworkConfig, latencies: Option<(&'static RuntimeLatencies, u64)>) -> Self {
+        let (rt, mut output) = ProcessRuntime::new(network);
+        let rt = match latencies {
+            Some((l, seed)) => rt.with_latencies(*l, seed),
+            None => rt,
+        };
+        // The pods' own output is not part of the drill's report.
+        tokio::spawn(async move { while output.recv().await.is_some() {} });
+        KeptRuntimes {
+            runtime: Arc::new(rt),
+        }
+    }
+
+    fn stop_events(&self, id: &str) -> Vec<StopEvent> {
+        self.runtime.stop_events(id)
+    }
+}
+
+impl RuntimeSource for KeptRuntimes {
+    type Runtime = ProcessRuntime;
+    fn for_pod(&self) -> podgrace_kubelet::runtimes::PodRuntime<ProcessRuntime> {
+        (self.runtime.clone(), None)
+    }
 }
 
 /// Why the embedded serve could not start.
@@ -61,9 +121,10 @@ pub struct EmbeddedServe {
     api: Api,
     client: kube::Client,
     kubelet: Option<KubeletHandle>,
-    controllers: JoinSet<()>,
+    controllers: Mutex<JoinSet<()>>,
     kube_proxy: Option<KubeProxy>,
     log_dir: PathBuf,
+    ended: Arc<Ended>,
 }
 
 impl EmbeddedServe {
@@ -96,15 +157,42 @@ impl EmbeddedServe {
             claims: Some(Arc::new(claims)),
             ..ApiConfig::default()
         });
+        let runtimes = KeptRuntimes::new(config.network.clone(), config.latencies);
+        let ended = Arc::new(Ended::default());
+        let sink = {
+            let (ended, runtimes) = (ended.clone(), runtimes.clone());
+            ReportSink(Arc::new(move |ns: &str, name: &str, report: &PodReport| {
+                let stop_events = report
+                    .containers
+                    .iter()
+                    .flat_map(|c| c.terminations.iter())
+                    .map(|t| {
+                        (
+                            t.container_id.clone(),
+                            runtimes.stop_events(&t.container_id),
+                        )
+                    })
+                    .collect();
+                if let Ok(mut pods) = ended.pods.lock() {
+                    pods.insert(
+                        (ns.to_string(), name.to_string()),
+                        EndedPod {
+                            report: report.clone(),
+                            stop_events,
+                        },
+                    );
+                }
+                ended.changed.notify_waiters();
+            }))
+        };
         let kubelet = podgrace_kubelet::start(
             podgrace_api::in_process_client(api.clone()),
-            ProcessRuntimes {
-                network: config.network.clone(),
-            },
+            runtimes,
             KubeletConfig {
                 node_name: config.node_name.clone(),
                 version: config.version,
                 log_dir: Some(log_dir.clone()),
+                reports: Some(sink),
                 ..KubeletConfig::default()
             },
         );
@@ -126,9 +214,10 @@ impl EmbeddedServe {
             client: podgrace_api::in_process_client(api.clone()),
             api,
             kubelet: Some(kubelet),
-            controllers,
+            controllers: Mutex::new(controllers),
             kube_proxy: Some(kube_proxy),
             log_dir,
+            ended,
         })
     }
 
@@ -142,12 +231,49 @@ impl EmbeddedServe {
         &self.api
     }
 
+    /// Stops the controllers (nothing replaces a deleted pod any more, no EndpointSlice
+    /// changes); the API, the kubelet and kube-proxy go on.
+    pub fn stop_controllers(&self) {
+        if let Ok(mut c) = self.controllers.lock() {
+            c.abort_all();
+        }
+    }
+
+    /// The run report of pod `namespace/name` once its pod worker has ended it (the pod
+    /// terminated), waiting at most `within`; `None` if it has not ended by then.
+    pub async fn ended_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        within: Duration,
+    ) -> Option<EndedPod> {
+        let key = (namespace.to_string(), name.to_string());
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let changed = self.ended.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(p) = self
+                .ended
+                .pods
+                .lock()
+                .ok()
+                .and_then(|p| p.get(&key).cloned())
+            {
+                return Some(p);
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return None;
+            }
+        }
+    }
+
     /// Ends the serve as `podgrace serve` ends on SIGTERM: the controllers stop (so that no
     /// replacement pod is created), every pod is deleted with its own grace period and awaited
     /// (at most `within`; then the kubelet kills what is left with its minimum grace), and the
     /// kubelet and kube-proxy stop.
     pub async fn shutdown(mut self, within: Duration) {
-        self.controllers.abort_all();
+        self.stop_controllers();
         let pods = podgrace_api::resource::find("", "v1", "pods").expect("pods are served");
         for (ns, name) in self.api.pod_names() {
             let opts = DeleteOptions {
@@ -173,7 +299,7 @@ impl EmbeddedServe {
 
 impl Drop for EmbeddedServe {
     fn drop(&mut self) {
-        self.controllers.abort_all();
+        self.stop_controllers();
         let _ = std::fs::remove_dir_all(&self.log_dir);
     }
 }

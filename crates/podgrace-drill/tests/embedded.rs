@@ -74,6 +74,7 @@ async fn a_deployment_and_service_run_and_route_through_the_embedded_serve() {
         network: podgrace_node::sandbox::NetworkConfig::default(),
         lag: LagModel::Fixed(Duration::from_millis(200)),
         claims_dir: claims_dir.clone(),
+        latencies: None,
     })
     .unwrap();
     let client = serve.client();

@@ -39,6 +39,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use podgrace_core::KubeVersion;
 
+pub use podgrace_node::kubelet::PodReport;
 pub use runtimes::{ProcessRuntimes, RuntimeSource};
 pub use source::{start, KubeletHandle};
 
@@ -58,6 +59,25 @@ pub struct KubeletConfig {
     /// The Node's `status.nodeInfo.containerRuntimeVersion` (`containerd://1.6.20~ds1`, as the
     /// kubelet writes the runtime's `Version`); `podgrace://VERSION` for the process runtime.
     pub container_runtime_version: String,
+    /// Called with each pod worker's run report when the pod has terminated, before its
+    /// terminal status is written and before its sandbox is stopped; `None`: nobody. The drill
+    /// reads its disrupted pods' termination (kill start, stop signal, exits) from these, as it
+    /// does from the pod workers it runs itself.
+    pub reports: Option<ReportSink>,
+}
+
+/// A receiver of pod workers' run reports: `(namespace, name, report)`, called on the pod's
+/// worker task (it must not block).
+#[derive(Clone)]
+pub struct ReportSink(pub std::sync::Arc<ReportFn>);
+
+/// The function behind a [`ReportSink`]: `(namespace, name, report)`.
+pub type ReportFn = dyn Fn(&str, &str, &PodReport) + Send + Sync;
+
+impl std::fmt::Debug for ReportSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReportSink")
+    }
 }
 
 impl Default for KubeletConfig {
@@ -69,6 +89,7 @@ impl Default for KubeletConfig {
             force_host: false,
             log_dir: None,
             container_runtime_version: format!("podgrace://{}", env!("CARGO_PKG_VERSION")),
+            reports: None,
         }
     }
 }

@@ -388,6 +388,9 @@ pub async fn sync_pod<S: RuntimeSource>(
         s.write(status).await;
     }
     let report = handle.wait().await;
+    if let (Some(sink), Ok(r)) = (&shared.config.reports, &report) {
+        (sink.0)(&namespace, &s.name, r);
+    }
     // SyncTerminatedPod: the status with every container stopped.
     let st = status_rx.borrow().clone();
     let mut status = compute(&s, &plan, &observed, &st, &back_offs, true).await;

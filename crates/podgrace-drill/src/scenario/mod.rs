@@ -14,8 +14,11 @@
 //!
 //! A drill runs in named steps ([`steps`]: plan, start, load, trigger, observe, attribute); the
 //! replicas ([`replicas`]), the EndpointSlice view of their statuses ([`endpoint_table`]) and the
-//! reading of a pod's termination ([`termination`]) are modules of their own.
+//! reading of a pod's termination ([`termination`]) are modules of their own. [`api`] is the
+//! same drill through the Kubernetes API (`PODGRACE_DRILL_API=1`): the embedded serve's
+//! Deployment controller, kubelet and EndpointSlices instead of the drill's own pods.
 
+pub mod api;
 mod endpoint_table;
 mod replicas;
 mod steps;
@@ -30,7 +33,9 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::latency::RuntimeLatencies;
 use podgrace_core::KubeVersion;
 use podgrace_node::process::namespaces_permitted;
-use podgrace_node::runtime::{ContainerdRuntime, ProcessRuntime, RuntimeService, StopEvent};
+use podgrace_node::runtime::{
+    CallContext, ContainerdRuntime, ProcessRuntime, RuntimeService, StopEvent,
+};
 use podgrace_node::sandbox::NetworkConfig;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -50,7 +55,14 @@ pub enum Scenario {
     /// One replica is deleted (`kubectl delete pod`).
     Delete,
     /// One replica is evicted at a soft or hard threshold.
-    Evict { hard: bool },
+    Evict {
+        /// A hard threshold (grace period 0) rather than a soft one.
+        hard: bool,
+    },
+    /// The node is drained as `kubectl drain` does it: cordoned, then every pod evicted
+    /// through `pods/eviction`, each eviction the PodDisruptionBudgets refuse (429) retried
+    /// after 5 s. Only through the API ([`api`]).
+    Drain,
 }
 
 impl Scenario {
@@ -61,6 +73,7 @@ impl Scenario {
             Scenario::Delete => "delete",
             Scenario::Evict { hard: false } => "evict-soft",
             Scenario::Evict { hard: true } => "evict-hard",
+            Scenario::Drain => "drain",
         }
     }
 }
@@ -68,7 +81,9 @@ impl Scenario {
 /// A drill's settings.
 #[derive(Debug, Clone)]
 pub struct DrillConfig {
+    /// What happens to the pods while the load runs.
     pub scenario: Scenario,
+    /// How many pods serve (at least one).
     pub replicas: usize,
     /// Requests per second; 0 sends no requests (a drill of streams only).
     pub rps: f64,
@@ -88,7 +103,9 @@ pub struct DrillConfig {
     pub balancing: Balancing,
     /// What the load's client does with its connections.
     pub client: ClientKind,
+    /// The path every request asks for (`/` by default).
     pub path: String,
+    /// The method of every request (`GET` by default).
     pub method: Method,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -98,6 +115,8 @@ pub struct DrillConfig {
     pub port: u16,
     /// When the disruption starts, after the load started.
     pub disrupt_after: Duration,
+    /// The Kubernetes release whose kubelet (and, through the API, API server and
+    /// controllers) is reproduced.
     pub version: KubeVersion,
     /// kubelet evictionMaxPodGracePeriod for a soft eviction, seconds.
     pub eviction_max_pod_grace_period: i64,
@@ -112,6 +131,7 @@ pub struct DrillConfig {
 /// What a drill produced.
 #[derive(Debug, Clone)]
 pub struct DrillOutcome {
+    /// The report (`drill -o json`).
     pub report: DrillReport,
     /// Every request, for the chart.
     pub requests: Vec<load::RequestRecord>,
@@ -119,6 +139,7 @@ pub struct DrillOutcome {
     pub streams: Vec<StreamRecord>,
     /// Termination events of the pods, for the chart.
     pub events: Vec<ChartEvent>,
+    /// Every failed request, with its pod and termination phase.
     pub attributions: Vec<Attribution>,
     /// What to change, with numbers.
     pub advice: Vec<String>,
@@ -152,19 +173,36 @@ pub enum DrillError {
     /// A pod did not become ready.
     #[error("pod {pod} did not become ready within {seconds} s (is it listening on port {port}, and does its readiness probe pass?){}", last_warning.as_ref().map(|w| format!("; its last warning: {w}")).unwrap_or_default())]
     NotReady {
+        /// The pod's name.
         pod: String,
+        /// How long it was given, seconds.
         seconds: u64,
+        /// The port the load would go to.
         port: u16,
         /// The pod's last Warning event, as `REASON (container C): MESSAGE`.
         last_warning: Option<String>,
     },
+    /// The scenario exists only through the API (`PODGRACE_DRILL_API=1`).
+    #[error("the {0} scenario goes through the API: set PODGRACE_DRILL_API=1")]
+    NeedsApi(&'static str),
+    /// The API refused a call of the drill, or the manifest could not be applied.
+    #[error("the API: {0}")]
+    Api(String),
     /// A pod could not be run.
     #[error("pod {pod}: {reason}")]
-    Pod { pod: String, reason: String },
+    Pod {
+        /// The pod's name.
+        pod: String,
+        /// Why, as the pod task or the API said it.
+        reason: String,
+    },
+    /// The service proxy could not start.
     #[error("the proxy: {0}")]
     Proxy(#[from] crate::proxy::ProxyError),
+    /// The load could not start or failed.
     #[error("the load: {0}")]
     Load(#[from] crate::load::LoadError),
+    /// The streams could not start.
     #[error("the streams: {0}")]
     Streams(#[from] crate::streams::StreamError),
 }
@@ -264,9 +302,19 @@ async fn drill<R: RuntimeService + 'static>(
     let plan = steps::plan(&cx);
     let (change_tx, change_rx) = mpsc::unbounded_channel();
     let replicas = replicas::Replicas::new(runtime, template, config, !process, log, change_tx);
-    let started = steps::start(&cx, plan, replicas, change_rx).await?;
-    let mut loaded = steps::load(&cx, started).await?;
-    let disruption = steps::trigger(&cx, &mut loaded).await?;
-    let observed = steps::observe(&cx, loaded, &disruption).await?;
-    Ok(steps::attribute(&cx, observed, &disruption, stop_events, process).await)
+    let steps::Started { plan, mut replicas } =
+        steps::start(&cx, plan, replicas, change_rx).await?;
+    let loaded = steps::load(&cx, &plan).await?;
+    let disruption = steps::trigger(&cx, &mut replicas).await?;
+    let mut pods = steps::OwnPods::new(replicas);
+    let observed = steps::observe(&cx, plan, &mut pods, loaded, &disruption).await?;
+    let sandboxes = observed.sandboxes();
+    let outcome = steps::attribute(&cx, observed, &disruption, stop_events, process);
+    for sb in sandboxes {
+        let _ = pods
+            .runtime
+            .remove_pod_sandbox(&CallContext::background(), &sb)
+            .await;
+    }
+    Ok(outcome)
 }

@@ -13,7 +13,7 @@ use podgrace_core::plan::PodPlan;
 use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::kubelet::{build_report, PodCommand, PodReport};
 use podgrace_node::process::namespaces_permitted;
-use podgrace_node::runtime::{CallContext, RuntimeService, StopEvent};
+use podgrace_node::runtime::{RuntimeService, StopEvent};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -44,7 +44,7 @@ pub(super) struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn say(&self, line: String) {
+    pub(super) fn say(&self, line: String) {
         let _ = self.log.send(line);
     }
 }
@@ -54,7 +54,10 @@ pub(super) struct Plan {
     /// kube-proxy on the kernel's DNAT and conntrack (kube-proxy mode with netfilter).
     netfilter: Option<Arc<Netfilter>>,
     /// The Service's endpoints, reaching the proxy (or netfilter) with the lag.
-    endpoints: EndpointsHandle,
+    pub(super) endpoints: EndpointsHandle,
+    /// The task that feeds the endpoints (from the replicas' statuses, or from the
+    /// EndpointSlices through the API), aborted once the pods are gone.
+    pub(super) feeder: Option<JoinHandle<()>>,
 }
 
 /// Step 1: kube-proxy mode gets the kernel's DNAT and conntrack, else the user-space L4 splice
@@ -83,14 +86,14 @@ pub(super) fn plan(cx: &Context<'_>) -> Plan {
     Plan {
         netfilter,
         endpoints,
+        feeder: None,
     }
 }
 
 /// Step 2's result: the replicas, ready, and the task that feeds their endpoints.
 pub(super) struct Started<R: RuntimeService + 'static> {
-    plan: Plan,
-    replicas: Replicas<R>,
-    feeder: JoinHandle<()>,
+    pub(super) plan: Plan,
+    pub(super) replicas: Replicas<R>,
 }
 
 /// Step 2: starts `config.replicas` pods (at least one), waits for each to be ready, and puts
@@ -112,14 +115,7 @@ pub(super) async fn start<R: RuntimeService + 'static>(
     for r in replicas.all() {
         wait_ready(r, config.port).await?;
     }
-    cx.say(match (&plan.netfilter, config.balancing) {
-        (Some(nf), _) => format!(
-            "kube-proxy: NodePort {} through the kernel's DNAT and conntrack",
-            nf.local_addr()
-        ),
-        (None, Balancing::PerConnection) => "kube-proxy: user-space TCP proxy".to_string(),
-        (None, Balancing::PerRequest) => "ingress: user-space HTTP proxy".to_string(),
-    });
+    say_proxy(cx, &plan);
     // The initial endpoints are in place before the load starts. The statuses queued while the
     // pods started are already in them: replayed later, with the lag, they would briefly put
     // the proxy back to the pods' not-ready past (no endpoint at all for a moment).
@@ -129,17 +125,30 @@ pub(super) async fn start<R: RuntimeService + 'static>(
         table.update(&r.name, &r.status.borrow());
     }
     plan.endpoints.publish_now(table.set());
-    let feeder = tokio::spawn(feed_endpoints(change_rx, table, plan.endpoints.clone()));
-    Ok(Started {
-        plan,
-        replicas,
-        feeder,
-    })
+    let mut plan = plan;
+    plan.feeder = Some(tokio::spawn(feed_endpoints(
+        change_rx,
+        table,
+        plan.endpoints.clone(),
+    )));
+    Ok(Started { plan, replicas })
+}
+
+/// Says on the log how the Service is carried.
+pub(super) fn say_proxy(cx: &Context<'_>, plan: &Plan) {
+    let config = cx.config;
+    cx.say(match (&plan.netfilter, config.balancing) {
+        (Some(nf), _) => format!(
+            "kube-proxy: NodePort {} through the kernel's DNAT and conntrack",
+            nf.local_addr()
+        ),
+        (None, Balancing::PerConnection) => "kube-proxy: user-space TCP proxy".to_string(),
+        (None, Balancing::PerRequest) => "ingress: user-space HTTP proxy".to_string(),
+    });
 }
 
 /// Step 3's result: the load under way.
-pub(super) struct Loaded<R: RuntimeService + 'static> {
-    started: Started<R>,
+pub(super) struct Loaded {
     /// The user-space proxy of the requests (none through netfilter).
     proxy: Option<Proxy>,
     /// The streams and their own user-space proxy (none through netfilter).
@@ -154,12 +163,9 @@ pub(super) struct Loaded<R: RuntimeService + 'static> {
 ///
 /// # Errors
 /// [`DrillError::Proxy`] or [`DrillError::Streams`] when they cannot start.
-pub(super) async fn load<R: RuntimeService + 'static>(
-    cx: &Context<'_>,
-    started: Started<R>,
-) -> Result<Loaded<R>, DrillError> {
+pub(super) async fn load(cx: &Context<'_>, plan: &Plan) -> Result<Loaded, DrillError> {
     let config = cx.config;
-    let (netfilter, endpoints) = (&started.plan.netfilter, &started.plan.endpoints);
+    let (netfilter, endpoints) = (&plan.netfilter, &plan.endpoints);
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let mut pc = ProxyConfig::new(match (config.balancing, config.protocol) {
         // kube-proxy carries bytes (L4); only an ingress speaks HTTP.
@@ -256,7 +262,6 @@ pub(super) async fn load<R: RuntimeService + 'static>(
         })
     };
     Ok(Loaded {
-        started,
         proxy,
         streams,
         load_started,
@@ -268,12 +273,12 @@ pub(super) async fn load<R: RuntimeService + 'static>(
 /// eviction) was sent, since the epoch.
 #[derive(Debug, Default)]
 pub(super) struct Disruption {
-    disrupted: Vec<usize>,
-    deleted_at: HashMap<usize, Duration>,
+    pub(super) disrupted: Vec<usize>,
+    pub(super) deleted_at: HashMap<usize, Duration>,
 }
 
 impl Disruption {
-    fn hit(&mut self, i: usize, at: Duration) {
+    pub(super) fn hit(&mut self, i: usize, at: Duration) {
         self.deleted_at.insert(i, at);
         self.disrupted.push(i);
     }
@@ -288,10 +293,9 @@ impl Disruption {
 /// As [`start`], for a rollout's new pod.
 pub(super) async fn trigger<R: RuntimeService + 'static>(
     cx: &Context<'_>,
-    loaded: &mut Loaded<R>,
+    replicas: &mut Replicas<R>,
 ) -> Result<Disruption, DrillError> {
     let config = cx.config;
-    let replicas = &mut loaded.started.replicas;
     tokio::time::sleep(config.disrupt_after).await;
     let mut d = Disruption::default();
     match config.scenario {
@@ -337,13 +341,70 @@ pub(super) async fn trigger<R: RuntimeService + 'static>(
             });
             d.hit(0, cx.epoch.elapsed());
         }
+        Scenario::Drain => return Err(DrillError::NeedsApi("drain")),
     }
     Ok(d)
 }
 
+/// The drill's pods as step 5 ends them: the disrupted ones awaited to the end of their
+/// termination, then the rest removed quickly; every pod's run report in the drill's order.
+pub(super) trait PodSet {
+    /// Waits for the disrupted pods (`d.disrupted`) to end their termination.
+    async fn end_disrupted(&mut self, cx: &Context<'_>, d: &Disruption) -> Result<(), DrillError>;
+    /// Removes the other pods (grace period 1) and returns every pod's run report, in the
+    /// drill's order.
+    async fn end_rest(&mut self, cx: &Context<'_>) -> Result<Vec<(String, PodReport)>, DrillError>;
+}
+
+/// The replicas the drill runs itself, as [`PodSet`].
+pub(super) struct OwnPods<R: RuntimeService + 'static> {
+    pub(super) runtime: Arc<R>,
+    waiting: Vec<(usize, Replica)>,
+    reports: Vec<(usize, String, PodReport)>,
+}
+
+impl<R: RuntimeService + 'static> OwnPods<R> {
+    pub(super) fn new(replicas: Replicas<R>) -> Self {
+        let (runtime, all) = replicas.into_parts();
+        OwnPods {
+            runtime,
+            waiting: all.into_iter().enumerate().collect(),
+            reports: Vec::new(),
+        }
+    }
+}
+
+impl<R: RuntimeService + 'static> PodSet for OwnPods<R> {
+    async fn end_disrupted(&mut self, _: &Context<'_>, d: &Disruption) -> Result<(), DrillError> {
+        let (gone, rest): (Vec<_>, Vec<_>) = self
+            .waiting
+            .drain(..)
+            .partition(|(i, _)| d.disrupted.contains(i));
+        self.waiting = rest;
+        for (i, r) in gone {
+            self.reports.push((i, r.name.clone(), wait_pod(r).await?));
+        }
+        Ok(())
+    }
+
+    async fn end_rest(&mut self, _: &Context<'_>) -> Result<Vec<(String, PodReport)>, DrillError> {
+        for (_, r) in &self.waiting {
+            r.handle.send(PodCommand::Delete(KubectlDeleteFlags {
+                grace_period: 1,
+                ..Default::default()
+            }));
+        }
+        for (i, r) in std::mem::take(&mut self.waiting) {
+            self.reports.push((i, r.name.clone(), wait_pod(r).await?));
+        }
+        let mut reports = std::mem::take(&mut self.reports);
+        reports.sort_by_key(|(i, _, _)| *i);
+        Ok(reports.into_iter().map(|(_, n, r)| (n, r)).collect())
+    }
+}
+
 /// Step 5's result: everything measured, with the pods gone.
-pub(super) struct Observed<R: RuntimeService + 'static> {
-    runtime: Arc<R>,
+pub(super) struct Observed {
     endpoints: EndpointsHandle,
     load_started: Duration,
     load: LoadResult,
@@ -367,26 +428,23 @@ pub(super) struct Observed<R: RuntimeService + 'static> {
 ///
 /// # Errors
 /// [`DrillError::Load`] for the load, [`DrillError::Pod`] for a pod task that failed.
-pub(super) async fn observe<R: RuntimeService + 'static>(
+pub(super) async fn observe<P: PodSet>(
     cx: &Context<'_>,
-    loaded: Loaded<R>,
+    plan: Plan,
+    pods: &mut P,
+    loaded: Loaded,
     d: &Disruption,
-) -> Result<Observed<R>, DrillError> {
+) -> Result<Observed, DrillError> {
     let Loaded {
-        started,
         proxy,
         streams,
         load_started,
         load_task,
     } = loaded;
-    let Started {
-        plan,
-        replicas,
-        feeder,
-    } = started;
     let Plan {
         mut netfilter,
         endpoints,
+        feeder,
     } = plan;
     let load: LoadResult = load_task.await.map_err(|e| DrillError::Pod {
         pod: "load".into(),
@@ -418,18 +476,10 @@ pub(super) async fn observe<R: RuntimeService + 'static>(
             }
             None => (Vec::new(), None),
         };
-    let (runtime, all) = replicas.into_parts();
-    let mut waiting: Vec<(usize, Replica)> = all.into_iter().enumerate().collect();
-    let mut reports: Vec<(usize, String, PodReport)> = Vec::new();
     if !d.disrupted.is_empty() {
         cx.say("load done; waiting for the disrupted pods to end".into());
     }
-    let (gone, rest): (Vec<_>, Vec<_>) = waiting
-        .drain(..)
-        .partition(|(i, _)| d.disrupted.contains(i));
-    for (i, r) in gone {
-        reports.push((i, r.name.clone(), wait_pod(r).await?));
-    }
+    pods.end_disrupted(cx, d).await?;
     let (stream_records, stream_proxy_records, stream_pinned) = match streams {
         Some((Some(sproxy), streams)) => {
             let records = streams.stop().await;
@@ -453,24 +503,15 @@ pub(super) async fn observe<R: RuntimeService + 'static>(
     let pinned = user_space_pinned.unwrap_or_else(|| kernel_pinned.clone());
     let stream_pinned = stream_pinned.unwrap_or(kernel_pinned);
     cx.say("removing the remaining pods".into());
-    for (_, r) in &rest {
-        r.handle.send(PodCommand::Delete(KubectlDeleteFlags {
-            grace_period: 1,
-            ..Default::default()
-        }));
+    let reports = pods.end_rest(cx).await?;
+    if let Some(f) = feeder {
+        f.abort();
     }
-    for (i, r) in rest {
-        reports.push((i, r.name.clone(), wait_pod(r).await?));
-    }
-    reports.sort_by_key(|(i, _, _)| *i);
-    let reports: Vec<(String, PodReport)> = reports.into_iter().map(|(_, n, r)| (n, r)).collect();
-    feeder.abort();
     let kernel = netfilter.is_some();
     if let Some(nf) = netfilter.take() {
         let _ = tokio::task::spawn_blocking(move || nf.close()).await;
     }
     Ok(Observed {
-        runtime,
         endpoints,
         load_started,
         load,
@@ -485,11 +526,10 @@ pub(super) async fn observe<R: RuntimeService + 'static>(
 }
 
 /// Step 6: every failed request and stream to a pod and a termination phase, each disrupted
-/// pod's termination against its lag, the report, the findings and the advice; the pods'
-/// sandboxes are removed.
-pub(super) async fn attribute<R: RuntimeService + 'static>(
+/// pod's termination against its lag, the report, the findings and the advice.
+pub(super) fn attribute(
     cx: &Context<'_>,
-    o: Observed<R>,
+    o: Observed,
     d: &Disruption,
     stop_events: &(dyn Fn(&str) -> Vec<StopEvent> + Send + Sync),
     process: bool,
@@ -553,14 +593,6 @@ pub(super) async fn attribute<R: RuntimeService + 'static>(
                 .unwrap_or(serde_json::Value::Null)
         })
         .collect();
-    for (_, r) in reports {
-        if let Some(sb) = &r.sandbox {
-            let _ = o
-                .runtime
-                .remove_pod_sandbox(&CallContext::background(), sb)
-                .await;
-        }
-    }
     let removed: Vec<(String, Duration)> = terminations
         .iter()
         .filter_map(|t| Some((t.pod.clone(), left_at(&t.pod)?)))
@@ -676,6 +708,21 @@ pub(super) async fn attribute<R: RuntimeService + 'static>(
         events: chart,
         attributions,
         advice,
+    }
+}
+
+impl Observed {
+    /// The sandboxes of every pod, for their removal once the report is made.
+    pub(super) fn sandboxes(&self) -> Vec<String> {
+        self.reports
+            .iter()
+            .filter_map(|(_, r)| r.sandbox.clone())
+            .collect()
+    }
+
+    /// The pods in the report's order.
+    pub(super) fn pod_names(&self) -> Vec<String> {
+        self.reports.iter().map(|(n, _)| n.clone()).collect()
     }
 }
 

@@ -22,7 +22,9 @@ use podgrace_drill::html::{html_report, write_report};
 use podgrace_drill::load::{ClientKind, Protocol};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
-use podgrace_drill::scenario::{run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario};
+use podgrace_drill::scenario::{
+    api, run_drill_on, DrillConfig, DrillOutcome, PodRuntime, Scenario,
+};
 use podgrace_drill::{demo, template};
 use podgrace_node::kubelet::spec::SpecError;
 use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
@@ -38,7 +40,8 @@ pub struct Args {
     /// the built-in demo, without and with the fix.
     #[command(flatten)]
     file: FileArgs,
-    /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft or evict-hard.
+    /// rollout (maxSurge 1, maxUnavailable 0), delete (one replica), evict-soft, evict-hard, or
+    /// drain (cordon and evict every pod; only through the API: PODGRACE_DRILL_API=1).
     #[arg(long, default_value = "rollout", value_parser = parse_scenario)]
     scenario: Scenario,
     /// --scenario delete's delete: kubectl's --grace-period, --force and --now.
@@ -190,7 +193,8 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
         "delete" => Ok(Scenario::Delete),
         "evict-soft" => Ok(Scenario::Evict { hard: false }),
         "evict-hard" => Ok(Scenario::Evict { hard: true }),
-        _ => Err("expected rollout, delete, evict-soft or evict-hard".into()),
+        "drain" => Ok(Scenario::Drain),
+        _ => Err("expected rollout, delete, evict-soft, evict-hard or drain".into()),
     }
 }
 
@@ -364,12 +368,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
     };
     match template {
-        Some((plan, replicas, port)) => {
+        Some((plan, replicas, port, text)) => {
             let cfg = config(port, args.replicas.unwrap_or(replicas));
             let outcome = runtime.block_on(drill_once(
                 &mut interrupt,
                 &pods,
                 &plan,
+                Some(&text),
                 &cfg,
                 &args,
                 "drill",
@@ -411,6 +416,12 @@ fn demo(
     let unfixed = demo::plan(&exe, image.as_deref(), demo::PreStop::None)?;
     let fixed = demo::plan(&exe, image.as_deref(), demo::PreStop::Sleep(sleep))?;
     let waiting = demo::plan(&exe, image.as_deref(), demo::wait_hook(cfg.lag))?;
+    let yaml = |p| demo::manifest_yaml(&exe, image.as_deref(), p);
+    let (unfixed_yaml, fixed_yaml, waiting_yaml) = (
+        yaml(demo::PreStop::None),
+        yaml(demo::PreStop::Sleep(sleep)),
+        yaml(demo::wait_hook(cfg.lag)),
+    );
     if let Some(needed) = demo::load_needed(cfg.duration, args.disrupt_after, cfg.replicas, cfg.lag)
     {
         eprintln!(
@@ -425,6 +436,7 @@ fn demo(
         interrupt,
         pods,
         &unfixed,
+        Some(&unfixed_yaml),
         &cfg,
         args,
         "1/3 without preStop",
@@ -433,6 +445,7 @@ fn demo(
         interrupt,
         pods,
         &fixed,
+        Some(&fixed_yaml),
         &cfg,
         args,
         "2/3 preStop sleep",
@@ -441,6 +454,7 @@ fn demo(
         interrupt,
         pods,
         &waiting,
+        Some(&waiting_yaml),
         &cfg,
         args,
         "3/3 prestop-wait",
@@ -525,7 +539,11 @@ fn demo_image(
 }
 
 /// The pod template of FILE, the replicas it asks for, and the port it serves on.
-fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodPlan, usize, u16)> {
+fn load_template(
+    file: &Path,
+    args: &Args,
+    images: bool,
+) -> anyhow::Result<(PodPlan, usize, u16, String)> {
     let doc = input::read_one(file)?;
     let m = manifest::load_with(
         &doc.text,
@@ -578,14 +596,19 @@ fn load_template(file: &Path, args: &Args, images: bool) -> anyhow::Result<(PodP
     };
     let replicas = template::replicas(&plan, args.replicas)
         .map_err(|e| BadInput(format!("{}: {e}", doc.name)))?;
-    Ok((plan, replicas, port))
+    Ok((plan, replicas, port, doc.text))
 }
 
 /// Runs one drill with a progress bar (text) or log lines on stderr (JSON).
+/// `manifest` is the YAML of `plan`; with `PODGRACE_DRILL_API=1` (and the process runtime) the
+/// drill applies it through the embedded serve's API and performs its scenario as API calls
+/// ([`podgrace_drill::scenario::api`]), else it runs its own pods.
+#[allow(clippy::too_many_arguments)]
 async fn drill_once(
     interrupt: &mut Interrupt,
     pods: &PodRuntime,
     plan: &PodPlan,
+    manifest: Option<&str>,
     cfg: &DrillConfig,
     args: &Args,
     title: &str,
@@ -628,7 +651,19 @@ async fn drill_once(
         })
     });
     let result = tokio::select! {
-        r = run_drill_on(pods, plan, cfg, tx) => r,
+        r = async {
+            let latencies = match pods {
+                PodRuntime::Process => Some(None),
+                PodRuntime::ProcessWithLatencies(l, seed) => Some(Some((*l, *seed))),
+                PodRuntime::Containerd(_) => None,
+            };
+            match (manifest, latencies) {
+                (Some(m), Some(l)) if api::api_requested() => {
+                    api::run_drill_api(m, plan, cfg, l, tx).await
+                }
+                _ => run_drill_on(pods, plan, cfg, tx).await,
+            }
+        } => r,
         code = interrupt.recv() => {
             if let Some(b) = &bar {
                 b.abandon();
