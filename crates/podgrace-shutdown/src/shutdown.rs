@@ -311,11 +311,22 @@ impl Shutdown {
                 return;
             }
         };
+        if let Some(reason) = counter.fallback() {
+            tracing::warn!("{reason}");
+        }
         let mut q = Quiescence::new(policy, false);
         loop {
             let now = signal_at.elapsed();
             q.connections(now, counter.sample().unwrap_or(1));
             match q.poll(now) {
+                // Passive opens not yet told apart by port: read the tables before closing.
+                Step::Done(o) if o.reason == Reason::Quiet && counter.pending() => {
+                    q.connections(now, counter.settle().unwrap_or(1));
+                    if matches!(q.poll(now), Step::Done(_)) {
+                        continue;
+                    }
+                    tokio::time::sleep_until(signal_at + now + SAMPLE_INTERVAL).await;
+                }
                 Step::Done(o) => {
                     match o.reason {
                         Reason::Quiet => tracing::info!(

@@ -2,7 +2,8 @@
 //! connection counters every [`SAMPLE_INTERVAL`], feed [`Quiescence`], report each second.
 //!
 //! No async runtime and no thread of its own: a preStop hook that waits should cost almost
-//! nothing (one small `/proc` read per sample). Endpoint readiness, when watched, comes from
+//! nothing (one small `/proc` read per sample; with ports, the table reads that
+//! [`ConnectionCounter`] spaces by their cost, settled before the wait ends quietly). Endpoint readiness, when watched, comes from
 //! elsewhere through [`EndpointsView`] (an atomic another thread keeps up to date).
 
 use std::fmt;
@@ -55,6 +56,9 @@ pub enum Progress<'a> {
     EndpointsNotReady { at: Duration },
     /// The counters could not be read; the wait goes on as if connections were still arriving.
     CounterFailed { error: &'a CounterError },
+    /// The connections on the watched ports are read from `/proc/net/tcp`, and why
+    /// ([`ConnectionCounter::fallback`]); said once, after [`Progress::Started`].
+    Fallback { reason: &'a str },
 }
 
 fn secs(d: Duration) -> String {
@@ -98,6 +102,7 @@ impl fmt::Display for Progress<'_> {
             Progress::EndpointsNotReady { at } => {
                 write!(f, "{}: the pod's endpoints are no longer ready", secs(*at))
             }
+            Progress::Fallback { reason } => write!(f, "{reason}"),
             Progress::CounterFailed { error } => write!(
                 f,
                 "cannot read the connection counters ({error}); waiting as if connections were still arriving"
@@ -156,6 +161,9 @@ pub fn wait_blocking(
         ports: counter.ports(),
         endpoints: endpoints.is_some(),
     });
+    if let Some(reason) = counter.fallback() {
+        report(Progress::Fallback { reason });
+    }
     let (mut second, mut in_second) = (1u64, 0u64);
     let mut not_ready_reported = false;
     let mut counter_failed = false;
@@ -193,6 +201,25 @@ pub fn wait_blocking(
             second += 1;
         }
         let until = match q.poll(now) {
+            // Passive opens not yet told apart by port may hold connections on them: the
+            // tables are read before the wait may end quietly.
+            Step::Done(outcome) if outcome.reason == Reason::Quiet && counter.pending() => {
+                match counter.settle() {
+                    Ok(0) => return outcome,
+                    Ok(n) => {
+                        q.connections(now, n);
+                        in_second = in_second.saturating_add(n);
+                    }
+                    Err(error) => {
+                        q.connections(now, 1);
+                        if !counter_failed {
+                            report(Progress::CounterFailed { error: &error });
+                            counter_failed = true;
+                        }
+                    }
+                }
+                continue;
+            }
             Step::Done(outcome) => return outcome,
             Step::Wait { until } => until,
         };
