@@ -125,7 +125,9 @@ impl SockDiag {
         packet.finalize();
         let mut out = [0u8; 128];
         let len = packet.buffer_len();
-        let out = out.get_mut(..len).ok_or_else(|| invalid("request too long"))?;
+        let out = out
+            .get_mut(..len)
+            .ok_or_else(|| invalid("request too long"))?;
         packet.serialize(out);
         self.socket.send(out, 0)?;
         loop {
@@ -185,7 +187,10 @@ mod tests {
         let mut d = SockDiag::open().expect("NETLINK_SOCK_DIAG");
         let a = TcpListener::bind("127.0.0.1:0").unwrap();
         let b = TcpListener::bind("127.0.0.1:0").unwrap();
-        let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
         let mut listening = HashSet::new();
         d.listeners(AF_INET, |s| {
             assert!(is_listener(&s));
