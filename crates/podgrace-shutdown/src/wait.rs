@@ -283,4 +283,39 @@ mod tests {
         v.set(false);
         assert_eq!(v.get(), Some(false));
     }
+
+    #[test]
+    fn with_a_port_only_its_connections_hold_the_wait_even_between_table_reads() {
+        use std::net::{TcpListener, TcpStream};
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut counter = ConnectionCounter::new(&[aa.port()]).unwrap();
+        // One connection to the watched port before the wait, then the other port kept busy
+        // for 600 ms: the passive opens never stop, the table reads are spaced by their cost,
+        // and the wait still sees exactly the one connection (settled before ending if the
+        // reads left it pending) and ends one quiet window after it.
+        let _one = (TcpStream::connect(aa).unwrap(), a.accept().unwrap());
+        let busy = std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_millis(600);
+            while Instant::now() < end {
+                let _c = TcpStream::connect(ba).unwrap();
+                let _s = b.accept().unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let policy = QuietPolicy {
+            quiet: Duration::from_millis(300),
+            min: Duration::ZERO,
+            max: Duration::from_secs(10),
+        };
+        let mut lines = Vec::new();
+        let o = wait_blocking(policy, &mut counter, None, |p| lines.push(p.to_string()));
+        busy.join().unwrap();
+        assert_eq!(o.reason, Reason::Quiet, "{lines:?}");
+        assert_eq!(o.connections, 1, "{lines:?}");
+        let last = o.last_connection.expect("the connection was seen");
+        assert!(o.at >= last + policy.quiet, "{o:?}");
+        assert!(o.at < Duration::from_secs(5), "{o:?}");
+    }
 }
