@@ -9,7 +9,7 @@
 # connections on 8080 are dumped through NETLINK_SOCK_DIAG, as often as their cost allows: the
 # expensive case.
 #
-#   bash bench/prestop_wait.sh              # SECS=20; PODGRACE=path/to/podgrace
+#   bash bench/prestop_wait.sh              # SECS=20 ROUNDS=3; PODGRACE=path/to/podgrace
 #
 # Needs root (namespaces). Uses the static release binary if built (cargo build-static), else
 # target/release/podgrace.
@@ -77,7 +77,7 @@ run() { # NAME RATE ARGS...
     'BEGIN { printf "%-44s %6.1f s  CPU %5.2f s = %5.2f%% of a core  RSS while waiting %5d kB  max RSS %5d kB\n", n, w, u + s, 100 * (u + s) / w, q, r }'
   rm -f "$out" "$out.wait"
 }
-for round in 1 2 3; do
+for round in $(seq "${ROUNDS:-3}"); do
   echo "--- round $round"
   run "idle (no connection)" 0 --quiet 1000s --max "${secs}s"
   run "200 new connections/s" 200 --quiet 1s --max "${secs}s"
