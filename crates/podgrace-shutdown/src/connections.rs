@@ -112,7 +112,7 @@ pub fn parse_tcp_table(text: &str) -> impl Iterator<Item = TcpSocket> + '_ {
 pub const LISTENER_RECHECK: u32 = 50;
 
 /// Table reads (netlink dumps or `/proc/net/tcp`) take at most 1/200 of the time (0.5% of a
-/// core): after a read that took `d`, the next comes no sooner than `200 × d` later.
+/// core): after a read that cost `d` of CPU time, the next comes no sooner than `200 × d` later.
 pub const TABLE_BUDGET: u32 = 200;
 
 /// Table reads are never spaced more than this (1 s), whatever they cost.
@@ -312,14 +312,22 @@ impl ConnectionCounter {
     /// The keys of the connections on the watched ports and whether every listening socket is
     /// on a watched port; the next read is scheduled by this one's cost.
     fn read_tables(&mut self) -> Result<(HashSet<u64>, bool), CounterError> {
-        let began = Instant::now();
+        // The cost is this thread's CPU time (the kernel's walk is charged to it), not the wall
+        // time, which a busy machine stretches.
+        let cpu = || {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+            Duration::new(
+                t.tv_sec.max(0) as u64,
+                t.tv_nsec.clamp(0, 999_999_999) as u32,
+            )
+        };
+        let began = cpu();
         let r = match &mut self.tables {
             Tables::Diag(d) => diag_connections(d, &self.ports),
             Tables::Proc => self.read_port_pairs(),
         };
-        let end = Instant::now();
-        let cost = end.duration_since(began);
-        self.next_read = Some(end + (cost * TABLE_BUDGET).min(MAX_TABLE_INTERVAL));
+        let cost = cpu().saturating_sub(began);
+        self.next_read = Some(Instant::now() + (cost * TABLE_BUDGET).min(MAX_TABLE_INTERVAL));
         r
     }
 
