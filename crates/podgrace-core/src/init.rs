@@ -51,15 +51,30 @@ pub enum InitConfigError {
     MapSyntax(String),
     /// A signal name or number that Linux does not have.
     #[error("--map {arg:?}: {reason}")]
-    MapSignal { arg: String, reason: String },
+    MapSignal {
+        /// The `--map` argument as given.
+        arg: String,
+        /// What is wrong with the signal name or number.
+        reason: String,
+    },
     /// A FROM signal init never receives to forward (SIGKILL, SIGCHLD ...).
     #[error(
         "--map {arg:?}: init does not forward {signal} (it cannot be caught, or init keeps it)"
     )]
-    MapNotForwarded { arg: String, signal: String },
+    MapNotForwarded {
+        /// The `--map` argument as given.
+        arg: String,
+        /// The FROM signal's canonical name.
+        signal: String,
+    },
     /// The same FROM twice.
     #[error("--map {arg:?}: {signal} is already mapped")]
-    MapTwice { arg: String, signal: String },
+    MapTwice {
+        /// The `--map` argument as given.
+        arg: String,
+        /// The FROM signal's canonical name.
+        signal: String,
+    },
 }
 
 /// One `--map FROM=TO` (`SIGTERM=SIGQUIT`, `TERM=QUIT`, `15=3`). Errors: [`InitConfigError`].
@@ -130,7 +145,10 @@ pub enum Action {
     /// Fail readiness: remove the `--ready-file`.
     FailReadiness,
     /// Tell the log: the first SIGTERM is held until `until_ms`.
-    Holding { until_ms: u64 },
+    Holding {
+        /// When the held SIGTERM is forwarded, milliseconds since init started.
+        until_ms: u64,
+    },
     /// Tell the log: a second SIGTERM ended the hold early.
     HoldCut,
 }
@@ -146,6 +164,8 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
+    /// A forwarder that has seen no signal yet, following `config` (mappings and the drain delay,
+    /// milliseconds).
     pub fn new(config: InitConfig) -> Self {
         Forwarder {
             config,

@@ -24,13 +24,21 @@ pub struct SourceSpan {
 /// The workload kind a pod template came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkloadKind {
+    /// A bare `v1` Pod.
     Pod,
+    /// An `apps/v1` Deployment's `spec.template`.
     Deployment,
+    /// An `apps/v1` StatefulSet's `spec.template`.
     StatefulSet,
+    /// An `apps/v1` DaemonSet's `spec.template`.
     DaemonSet,
+    /// An `apps/v1` ReplicaSet's `spec.template`.
     ReplicaSet,
+    /// A `v1` ReplicationController's `spec.template`.
     ReplicationController,
+    /// A `batch/v1` Job's `spec.template`.
     Job,
+    /// A `batch/v1` CronJob's `spec.jobTemplate.spec.template`.
     CronJob,
 }
 
@@ -53,9 +61,12 @@ impl WorkloadKind {
 /// The pod's restartPolicy (default `Always`; Jobs require `OnFailure` or `Never`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RestartPolicy {
+    /// `Always`: every exited container is restarted, whatever its exit code (the default).
     #[default]
     Always,
+    /// `OnFailure`: a container that exited with a code other than 0 is restarted.
     OnFailure,
+    /// `Never`: no container is restarted; the pod ends Succeeded or Failed.
     Never,
 }
 
@@ -86,13 +97,22 @@ impl ContainerRole {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handler {
     /// `exec.command`, run inside the container.
-    Exec { command: Vec<String> },
+    Exec {
+        /// The argv, run without a shell unless it names one (`sh -c ...`).
+        command: Vec<String>,
+    },
     /// `httpGet`. `host` empty means the pod IP.
     HttpGet(HttpGet),
     /// `sleep.seconds`.
-    Sleep { seconds: i64 },
+    Sleep {
+        /// How long the kubelet sleeps, seconds.
+        seconds: i64,
+    },
     /// `tcpSocket`: accepted by the API for backward compatibility, never executed by the kubelet.
-    TcpSocket { port: PortRef },
+    TcpSocket {
+        /// `tcpSocket.port`.
+        port: PortRef,
+    },
 }
 
 impl Handler {
@@ -237,7 +257,9 @@ fn parse_sleep_arg(arg: &str) -> Option<i64> {
 /// A port given by number or by the name of a declared containerPort.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortRef {
+    /// A port number, 1 to 65535.
     Number(i32),
+    /// The `name` of one of the container's `ports` (an IANA_SVC_NAME, at most 15 characters).
     Name(String),
 }
 
@@ -246,6 +268,7 @@ pub enum PortRef {
 pub struct HttpGet {
     /// `host`; `None` means the pod IP.
     pub host: Option<String>,
+    /// `port`, by number or by name.
     pub port: PortRef,
     /// `path`, default `/`.
     pub path: String,
@@ -258,16 +281,34 @@ pub struct HttpGet {
 /// A probe's action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeAction {
-    Exec { command: Vec<String> },
+    /// `exec`: the command runs in the container; exit code 0 is success.
+    Exec {
+        /// The argv, run without a shell unless it names one.
+        command: Vec<String>,
+    },
+    /// `httpGet`: a status code from 200 to 399 is success.
     HttpGet(HttpGet),
-    TcpSocket { host: Option<String>, port: PortRef },
-    Grpc { port: i32, service: Option<String> },
+    /// `tcpSocket`: a connection that opens is success.
+    TcpSocket {
+        /// `host`; `None` means the pod IP.
+        host: Option<String>,
+        /// `port`, by number or by name.
+        port: PortRef,
+    },
+    /// `grpc`: the gRPC health checking protocol's `SERVING` is success.
+    Grpc {
+        /// `port`: a number only.
+        port: i32,
+        /// `service` sent in the `HealthCheckRequest`; `None` is the empty name.
+        service: Option<String>,
+    },
 }
 
 /// A liveness, readiness or startup probe with upstream defaults applied
 /// (period 10 s, timeout 1 s, success 1, failure 3, initial delay 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
+    /// What the probe does: exec, httpGet, tcpSocket or grpc.
     pub action: ProbeAction,
     /// `initialDelaySeconds`, seconds.
     pub initial_delay_seconds: i64,
@@ -275,7 +316,10 @@ pub struct Probe {
     pub period_seconds: i64,
     /// `timeoutSeconds`, seconds.
     pub timeout_seconds: i64,
+    /// `successThreshold`: passes in a row that count as success after a failure (1 for liveness
+    /// and startup).
     pub success_threshold: i64,
+    /// `failureThreshold`: failures in a row that count as failure.
     pub failure_threshold: i64,
     /// Probe-level `terminationGracePeriodSeconds` (KEP-2238; liveness and startup only), seconds.
     pub termination_grace_period_seconds: Option<i64>,
@@ -286,7 +330,9 @@ pub struct Probe {
 pub struct EnvFrom {
     /// `ConfigMap` or `Secret`.
     pub kind: &'static str,
+    /// `configMapRef.name` or `secretRef.name`.
     pub name: String,
+    /// `prefix` added to every variable's name; empty when not set.
     pub prefix: String,
     /// `optional: true`: a missing source is no error.
     pub optional: bool,
@@ -295,7 +341,9 @@ pub struct EnvFrom {
 /// One of the pod's `volumes`, the kinds podgrace's kubelet provides to a runtime with images.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Volume {
+    /// `name`, what `volumeMounts` refer to.
     pub name: String,
+    /// What the volume is made from.
     pub source: VolumeSource,
 }
 
@@ -307,38 +355,55 @@ pub enum VolumeSource {
     /// `hostPath.path` and `hostPath.type` (`None` or empty: no check; `DirectoryOrCreate`,
     /// `Directory`, `FileOrCreate`, `File`, `Socket`, `CharDevice`, `BlockDevice`).
     HostPath {
+        /// `hostPath.path` on the node.
         path: String,
+        /// `hostPath.type`; `None` when not set.
         path_type: Option<String>,
     },
     /// `configMap` (`kind` `ConfigMap`, `name`) or `secret` (`kind` `Secret`, `secretName`):
     /// the object's keys as files, or only `items` (key → path) when given; `data` is filled
     /// from the same input by [`crate::manifest::Manifest::resolve_env_from`].
     Data {
+        /// `ConfigMap` or `Secret`.
         kind: &'static str,
+        /// The ConfigMap's `name` or the Secret's `secretName`.
         name: String,
+        /// `optional: true`: a missing object or key is no error.
         optional: bool,
+        /// `items`: key → path relative to the mount; empty means every key, each as a file named
+        /// after it.
         items: Vec<(String, String)>,
         /// `defaultMode`, when written.
         default_mode: Option<i32>,
+        /// The object's data, from the same input; `None` when it is not there.
         data: Option<BTreeMap<String, String>>,
     },
     /// Any other kind (persistentVolumeClaim, projected, downwardAPI, ...), by its field name.
-    Other { kind: String },
+    Other {
+        /// The volume source's field name (`persistentVolumeClaim`, `projected`, ...).
+        kind: String,
+    },
 }
 
 /// A container's `volumeMounts` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeMount {
+    /// `name` of one of the pod's `volumes`.
     pub name: String,
+    /// `mountPath` in the container.
     pub mount_path: String,
+    /// `readOnly`: writes through this mount fail.
     pub read_only: bool,
+    /// `subPath` inside the volume; `None` mounts the whole volume.
     pub sub_path: Option<String>,
 }
 
 /// A declared `containerPort`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPort {
+    /// `name`, which probes and handlers can refer to; `None` when not set.
     pub name: Option<String>,
+    /// `containerPort`, 1 to 65535.
     pub container_port: i32,
     /// `TCP` (default), `UDP` or `SCTP`.
     pub protocol: String,
@@ -351,15 +416,21 @@ pub struct ContainerPort {
 /// One container of a pod, with the fields termination depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPlan {
+    /// `name`, unique in the pod.
     pub name: String,
+    /// Main container, native sidecar, or regular init container.
     pub role: ContainerRole,
     /// Index in its list (`initContainers` or `containers`).
     pub index: usize,
+    /// `image` as written; `None` when absent.
     pub image: Option<String>,
     /// `imagePullPolicy` as written (`Always`, `IfNotPresent`, `Never`); `None` when absent.
     pub image_pull_policy: Option<String>,
+    /// `command` (the image's ENTRYPOINT when empty).
     pub command: Vec<String>,
+    /// `args` (the image's CMD when `command` and `args` are both empty).
     pub args: Vec<String>,
+    /// `workingDir`; `None` for the image's default.
     pub working_dir: Option<String>,
     /// Literal `env` values in order; values from references are recorded as `None`.
     pub env: Vec<(String, Option<String>)>,
@@ -369,10 +440,13 @@ pub struct ContainerPlan {
     pub env_field_refs: BTreeMap<String, String>,
     /// `envFrom` sources in order.
     pub env_from: Vec<EnvFrom>,
+    /// `ports` in order.
     pub ports: Vec<ContainerPort>,
     /// `volumeMounts` in order.
     pub volume_mounts: Vec<VolumeMount>,
+    /// `lifecycle.postStart`.
     pub post_start: Option<Handler>,
+    /// `lifecycle.preStop`: run before the stop signal, within the grace period.
     pub pre_stop: Option<Handler>,
     /// `lifecycle.stopSignal` (KEP-4960), as written (`SIGTERM`, `SIGQUIT`, ...).
     pub stop_signal: Option<String>,
@@ -380,8 +454,11 @@ pub struct ContainerPlan {
     /// `Some(None)` when the image's config sets none; `None` when it was not read, and the
     /// table of known official images applies ([`crate::rules::runtime::image_stop_signal`]).
     pub image_config_stop_signal: Option<Option<String>>,
+    /// `livenessProbe`: its failure kills and restarts the container.
     pub liveness_probe: Option<Probe>,
+    /// `readinessProbe`: its failure takes the pod out of the Service's endpoints.
     pub readiness_probe: Option<Probe>,
+    /// `startupProbe`: holds the other probes until it passes; its failure kills the container.
     pub startup_probe: Option<Probe>,
     /// `resources.requests` and `resources.limits` as written (not defaulted).
     pub resources: crate::rules::qos::ContainerResources,
@@ -426,6 +503,7 @@ fn field_span(
 pub struct PodPlan {
     /// Pod name; for templates, the workload's name.
     pub name: String,
+    /// `metadata.namespace`, if set.
     pub namespace: Option<String>,
     /// The object the pod came from.
     pub kind: WorkloadKind,
@@ -445,8 +523,12 @@ pub struct PodPlan {
     pub priority: Option<i32>,
     /// `spec.priorityClassName`, if given.
     pub priority_class_name: Option<String>,
+    /// `spec.restartPolicy`, defaulted to `Always`.
     pub restart_policy: RestartPolicy,
+    /// `spec.hostNetwork`: the pod uses the node's network namespace.
     pub host_network: bool,
+    /// `spec.shareProcessNamespace`: one PID namespace for all containers, so the pause process is
+    /// PID 1.
     pub share_process_namespace: bool,
     /// The pod's QoS class (`status.qosClass`, [`crate::rules::qos::pod_qos`]).
     pub qos_class: crate::rules::qos::QosClass,

@@ -16,6 +16,7 @@ use std::fmt;
 pub struct Seconds(i128);
 
 impl Seconds {
+    /// Zero: t = 0, or no time at all.
     pub const ZERO: Seconds = Seconds(0);
 
     /// `ms` milliseconds.
@@ -46,10 +47,12 @@ impl Seconds {
         i64::try_from(s).unwrap_or(if s < 0 { i64::MIN } else { i64::MAX })
     }
 
+    /// The sum, saturating at the `i128` bounds instead of overflowing.
     pub const fn saturating_add(self, other: Seconds) -> Seconds {
         Seconds(self.0.saturating_add(other.0))
     }
 
+    /// The difference, saturating at the `i128` bounds instead of overflowing.
     pub const fn saturating_sub(self, other: Seconds) -> Seconds {
         Seconds(self.0.saturating_sub(other.0))
     }

@@ -54,11 +54,16 @@ pub struct Vector {
     pub function: String,
     /// `path#TestName/case` in the upstream repository.
     pub source: String,
+    /// The inputs of the upstream function, by the adapter's key names (seconds where a key says
+    /// so).
     pub inputs: Map<String, Value>,
+    /// The values the upstream test expects, by the adapter's key names; a key left out is not
+    /// checked.
     pub expected: Map<String, Value>,
     /// Upstream version the vector was taken from.
     #[serde(default)]
     pub version: String,
+    /// Why the vector is there or what it pins down, for the reader.
     #[serde(default)]
     pub note: Option<String>,
     /// 1-based line in the vector file (filled in by [`parse_vectors`]).
@@ -71,33 +76,53 @@ pub struct Vector {
 pub enum VectorError {
     /// The line is not a JSON object of the vector shape.
     #[error("line {line}: not a test vector: {message}")]
-    Syntax { line: usize, message: String },
+    Syntax {
+        /// 1-based line in the vector file.
+        line: usize,
+        /// What the JSON parser said.
+        message: String,
+    },
     /// The file holds no vector at all.
     #[error("no test vector in the file")]
     Empty,
     /// No adapter exists for this upstream function.
     #[error("line {line}: unknown function {function:?}")]
-    UnknownFunction { line: usize, function: String },
+    UnknownFunction {
+        /// 1-based line in the vector file.
+        line: usize,
+        /// The `function` as written.
+        function: String,
+    },
     /// The adapter does not know this input key.
     #[error("line {line}: function {function:?}: unknown input key {key:?}")]
     UnknownInput {
+        /// 1-based line in the vector file.
         line: usize,
+        /// The vector's `function`.
         function: String,
+        /// The input key as written.
         key: String,
     },
     /// The adapter does not know this expected key.
     #[error("line {line}: function {function:?}: unknown expected key {key:?}")]
     UnknownExpected {
+        /// 1-based line in the vector file.
         line: usize,
+        /// The vector's `function`.
         function: String,
+        /// The expected key as written.
         key: String,
     },
     /// A key is known but its value is not understood.
     #[error("line {line}: function {function:?}: {key:?}: {message}")]
     BadValue {
+        /// 1-based line in the vector file.
         line: usize,
+        /// The vector's `function`.
         function: String,
+        /// The input or expected key whose value is not understood.
         key: String,
+        /// What is wrong with the value.
         message: String,
     },
 }
@@ -105,6 +130,7 @@ pub enum VectorError {
 /// The outcome of one vector.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
+    /// Every expected field matched.
     Pass,
     /// Each string describes one expected field that did not match.
     Fail(Vec<String>),

@@ -14,7 +14,9 @@ pub const MAX_INPUT_BYTES: usize = 6 * 1024 * 1024;
 /// The pods and events of one or more files.
 #[derive(Debug, Clone, Default)]
 pub struct Parsed {
+    /// Every pod read, in input order (the items of a `List` or `PodList` included).
     pub pods: Vec<Pod>,
+    /// Every event read, in input order (the items of a `List` or `EventList` included).
     pub events: Vec<Event>,
 }
 

@@ -61,7 +61,9 @@ const DEFAULT_TGPS: i64 = 30;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Forensics {
+    /// `metadata.name` of the pod.
     pub pod: String,
+    /// `metadata.namespace` of the pod.
     pub namespace: String,
     /// Whether the pod object was there (else only its events were read).
     pub object_present: bool,
@@ -73,8 +75,11 @@ pub struct Forensics {
     pub message: String,
     /// `spec.terminationGracePeriodSeconds` (30 when unset); `None` when the object is gone.
     pub termination_grace_period_seconds: Option<i64>,
+    /// The deletion as stored; `None` when the object was not being deleted or is gone.
     pub deletion: Option<Deletion>,
+    /// Each container's facts: `status.initContainerStatuses`, then `status.containerStatuses`.
     pub containers: Vec<ContainerFacts>,
+    /// The conclusions, in the order they were drawn.
     pub findings: Vec<Finding>,
     /// The pod's events, oldest first.
     pub events: Vec<EventLine>,
@@ -98,7 +103,9 @@ pub struct Deletion {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerFacts {
+    /// The container's name.
     pub name: String,
+    /// `restartCount`.
     pub restart_count: i32,
     /// `running`, `waiting (REASON)`, `terminated` or `unknown`.
     pub state: String,
@@ -112,11 +119,15 @@ pub struct ContainerFacts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminatedFacts {
+    /// `exitCode`: 128 + n for a process ended by signal n (137 for SIGKILL, 143 for SIGTERM).
     pub exit_code: i32,
     /// `signal`, 0 when unset.
     pub signal: i32,
+    /// `reason` (`Completed`, `Error`, `OOMKilled`, ...), empty if unset.
     pub reason: String,
+    /// `startedAt` (RFC 3339), if set.
     pub started_at: Option<String>,
+    /// `finishedAt` (RFC 3339), if set.
     pub finished_at: Option<String>,
     /// `finishedAt` minus the delete's time, whole seconds, when both are known.
     pub after_delete_seconds: Option<i64>,
@@ -135,6 +146,7 @@ pub struct Finding {
     pub container: Option<String>,
     /// True when it is inferred from timestamps rather than read from a field or an event.
     pub inferred: bool,
+    /// What happened and why, in one or two sentences.
     pub message: String,
 }
 
@@ -144,12 +156,16 @@ pub struct Finding {
 pub struct EventLine {
     /// `lastTimestamp`, else `eventTime`, else `firstTimestamp` (RFC 3339); empty if none.
     pub time: String,
+    /// `type`: `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: String,
+    /// `reason` (`Killing`, `Unhealthy`, `Evicted`, ...).
     pub reason: String,
     /// The container named by `involvedObject.fieldPath` (`spec.containers{app}`).
     pub container: Option<String>,
+    /// `count` (how many times the event was seen; 1 when unset).
     pub count: i32,
+    /// `message`, as the component wrote it.
     pub message: String,
     #[serde(skip)]
     at_ms: Option<i64>,

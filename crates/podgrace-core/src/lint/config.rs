@@ -93,15 +93,29 @@ pub enum ConfigError {
     Load(#[from] ManifestErrors),
     /// A rule id that is not in the catalogue (in `disable`, or a key of `severity`).
     #[error("{}:{}:{}: {}: Invalid value: {id:?}: unknown rule (`podgrace lint --explain all` lists the rules)", span.file, span.line, span.column, span.path)]
-    UnknownRule { span: SourceSpan, id: String },
+    UnknownRule {
+        /// Where the id is written: file, line, column and field path.
+        span: SourceSpan,
+        /// The id as written.
+        id: String,
+    },
     /// A severity word that is not `error`, `warning` or `info`.
     #[error("{}:{}:{}: {}: Unsupported value: {value:?}: supported values: \"error\", \"warning\", \"info\"", span.file, span.line, span.column, span.path)]
-    BadSeverity { span: SourceSpan, value: String },
+    BadSeverity {
+        /// Where the word is written: file, line, column and field path.
+        span: SourceSpan,
+        /// The word as written.
+        value: String,
+    },
     /// A number out of range.
     #[error("{}:{}:{}: {}: Invalid value: {value}: {detail}", span.file, span.line, span.column, span.path)]
     BadValue {
+        /// Where the number is written: file, line, column and field path.
         span: SourceSpan,
+        /// The number as written.
         value: String,
+        /// What the value must be, in the API server's style (`must be greater than or equal
+        /// to 0`).
         detail: &'static str,
     },
 }

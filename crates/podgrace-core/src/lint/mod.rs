@@ -12,9 +12,9 @@
 //! `probe-kill-uses-pod-grace`, `soft-eviction-is-immediate`) come from the same functions in
 //! [`timeline`], under the same ids.
 //!
-//! Rules are grouped by concern: [`budget`] (grace period and preStop length), [`signals`]
-//! (what receives the stop signal), [`hooks`] (whether the preStop can run), [`probes`],
-//! [`traffic`] (endpoint removal, Services), [`sidecars`] and [`kill`] (what the kubelet and the
+//! Rules are grouped by concern: `budget` (grace period and preStop length), `signals`
+//! (what receives the stop signal), `hooks` (whether the preStop can run), `probes`,
+//! `traffic` (endpoint removal, Services), `sidecars` and `kill` (what the kubelet and the
 //! runtime do in the delete timeline). The [`catalogue`] documents each. `podgrace explain`
 //! shows these same findings for each pod (it runs [`lint`]), with its trigger's own.
 
@@ -59,6 +59,7 @@ pub struct LintOptions {
 pub struct LintFinding {
     /// Stable rule id (see [`CATALOGUE`]).
     pub rule: &'static str,
+    /// How serious: the rule's default, or the one `.podgrace.yaml`'s `severity` sets.
     pub severity: Severity,
     /// What is wrong, with the numbers involved and the fix.
     pub message: String,

@@ -3,10 +3,10 @@
 //!
 //! Pure code: the caller passes the text and the file name used in messages.
 //!
-//! Pipeline, one pass per document: [`tree`] parses it into a spanned value tree (granit-parser,
-//! the parser under serde-saphyr); [`de`] deserializes the typed object straight from that tree,
-//! placing type errors at their node and recording unknown or duplicate fields; [`validate`]
-//! mirrors the API server's validation of the fields termination depends on; [`convert`] applies
+//! Pipeline, one pass per document: `tree` parses it into a spanned value tree (granit-parser,
+//! the parser under serde-saphyr); `de` deserializes the typed object straight from that tree,
+//! placing type errors at their node and recording unknown or duplicate fields; `validate`
+//! mirrors the API server's validation of the fields termination depends on; `convert` applies
 //! the defaults and builds the plan.
 //!
 //! Errors name file, line, column and the kubectl-style field path:
@@ -43,6 +43,7 @@ pub struct LoadOptions {
 /// All objects of one file, in document order (a `List` is replaced by its items).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Manifest {
+    /// The objects, in document order.
     pub objects: Vec<Object>,
 }
 
@@ -179,6 +180,7 @@ pub struct Object {
     pub namespace: Option<String>,
     /// Where the object starts (its first key); `path` is empty.
     pub span: SourceSpan,
+    /// What podgrace keeps of the object, by kind.
     pub body: ObjectBody,
 }
 
@@ -207,6 +209,7 @@ pub enum ObjectBody {
 pub struct ManifestError {
     /// Where: file, 1-based line and column, field path from the object root.
     pub span: SourceSpan,
+    /// What is wrong.
     pub kind: ManifestErrorKind,
     /// The object the error belongs to, when it got as far as API validation (so lint can
     /// report API rejections as findings of that object).
@@ -218,8 +221,11 @@ pub struct ManifestError {
 /// Which object: kind, namespace and name, as written.
 #[derive(Debug, Clone, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
 pub struct ObjectRef {
+    /// `kind`, such as `Deployment`.
     pub kind: String,
+    /// `metadata.namespace`, if set.
     pub namespace: Option<String>,
+    /// `metadata.name` (or `generateName`).
     pub name: String,
 }
 
@@ -251,8 +257,11 @@ pub enum ManifestErrorKind {
     /// A kind the API server does not serve under this `apiVersion` (kubectl's wording).
     #[error("no matches for kind {} in version {}{}", excerpt::quote(kind), excerpt::quote(api_version), hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     UnsupportedVersion {
+        /// The `kind` as written.
         kind: String,
+        /// The `apiVersion` as written.
         api_version: String,
+        /// What to use instead, when known (`removed in Kubernetes 1.16; use apps/v1`).
         hint: Option<String>,
     },
     /// A value of the wrong type (message from serde, as in `invalid type: string "30",
@@ -261,10 +270,18 @@ pub enum ManifestErrorKind {
     Type(String),
     /// A field the type does not have (the API server's strict field validation rejects it).
     #[error("unknown field {}{}", excerpt::quote(field), hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
-    UnknownField { field: String, hint: Option<String> },
+    UnknownField {
+        /// The field's name as written.
+        field: String,
+        /// The closest field the type has, when one is close enough (a typo).
+        hint: Option<String>,
+    },
     /// The same key twice in one mapping.
     #[error("duplicate field {}", excerpt::quote(field))]
-    DuplicateField { field: String },
+    DuplicateField {
+        /// The repeated key.
+        field: String,
+    },
     /// A value the API server's validation rejects, worded as the API server words it.
     #[error("{0}")]
     Field(FieldErrorKind),

@@ -20,19 +20,35 @@ use crate::KubeVersion;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldErrorKind {
     /// `Invalid value: VALUE: DETAIL` (`field.Invalid`); `value` is rendered as Go's `%v`
-    /// (numbers bare, strings quoted, a long string cut: [`super::excerpt::quote`]).
-    Invalid { value: String, detail: String },
+    /// (numbers bare, strings quoted, a long string cut, as `excerpt::quote` does).
+    Invalid {
+        /// The rejected value, rendered as Go's `%v`.
+        value: String,
+        /// Why it is rejected, in the API server's words.
+        detail: String,
+    },
     /// `Required value[: DETAIL]` (`field.Required`).
-    Required { detail: String },
+    Required {
+        /// What is required, in the API server's words; may be empty.
+        detail: String,
+    },
     /// `Forbidden: DETAIL` (`field.Forbidden`).
-    Forbidden { detail: String },
+    Forbidden {
+        /// Why it is forbidden, in the API server's words.
+        detail: String,
+    },
     /// `Unsupported value: VALUE: supported values: "A", "B"` (`field.NotSupported`).
     NotSupported {
+        /// The rejected value, quoted as Go's `%q`.
         value: String,
+        /// The values the field accepts, in the API server's order.
         supported: Vec<String>,
     },
     /// `Duplicate value: VALUE` (`field.Duplicate`).
-    Duplicate { value: String },
+    Duplicate {
+        /// The repeated value, rendered as Go's `%v`.
+        value: String,
+    },
 }
 
 impl fmt::Display for FieldErrorKind {

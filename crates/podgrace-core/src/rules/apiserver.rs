@@ -10,10 +10,16 @@ pub enum PodPhase {
     /// No phase recorded yet (`""`).
     #[default]
     Unset,
+    /// `Pending`: accepted, but not every container has started (scheduling, image pulls, init
+    /// containers).
     Pending,
+    /// `Running`: bound to a node, every container created, at least one running or restarting.
     Running,
+    /// `Succeeded`: every container exited 0 and none will restart (terminal).
     Succeeded,
+    /// `Failed`: every container terminated, at least one not with 0 (terminal).
     Failed,
+    /// `Unknown`: the pod's state could not be read, typically its node is unreachable.
     Unknown,
 }
 
@@ -54,6 +60,7 @@ impl PodPhase {
 pub struct PodForDelete {
     /// `spec.nodeName`; empty means unscheduled.
     pub node_name: String,
+    /// `status.phase`: a pod in a terminal phase (Succeeded, Failed) is deleted at once (grace 0).
     pub phase: PodPhase,
     /// `spec.terminationGracePeriodSeconds`, seconds.
     pub termination_grace_period_seconds: Option<i64>,
@@ -259,7 +266,9 @@ pub fn clamps_deletion_timestamp(version: crate::KubeVersion) -> bool {
 /// A pod stored in the registry, as `Store.Delete` sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredPod {
+    /// The fields of the pod graceful deletion looks at.
     pub pod: PodForDelete,
+    /// `metadata.deletionTimestamp` and `deletionGracePeriodSeconds` as stored.
     pub deletion: DeletionState,
     /// `metadata.finalizers`.
     pub finalizers: Vec<String>,
@@ -459,8 +468,10 @@ pub struct KubectlDeleteRequest {
 /// Invalid flag combinations, worded as kubectl words them (kubectl exits with code 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum KubectlDeleteError {
+    /// `kubectl delete --now` with `--grace-period` (`--now` means `--grace-period=1`).
     #[error("--now and --grace-period cannot be specified together")]
     NowWithGracePeriod,
+    /// `kubectl delete --force` with a `--grace-period` above 0.
     #[error("--force and --grace-period greater than 0 cannot be specified together")]
     ForceWithGracePeriod,
 }

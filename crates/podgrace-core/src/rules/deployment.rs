@@ -57,18 +57,40 @@ pub const NO_DEADLINE: i32 = i32::MAX;
 
 /// Condition reasons (`deployment_util.go`).
 pub mod reason {
+    /// `Progressing` reason while a rollout updates one of the Deployment's ReplicaSets
+    /// (`ReplicaSetUpdatedReason`).
     pub const REPLICA_SET_UPDATED: &str = "ReplicaSetUpdated";
+    /// `Progressing=False` reason (and Warning event) when the new ReplicaSet cannot be created
+    /// (`FailedRSCreateReason`).
     pub const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
+    /// `Progressing` reason when the controller created the new ReplicaSet (`NewReplicaSetReason`).
     pub const NEW_REPLICA_SET: &str = "NewReplicaSetCreated";
+    /// `Progressing` reason when the controller adopted an existing ReplicaSet as the new one
+    /// (`FoundNewRSReason`).
     pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+    /// `Progressing` reason once the new ReplicaSet is fully available: the rollout is complete
+    /// (`NewRSAvailableReason`).
     pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+    /// `Progressing=False` reason when no progress was seen for `progressDeadlineSeconds`
+    /// (`TimedOutReason`).
     pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+    /// `Progressing=Unknown` reason while the Deployment is paused (`PausedDeployReason`).
     pub const PAUSED: &str = "DeploymentPaused";
+    /// `Progressing=Unknown` reason when a paused Deployment is resumed (`ResumedDeployReason`).
     pub const RESUMED: &str = "DeploymentResumed";
+    /// `Available=True` reason: at least `replicas - maxUnavailable` pods are available
+    /// (`MinimumReplicasAvailable`).
     pub const MINIMUM_REPLICAS_AVAILABLE: &str = "MinimumReplicasAvailable";
+    /// `Available=False` reason: fewer than `replicas - maxUnavailable` pods are available
+    /// (`MinimumReplicasUnavailable`).
     pub const MINIMUM_REPLICAS_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
+    /// Warning event reason of a rollback to a revision that does not exist
+    /// (`RollbackRevisionNotFound`).
     pub const ROLLBACK_REVISION_NOT_FOUND: &str = "DeploymentRollbackRevisionNotFound";
+    /// Warning event reason of a rollback to the template already in use
+    /// (`RollbackTemplateUnchanged`).
     pub const ROLLBACK_TEMPLATE_UNCHANGED: &str = "DeploymentRollbackTemplateUnchanged";
+    /// Normal event reason of a done rollback (`RollbackDone`).
     pub const ROLLBACK_DONE: &str = "DeploymentRollback";
 }
 
@@ -735,7 +757,11 @@ pub fn is_scaling_event(d: &Deployment, all: &[&ReplicaSet]) -> bool {
 /// `ScalingReplicaSet` event message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scaled {
+    /// The ReplicaSet with its new `spec.replicas` and the
+    /// `deployment.kubernetes.io/desired-replicas` and `max-replicas` annotations.
     pub replica_set: ReplicaSet,
+    /// The `ScalingReplicaSet` event message (`Scaled up replica set … from N to M`), when the size
+    /// changes.
     pub event: Option<String>,
 }
 
@@ -1031,7 +1057,10 @@ pub fn calculate_status(
 /// from now).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RolloutStatus {
+    /// The status to write with `UpdateStatus`; `None` when it equals the current one.
     pub status: Option<DeploymentStatus>,
+    /// When to sync again to check `progressDeadlineSeconds`, milliseconds from now; `None` for no
+    /// requeue.
     pub requeue_after_ms: Option<i64>,
 }
 
@@ -1292,13 +1321,23 @@ pub fn replica_set_name(deployment: &str, hash: &str) -> String {
 pub enum Rollback {
     /// Roll back to this ReplicaSet's template: event `DeploymentRollback` with the message.
     To {
+        /// The ReplicaSet whose template the Deployment gets back.
         replica_set: String,
+        /// The event message (`Rolled back deployment … to revision N`).
         message: String,
     },
     /// The revision's template is the current one: a Warning event, the annotation cleared.
-    Unchanged { message: String },
+    Unchanged {
+        /// The event message (`The rollback revision contains the same template as current
+        /// deployment …`).
+        message: String,
+    },
     /// No such revision: a Warning event, the annotation cleared.
-    NotFound { message: String },
+    NotFound {
+        /// The event message (`Unable to find the revision to rollback to.` or `Unable to find
+        /// last revision.`).
+        message: String,
+    },
 }
 
 /// `rollback`: the target of the `rollback.to` revision `to` (0: the last revision).

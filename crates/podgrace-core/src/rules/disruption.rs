@@ -114,8 +114,13 @@ pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now_ms: 
 /// check again (the earliest expected deletion).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Disrupted {
+    /// `status.disruptedPods` kept: pod name to the time its eviction was admitted.
     pub pods: BTreeMap<String, Time>,
+    /// Pods whose eviction was admitted more than 2 minutes (`DeletionTimeout`) ago but which still
+    /// have no `deletionTimestamp`.
     pub not_deleted: Vec<String>,
+    /// When the controller syncs again, milliseconds on the caller's axis: the earliest admitted
+    /// time plus 2 minutes; `None` when no eviction is pending.
     pub recheck_at_ms: Option<i64>,
 }
 
@@ -337,6 +342,8 @@ pub fn should_enforce_resource_version(pod: &Pod) -> bool {
 pub struct Refusal {
     /// 429 (`TooManyRequests`) or 403 (`Forbidden`).
     pub code: u16,
+    /// The `Status.message`, such as `Cannot evict pod as it would violate the pod's disruption
+    /// budget.`
     pub message: String,
     /// `details.causes[]` of reason `DisruptionBudget`.
     pub cause: Option<String>,
@@ -349,7 +356,11 @@ pub struct Refusal {
 pub enum PodBudget {
     /// No budget covers it, or the budget lets an unhealthy pod go: delete (with the
     /// resourceVersion precondition when `precondition`).
-    Delete { precondition: bool },
+    Delete {
+        /// The delete carries the pod's resourceVersion as a precondition
+        /// ([`should_enforce_resource_version`]).
+        precondition: bool,
+    },
     /// Consult the budget ([`check_and_decrement`]).
     Check,
     /// More than one budget: 500 `This pod has more than one PodDisruptionBudget, which the

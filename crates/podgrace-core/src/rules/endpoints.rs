@@ -43,10 +43,16 @@ pub fn pod_to_endpoint_conditions(
 /// The phase of a pod, as far as endpoints care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodPhase {
+    /// `Pending`: accepted, but not every container has started (scheduling, image pulls, init
+    /// containers).
     Pending,
+    /// `Running`: bound to a node, every container created, at least one running or restarting.
     Running,
+    /// `Succeeded`: every container exited 0 and none will restart (terminal).
     Succeeded,
+    /// `Failed`: every container terminated, at least one not with 0 (terminal).
     Failed,
+    /// `Unknown`: the pod's state could not be read, typically its node is unreachable.
     Unknown,
 }
 
@@ -75,15 +81,23 @@ pub struct ProxyEndpoint {
     pub address: String,
     /// On this node.
     pub local: bool,
+    /// EndpointSlice `conditions.ready`: serving and not terminating (or
+    /// `publishNotReadyAddresses`).
     pub ready: bool,
+    /// EndpointSlice `conditions.serving`: the pod's Ready condition, whether or not it is
+    /// terminating.
     pub serving: bool,
+    /// EndpointSlice `conditions.terminating`: the pod has a `deletionTimestamp`.
     pub terminating: bool,
 }
 
 /// A Service traffic policy (`internalTrafficPolicy` / `externalTrafficPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrafficPolicy {
+    /// `Cluster`: traffic goes to every ready endpoint of the Service, on any node.
     Cluster,
+    /// `Local`: traffic goes only to endpoints on the node it arrived on (falling back to
+    /// serving-terminating ones, KEP-1669).
     Local,
 }
 

@@ -314,8 +314,11 @@ fn equal_beyond_hash(a: &Endpoint, b: &Endpoint) -> bool {
 /// What one reconcile writes.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
+    /// EndpointSlices to create.
     pub create: Vec<EndpointSlice>,
+    /// EndpointSlices to update in place.
     pub update: Vec<EndpointSlice>,
+    /// EndpointSlices to delete.
     pub delete: Vec<EndpointSlice>,
     /// Per-pod problems (a pod on a node that does not exist), reported in the
     /// `FailedToUpdateEndpointSlices` event.

@@ -21,7 +21,10 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 /// `orphanDependents`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cascade<'a> {
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground`; `None` when not set.
     pub propagation_policy: Option<&'a str>,
+    /// The deprecated `orphanDependents`: `true` orphans, `false` is Background; `None` when not
+    /// set.
     pub orphan_dependents: Option<bool>,
 }
 

@@ -21,7 +21,11 @@ pub enum KillReason {
     /// Pod termination, a spec change, or anything that is not a probe.
     #[default]
     Other,
+    /// A failed liveness probe (`reasonLivenessProbe`): the probe's own
+    /// `terminationGracePeriodSeconds` applies.
     LivenessProbe,
+    /// A failed startup probe (`reasonStartupProbe`): the probe's own
+    /// `terminationGracePeriodSeconds` applies.
     StartupProbe,
 }
 
@@ -193,6 +197,7 @@ impl KillContainer {
 /// A container as the termination ordering sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderedContainer {
+    /// The container's name from the pod spec.
     pub name: String,
     /// A native sidecar (init container with `restartPolicy: Always`).
     pub sidecar: bool,

@@ -16,9 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 pub enum Operator {
     /// `key=value` (from `matchLabels`).
     Equals,
+    /// `key in (a,b)`: the label is set to one of the values.
     In,
+    /// `key notin (a,b)`: the label is unset or set to none of the values.
     NotIn,
+    /// `key` (`Exists`): the label is set, to any value.
     Exists,
+    /// `!key` (`DoesNotExist`): the label is not set.
     DoesNotExist,
 }
 
@@ -26,8 +30,11 @@ pub enum Operator {
 /// values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
+    /// The label key (`app`, `app.kubernetes.io/name`).
     pub key: String,
+    /// How the label's value is compared.
     pub op: Operator,
+    /// The values, sorted; empty for `Exists` and `DoesNotExist`.
     pub values: Vec<String>,
 }
 

@@ -21,9 +21,11 @@ use crate::Seconds;
 /// A recorded latency: its range in milliseconds and, when recorded, its median.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Range {
+    /// The shortest recorded value, milliseconds.
     pub min_ms: i64,
     /// The recorded median, if the source gives one (the distribution is skewed then).
     pub median_ms: Option<i64>,
+    /// The longest recorded value, milliseconds.
     pub max_ms: i64,
 }
 
@@ -34,6 +36,7 @@ pub struct Latency {
     pub id: &'static str,
     /// What is late, in a few words.
     pub what: &'static str,
+    /// The recorded range, milliseconds.
     pub range: Range,
     /// Where the figure comes from.
     pub source: &'static str,
@@ -159,11 +162,17 @@ impl FromStr for RuntimeProfile {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LatencyJson {
+    /// Stable id (camelCase), as in [`Latency::id`].
     pub id: &'static str,
+    /// What is late, in a few words.
     pub what: &'static str,
+    /// The shortest recorded value, seconds (exact milliseconds in JSON).
     pub min_seconds: Seconds,
+    /// The recorded median, seconds, when the source gives one.
     pub median_seconds: Option<Seconds>,
+    /// The longest recorded value, seconds (exact milliseconds in JSON).
     pub max_seconds: Seconds,
+    /// Where the figure comes from (a case file, a benchmark, an upstream issue).
     pub source: &'static str,
 }
 

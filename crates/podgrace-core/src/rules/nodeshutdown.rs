@@ -69,7 +69,9 @@ pub fn total_shutdown_grace_period_seconds(groups: &[ShutdownGracePeriodByPodPri
 /// A priority group with the pods assigned to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodShutdownGroup<P> {
+    /// The group: its lowest priority and shutdown grace period, seconds.
     pub group: ShutdownGracePeriodByPodPriority,
+    /// The pods whose `spec.priority` falls in the group.
     pub pods: Vec<P>,
 }
 
@@ -78,7 +80,10 @@ pub struct PodShutdownGroup<P> {
 pub enum GroupByPriorityError {
     /// There are pods but no group to put them in.
     #[error("no shutdown priority groups configured for {pods} pods")]
-    NoGroups { pods: usize },
+    NoGroups {
+        /// How many pods needed a group.
+        pods: usize,
+    },
 }
 
 /// Assigns each pod to the group with the largest priority ≤ the pod's priority (nil counts as 0).
@@ -138,7 +143,9 @@ pub fn pod_grace_period_override(group_period_s: i64, pod_tgps: Option<i64>) -> 
 /// The phase of a pod relevant to the shutdown status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownPodPhase {
+    /// `Succeeded`: the pod finished before the shutdown; it keeps that phase.
     Succeeded,
+    /// `Failed`: the phase set on every other pod the shutdown kills.
     Failed,
     /// Any other phase (Pending, Running, Unknown).
     Other,
@@ -155,6 +162,7 @@ pub struct ShutdownPodStatus {
     pub message: &'static str,
     /// Condition `DisruptionTarget=True` with reason `TerminationByKubelet`.
     pub condition_type: &'static str,
+    /// The condition's reason, `TerminationByKubelet`.
     pub condition_reason: &'static str,
 }
 

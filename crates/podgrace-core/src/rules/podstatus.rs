@@ -28,6 +28,7 @@ pub const TERMINAL_PHASE_BEFORE_DELETE_SINCE: KubeVersion = KubeVersion::new(1, 
 /// caller's axis.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Terminated {
+    /// `exitCode`: the process's exit status, 128 + n for a signal n (137 after SIGKILL).
     pub exit_code: i32,
     /// `reason` (`Completed`, `Error`, `OOMKilled`, ... from the runtime); may be empty.
     pub reason: String,
@@ -45,28 +46,36 @@ pub enum ContainerState {
     Unset,
     /// `waiting` with its `reason` (may be empty; `ContainerCreating`, `CrashLoopBackOff`, ...).
     Waiting {
+        /// The `waiting.reason`.
         reason: String,
     },
+    /// `running`: the container's process was started and has not exited.
     Running,
+    /// `terminated`, with its exit code, reason, signal and finish time.
     Terminated(Terminated),
 }
 
 /// One entry of `status.containerStatuses` or `status.initContainerStatuses`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerStatus {
+    /// The container's name from the pod spec.
     pub name: String,
+    /// The current `state`.
     pub state: ContainerState,
     /// `lastState.terminated`, if set.
     pub last_terminated: Option<Terminated>,
+    /// `ready`: the readiness probe passed (or there is none) and the container is running.
     pub ready: bool,
     /// `started`; `None` when not set.
     pub started: Option<bool>,
+    /// `restartCount`: how many times the kubelet restarted the container.
     pub restart_count: i32,
 }
 
 /// What `getPhase` looks at besides the container statuses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PhaseSpec {
+    /// `spec.restartPolicy` of the pod (Always, OnFailure, Never).
     pub restart_policy: RestartPolicy,
     /// `spec.initContainers` in order: name and whether it is a native sidecar
     /// (`restartPolicy: Always`).

@@ -71,9 +71,15 @@ pub fn effective_grace_period(inputs: GraceInputs, version: KubeVersion) -> (i64
 /// The kind of update sent to `UpdatePod`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateType {
+    /// `SyncPodCreate`: the pod was added (from the API or a static manifest).
     SyncPodCreate,
+    /// `SyncPodUpdate`: the pod's spec or metadata changed (a delete sets `deletionTimestamp`
+    /// through this).
     SyncPodUpdate,
+    /// `SyncPodSync`: a periodic resync, with nothing new from the API.
     SyncPodSync,
+    /// `SyncPodKill`: the pod must have no running containers: `killPodNow` (eviction, node
+    /// shutdown, preemption, with [`KillPodOptions`]), or the API object was removed.
     SyncPodKill,
 }
 
@@ -89,6 +95,7 @@ pub struct KillPodOptions {
 /// One `UpdatePod` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodUpdate {
+    /// Why `UpdatePod` is called: create, update, resync or kill.
     pub update_type: UpdateType,
     /// `spec.terminationGracePeriodSeconds`; `None` for a runtime-only (orphaned) pod.
     pub termination_grace_period_seconds: Option<i64>,
@@ -100,6 +107,8 @@ pub struct PodUpdate {
     pub terminal_phase: bool,
     /// A runtime-only pod: the kubelet found containers but has no spec for them.
     pub runtime_only: bool,
+    /// The kill request of a `SyncPodKill` update (eviction flag and grace override); `None` for
+    /// other updates.
     pub kill: Option<KillPodOptions>,
 }
 
@@ -124,7 +133,10 @@ pub enum SyncCall {
     /// `SyncPod` for a running pod.
     SyncPod,
     /// `SyncTerminatingPod`, with the effective grace, seconds, as its override.
-    SyncTerminatingPod { grace_period_seconds: i64 },
+    SyncTerminatingPod {
+        /// The effective grace period, seconds, handed to `killPod` as the override.
+        grace_period_seconds: i64,
+    },
     /// `SyncTerminatingRuntimePod` for an orphan, always with override 1.
     SyncTerminatingRuntimePod,
     /// `SyncTerminatedPod`.
@@ -138,14 +150,29 @@ pub enum SyncCall {
 pub struct PodWorker {
     /// `status.gracePeriod`, seconds; 0 until termination starts.
     pub grace_period: i64,
+    /// The worker ran `SyncPod` at least once (upstream `startedAt` is set).
     pub started: bool,
+    /// A kill was requested (upstream `terminatingAt` is set); the grace period can only shrink
+    /// from here.
     pub terminating_requested: bool,
+    /// The worker picked up the termination (`SyncTerminatingPod` began): no container may start
+    /// any more.
     pub started_terminating: bool,
+    /// `SyncTerminatingPod` succeeded (upstream `terminatedAt` is set): every container is stopped.
     pub terminated: bool,
+    /// `SyncTerminatedPod` succeeded: the worker is done with this UID until `SyncKnownPods`
+    /// forgets it.
     pub finished: bool,
+    /// The pod was deleted on the API server (`deletionTimestamp` set) or only exists in the
+    /// runtime.
     pub deleted: bool,
+    /// The kill was an eviction, so the pod can be cleaned up more aggressively.
     pub evicted: bool,
+    /// A create (or update, or sync) came for this UID after its kill: the history is cleared once
+    /// the known pods are synced.
     pub restart_requested: bool,
+    /// The pod was seen in the container runtime, so it must go through `SyncTerminatingPod` or
+    /// `SyncTerminatingRuntimePod`.
     pub observed_runtime: bool,
     /// The kill options of the update waiting to be processed, with the override always set to
     /// the effective grace once terminating.
@@ -281,7 +308,10 @@ pub enum InFlightEffect {
     /// shorter grace (`recorded_seconds`, used only if a later sync runs, e.g. a retry after
     /// a failed kill) and cancels the sync's context, which nothing in the kill reads.
     Ignored {
+        /// The grace of the kill in flight, seconds; its preStop wait and StopContainer timeout use
+        /// it.
         kept_seconds: i64,
+        /// The shorter grace the pod worker stores in `status.gracePeriod`, seconds.
         recorded_seconds: i64,
     },
     /// 1.18 to 1.21 only, when the update removed the API object: the kubelet's pod killer
@@ -289,7 +319,11 @@ pub enum InFlightEffect {
     /// once, beside the pod worker's kill, with the pod's own grace fields and no override:
     /// base grace `base_grace_seconds` (the removed object's DGPS, 0 for a force delete), so
     /// the preStop is skipped and StopContainer gets the 2 s floor.
-    KilledAgain { base_grace_seconds: i64 },
+    KilledAgain {
+        /// The grace the pod killer starts from, seconds: the removed object's
+        /// `deletionGracePeriodSeconds`, 0 for a force delete.
+        base_grace_seconds: i64,
+    },
 }
 
 /// What a later, possibly shorter, grace does to a `SyncTerminatingPod` already running with

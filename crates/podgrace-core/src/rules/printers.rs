@@ -27,6 +27,7 @@ pub const NODE_UNREACHABLE_POD_REASON: &str = "NodeLost";
 /// What `printPod` reads of a pod. Times are milliseconds on one axis with `now_ms`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodForPrint {
+    /// `metadata.name`.
     pub name: String,
     /// `spec.containers` count.
     pub containers: usize,
@@ -44,7 +45,9 @@ pub struct PodForPrint {
     pub initialized: bool,
     /// The `Ready` condition is `True` (`hasPodReadyCondition`).
     pub ready_condition: bool,
+    /// `status.initContainerStatuses`, in spec order.
     pub init_container_statuses: Vec<ContainerStatus>,
+    /// `status.containerStatuses`, in spec order.
     pub container_statuses: Vec<ContainerStatus>,
     /// `metadata.creationTimestamp`, milliseconds; `None` prints `<unknown>`.
     pub created_ms: Option<i64>,
@@ -53,6 +56,7 @@ pub struct PodForPrint {
 /// One row of `kubectl get pods`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodRow {
+    /// `NAME`: the pod's `metadata.name`.
     pub name: String,
     /// `READY`: ready containers / containers (native sidecars counted).
     pub ready: String,

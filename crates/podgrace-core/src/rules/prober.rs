@@ -12,8 +12,13 @@ use crate::plan::Probe;
 /// Which probe a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProbeKind {
+    /// `startupProbe`: until it succeeds the other probes do not run; its failure restarts the
+    /// container.
     Startup,
+    /// `livenessProbe`: a failure restarts the container (killed with its grace period).
     Liveness,
+    /// `readinessProbe`: a failure marks the container not ready, which takes it out of the
+    /// Service's endpoints.
     Readiness,
 }
 
@@ -41,8 +46,12 @@ impl ProbeKind {
 /// The results-manager value (`results.Result`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeState {
+    /// No result yet (`results.Unknown`); a startup probe starts here.
     Unknown,
+    /// Passed `successThreshold` times in a row (`results.Success`); liveness starts here.
     Success,
+    /// Failed `failureThreshold` times in a row, or the container is not running
+    /// (`results.Failure`); readiness starts here.
     Failure,
 }
 

@@ -57,8 +57,11 @@ impl Features {
 /// What `manageReplicas` does: create or delete this many pods (at most [`BURST_REPLICAS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Manage {
+    /// The ReplicaSet has as many active pods as `spec.replicas`.
     Nothing,
+    /// Create this many pods (fewer than wanted).
     Create(usize),
+    /// Delete this many pods (more than wanted), chosen by `getPodsToDelete`.
     Delete(usize),
 }
 

@@ -56,14 +56,24 @@ const NAMES: &[(&str, i32)] = &[
 ];
 
 impl Signal {
+    /// Signal 1, hangup: nginx and many daemons reload their configuration on it.
     pub const SIGHUP: Signal = Signal(1);
+    /// Signal 2, interrupt (what Ctrl-C sends); Python raises `KeyboardInterrupt` on it.
     pub const SIGINT: Signal = Signal(2);
+    /// Signal 3, quit: nginx's graceful shutdown (the official nginx image's STOPSIGNAL).
     pub const SIGQUIT: Signal = Signal(3);
+    /// Signal 9, kill: cannot be caught; what every runtime sends when the stop timeout ends.
     pub const SIGKILL: Signal = Signal(9);
+    /// Signal 10, user-defined 1.
     pub const SIGUSR1: Signal = Signal(10);
+    /// Signal 12, user-defined 2.
     pub const SIGUSR2: Signal = Signal(12);
+    /// Signal 15, terminate: the default stop signal of every runtime when neither the image's
+    /// STOPSIGNAL nor the container's `lifecycle.stopSignal` sets one.
     pub const SIGTERM: Signal = Signal(15);
+    /// Signal 19, stop (pause the process): cannot be caught.
     pub const SIGSTOP: Signal = Signal(19);
+    /// Signal 28, window change: httpd's graceful stop (the official httpd image's STOPSIGNAL).
     pub const SIGWINCH: Signal = Signal(28);
 
     /// The signal with Linux number `n`, if `1 <= n <= 64`.
@@ -252,8 +262,10 @@ pub fn docker_stop_signal(config_stop_signal: &str) -> Signal {
 /// The operating system of a node or a Docker daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NodeOs {
+    /// Linux: Docker's default stop timeout is 10 seconds.
     #[default]
     Linux,
+    /// Windows: Docker's default stop timeout is 30 seconds.
     Windows,
 }
 
@@ -288,18 +300,32 @@ pub fn containerd_exit_reason(exit_code: i32, oom_killed: bool) -> &'static str 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopStep {
     /// The stop signal is sent to the container's PID 1.
-    Signal { at_ms: i64, signal: Signal },
+    Signal {
+        /// When, in milliseconds from the StopContainer call.
+        at_ms: i64,
+        /// The stop signal sent (the image's STOPSIGNAL, `lifecycle.stopSignal` or SIGTERM).
+        signal: Signal,
+    },
     /// SIGKILL is sent if the container has not exited yet.
-    Kill { at_ms: i64 },
+    Kill {
+        /// When, in milliseconds from the StopContainer call.
+        at_ms: i64,
+    },
     /// The runtime stops waiting for the exit (Docker's bounded waits after SIGKILL).
-    GiveUp { at_ms: i64 },
+    GiveUp {
+        /// When, in milliseconds from the StopContainer call.
+        at_ms: i64,
+    },
 }
 
 /// The container runtimes podgrace models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
+    /// containerd's CRI plugin (`internal/cri/server/container_stop.go`, containerd 1.6 to 2.x).
     Containerd,
+    /// CRI-O (`internal/oci/runtime_oci.go`, 1.36).
     CriO,
+    /// Docker (moby, Docker 29), as cri-dockerd or `docker stop` drive it.
     Docker,
 }
 
@@ -408,7 +434,10 @@ pub enum WaitContainerStopError {
     Cancelled,
     /// The caller's context deadline passed (after `after_ms` milliseconds).
     #[error("wait container: context deadline exceeded after {after_ms} ms")]
-    DeadlineExceeded { after_ms: i64 },
+    DeadlineExceeded {
+        /// Milliseconds waited before the deadline passed.
+        after_ms: i64,
+    },
 }
 
 /// containerd's wait for a stopping container: returns the milliseconds waited once it has
@@ -499,8 +528,9 @@ pub fn container_stop_signal(
 }
 
 /// The image's STOPSIGNAL of a container, by name: the one a runtime read from the image's
-/// config ([`ContainerPlan::image_config_stop_signal`], `--image-source containerd`), else the
-/// table of known official images ([`image_stop_signal`]). `None`: none known (SIGTERM applies).
+/// config ([`crate::plan::ContainerPlan::image_config_stop_signal`], `--image-source
+/// containerd`), else the table of known official images ([`image_stop_signal`]). `None`: none
+/// known (SIGTERM applies).
 pub fn container_image_stop_signal(c: &crate::plan::ContainerPlan) -> Option<String> {
     match &c.image_config_stop_signal {
         Some(read) => read.clone(),

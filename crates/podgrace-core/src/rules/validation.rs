@@ -21,6 +21,7 @@ use crate::manifest::FieldErrorKind;
 pub struct FieldError {
     /// The field path, such as `endpoints[0].addresses[0]`.
     pub path: String,
+    /// The error type and body (`Invalid value: "…": …`).
     pub kind: FieldErrorKind,
 }
 
@@ -32,10 +33,14 @@ impl fmt::Display for FieldError {
 
 impl std::error::Error for FieldError {}
 
-/// The detail of each special range, worded as kube-apiserver words it.
+/// Detail for 0.0.0.0 or `::`. This and the details below are worded as kube-apiserver words
+/// them (`pkg/apis/core/validation` `ValidateEndpointIP`).
 pub const UNSPECIFIED: &str = "may not be unspecified";
+/// Detail for an address in 127.0.0.0/8 or ::1.
 pub const LOOPBACK: &str = "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+/// Detail for an address in 169.254.0.0/16 or fe80::/10.
 pub const LINK_LOCAL: &str = "may not be in the link-local range (169.254.0.0/16, fe80::/10)";
+/// Detail for an address in 224.0.0.0/24 or ff02::/10.
 pub const LINK_LOCAL_MULTICAST: &str =
     "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)";
 

@@ -9,7 +9,9 @@ use serde::Serialize;
 /// from t = 0 (exact; see [`Seconds`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
+    /// The earliest value, seconds from t = 0 (hooks and apps as fast as they can be).
     pub min: Seconds,
+    /// The latest value, seconds from t = 0 (hooks and apps use all the time they are given).
     pub max: Seconds,
 }
 
@@ -38,6 +40,7 @@ pub struct PreStop {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerTimeline {
+    /// The container's name from the pod spec.
     pub name: String,
     /// `main` or `sidecar`.
     pub role: &'static str,
@@ -61,8 +64,12 @@ pub struct ContainerTimeline {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing; the termination behaves as written.
     Info,
+    /// Likely not what the author meant (a preStop cut short, a SIGKILL before the app can drain).
     Warning,
+    /// The termination cannot work as written (the API server or the kubelet refuses or overrides
+    /// it).
     Error,
 }
 
@@ -71,7 +78,9 @@ pub enum Severity {
 pub struct Finding {
     /// Stable rule id.
     pub rule: &'static str,
+    /// How serious it is.
     pub severity: Severity,
+    /// What happens and why, in one or two sentences.
     pub message: String,
 }
 
@@ -87,14 +96,22 @@ pub struct Timeline {
     pub namespace: Option<String>,
     /// The file the object is in (`<stdin>` for standard input), and where the object starts.
     pub file: String,
+    /// The line of the object in `file`, 1-based.
     pub line: usize,
+    /// The column of the object in `file`, 1-based.
     pub column: usize,
+    /// The trigger as given (`delete`, `delete:N`, `force-delete`, `evict-soft`, `evict-hard`,
+    /// `liveness:C`, `startup:C`, `node-shutdown`).
     pub trigger: String,
+    /// The Kubernetes version whose rules apply, `major.minor` (such as `1.32`).
     pub kubernetes_version: String,
     /// The grace period the kubelet works with, seconds (pod-level effective grace; for a probe
     /// kill, the container's base grace).
     pub grace_period_seconds: i64,
+    /// Every container that is stopped, main containers first, then native sidecars in reverse
+    /// order.
     pub containers: Vec<ContainerTimeline>,
+    /// What the user should know about this termination.
     pub findings: Vec<Finding>,
     /// What a later delete did (`explain --second-delete`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,6 +126,7 @@ pub struct Timeline {
 pub struct RuntimeTimeline {
     /// The runtime measured, e.g. `containerd 1.6.20 (runc 1.1.5)`.
     pub name: &'static str,
+    /// Each latency added to the times, seconds, with its source.
     pub latencies: Vec<LatencyJson>,
 }
 

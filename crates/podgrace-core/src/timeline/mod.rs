@@ -72,7 +72,9 @@ impl Default for KubeletConfig {
 /// Everything a timeline depends on besides the pod.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
+    /// The Kubernetes version whose rules apply.
     pub version: KubeVersion,
+    /// The kubelet settings of the node (eviction and node shutdown grace periods, seconds).
     pub kubelet: KubeletConfig,
     /// A later `kubectl delete` during the termination (`explain --second-delete`).
     pub second_delete: Option<LaterDelete>,
@@ -87,11 +89,18 @@ pub enum TimelineError {
     /// The trigger does not apply to this pod (see [`applies`]). `pod` is `namespace/name` (or
     /// the name alone).
     #[error("pod {pod}: {reason}")]
-    NotApplicable { pod: String, reason: NotApplicable },
+    NotApplicable {
+        /// The pod, `namespace/name` (or the name alone).
+        pod: String,
+        /// Why the trigger does not apply.
+        reason: NotApplicable,
+    },
     /// `node-shutdown` with a kubelet whose graceful node shutdown is off.
     #[error("graceful node shutdown is disabled (shutdownGracePeriod {shutdown_grace_period} s, shutdownGracePeriodCriticalPods {critical} s): the kubelet does not terminate pods on shutdown, they die with the node")]
     GracefulShutdownDisabled {
+        /// `shutdownGracePeriod` as configured, seconds: 0, or less than the critical pods' period.
         shutdown_grace_period: i64,
+        /// `shutdownGracePeriodCriticalPods` as configured, seconds.
         critical: i64,
     },
 }

@@ -81,6 +81,7 @@ impl fmt::Display for Trigger {
 pub struct LaterDelete {
     /// Milliseconds after t = 0 (the first delete, or the kubelet's own kill).
     pub at_ms: i64,
+    /// The later delete's `kubectl delete` flags (`--grace-period`, `--now`, `--force`).
     pub flags: KubectlDeleteFlags,
 }
 
@@ -158,11 +159,18 @@ impl fmt::Display for LaterDelete {
 pub enum NotApplicable {
     /// The pod runs no container of that name; `known` lists the ones it runs, comma-separated.
     #[error("no container named {container:?} (containers: {known})")]
-    NoSuchContainer { container: String, known: String },
+    NoSuchContainer {
+        /// The container the trigger names.
+        container: String,
+        /// The containers the pod runs, comma-separated.
+        known: String,
+    },
     /// The named container has no probe of that kind (`liveness` or `startup`).
     #[error("container {container:?} has no {probe} probe")]
     NoProbe {
+        /// The container the trigger names.
         container: String,
+        /// The probe kind the trigger needs, `liveness` or `startup`.
         probe: &'static str,
     },
 }

@@ -27,17 +27,24 @@ pub struct EvictionConfig {
 /// One signal observation: available amount and capacity (needed for percentage thresholds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
+    /// The amount left: bytes for memory and filesystems, inodes or process ids for the others.
     pub available: i64,
+    /// The signal's capacity in the same unit; `None` when unknown (a percentage threshold then
+    /// fails).
     pub capacity: Option<i64>,
 }
 
 /// The pod chosen in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eviction {
+    /// The evicted pod, named as in its [`PodEvictionStats::name`].
     pub pod: String,
     /// Override passed to `killPodNow`, seconds.
     pub grace_period_override: i64,
+    /// The pressure signal whose threshold was met, which ranked the pods for this round.
     pub signal: EvictionSignal,
+    /// A hard threshold was met (grace override 1 from 1.31, 0 before), not a soft one
+    /// (`evictionMaxPodGracePeriod`).
     pub hard: bool,
 }
 
@@ -62,7 +69,12 @@ pub enum SynchronizeError {
     MissingCapacity(&'static str),
     /// Time went backwards between two rounds.
     #[error("synchronize called at {now:?}, before the previous round at {previous:?}")]
-    TimeWentBack { now: Duration, previous: Duration },
+    TimeWentBack {
+        /// This round's time, on the caller's monotonic axis.
+        now: Duration,
+        /// The previous round's time, on the same axis.
+        previous: Duration,
+    },
 }
 
 /// The eviction manager's memory between rounds, moved through [`EvictionManager::synchronize`].
@@ -189,6 +201,8 @@ impl EvictionManager {
 /// A pod asking to be admitted on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmitPod {
+    /// The pod's QoS class: with memory pressure only Guaranteed and Burstable pods are admitted
+    /// (unless critical or tolerating the taint).
     pub qos: QosClass,
     /// Critical pods are always admitted.
     pub critical: bool,

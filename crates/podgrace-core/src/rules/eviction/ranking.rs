@@ -25,14 +25,18 @@ pub fn sort_signals_by_eviction_priority(signals: &mut [EvictionSignal]) {
 /// A pod's QoS class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum QosClass {
+    /// `Guaranteed`: every container has equal CPU and memory requests and limits.
     Guaranteed,
+    /// `Burstable`: some request or limit is set, but the pod is not Guaranteed.
     Burstable,
+    /// `BestEffort`: no container sets any CPU or memory request or limit.
     BestEffort,
 }
 
 /// What the eviction manager knows of one active pod. Quantities in bytes / processes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodEvictionStats {
+    /// The pod's name, as the caller identifies it (the eviction reports it back).
     pub name: String,
     /// `spec.priority`; `None` counts as 0.
     pub priority: Option<i32>,

@@ -12,14 +12,24 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 /// An eviction signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EvictionSignal {
+    /// `memory.available`: node memory capacity minus the working set, bytes (cgroup v1 and v2).
     MemoryAvailable,
+    /// `allocatableMemory.available`: node allocatable memory minus the pods' working set, bytes.
     AllocatableMemoryAvailable,
+    /// `nodefs.available`: free bytes of the kubelet's root filesystem (`/var/lib/kubelet`).
     NodeFsAvailable,
+    /// `nodefs.inodesFree`: free inodes of the kubelet's root filesystem.
     NodeFsInodesFree,
+    /// `imagefs.available`: free bytes of the runtime's image filesystem.
     ImageFsAvailable,
+    /// `imagefs.inodesFree`: free inodes of the runtime's image filesystem.
     ImageFsInodesFree,
+    /// `containerfs.available`: free bytes of the filesystem holding containers' writable layers
+    /// (a split image filesystem).
     ContainerFsAvailable,
+    /// `containerfs.inodesFree`: free inodes of the writable-layer filesystem.
     ContainerFsInodesFree,
+    /// `pid.available`: process ids left under the node's `pid_max`.
     PidAvailable,
 }
 
@@ -47,8 +57,11 @@ pub(super) const SIGNAL_NAMES: &[(EvictionSignal, &str)] = &[
 /// The node condition a pressure signal sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NodePressureCondition {
+    /// `MemoryPressure`, from `memory.available` and `allocatableMemory.available`.
     MemoryPressure,
+    /// `DiskPressure`, from the nodefs, imagefs and containerfs signals.
     DiskPressure,
+    /// `PIDPressure`, from `pid.available`.
     PIDPressure,
 }
 
@@ -100,7 +113,9 @@ pub enum ThresholdValue {
 /// One eviction threshold (`evictionapi.Threshold`, operator always `<`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
+    /// The signal compared with the threshold.
     pub signal: EvictionSignal,
+    /// The minimum: eviction starts when the observed value falls below it.
     pub value: ThresholdValue,
     /// `evictionSoftGracePeriod` for a soft threshold; zero for a hard one.
     pub grace_period: Duration,
@@ -125,8 +140,10 @@ impl Threshold {
 /// Why a quantity (`100Mi`, `1.5Gi`, `500`) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseQuantityError {
+    /// Not a quantity (the input is kept).
     #[error("invalid quantity {0:?}")]
     Syntax(String),
+    /// Does not fit an `i64` (the input is kept).
     #[error("quantity {0:?} out of range")]
     Overflow(String),
 }
@@ -206,12 +223,16 @@ pub fn parse_quantity(s: &str) -> Result<i64, ParseQuantityError> {
 /// Why an eviction threshold (`memory.available<100Mi`) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseThresholdError {
+    /// Not of the form `SIGNAL<VALUE` (the statement is kept).
     #[error("threshold {0:?}: expected SIGNAL<VALUE")]
     Syntax(String),
+    /// The signal is none of the kubelet's names (the statement is kept).
     #[error("threshold {0:?}: unknown eviction signal")]
     UnknownSignal(String),
+    /// The value is neither a quantity nor a percentage in 0..=100% (the statement is kept).
     #[error("threshold {0:?}: invalid value")]
     Value(String),
+    /// The value is below 0 (the statement is kept).
     #[error("threshold {0:?}: negative value")]
     Negative(String),
 }
