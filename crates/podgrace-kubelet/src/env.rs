@@ -28,7 +28,9 @@ use serde_json::{json, Value};
 /// `CreateContainerConfigError`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvError {
+    /// The container's name (an init container's or a regular one's).
     pub container: String,
+    /// The kubelet's wording, as the container's waiting `message` shows it.
     pub message: String,
 }
 

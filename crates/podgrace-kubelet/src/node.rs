@@ -35,14 +35,23 @@ pub const NODE_STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
 /// What the kubelet knows of this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineInfo {
+    /// The kernel's hostname, lowercased (`kubernetes.io/hostname` and the `Hostname` address).
     pub hostname: String,
+    /// The CPUs this process may run on (capacity `cpu`, whole cores).
     pub cpus: u64,
+    /// `MemTotal` of `/proc/meminfo`, in bytes (capacity `memory`).
     pub memory_bytes: u64,
+    /// The root filesystem's size, in bytes (capacity `ephemeral-storage`).
     pub ephemeral_storage_bytes: u64,
+    /// `/etc/machine-id` (`nodeInfo.machineID`).
     pub machine_id: String,
+    /// `/sys/class/dmi/id/product_uuid` when readable (`nodeInfo.systemUUID`).
     pub system_uuid: String,
+    /// `/proc/sys/kernel/random/boot_id` (`nodeInfo.bootID`).
     pub boot_id: String,
+    /// `/proc/sys/kernel/osrelease`, as `uname -r` prints it (`nodeInfo.kernelVersion`).
     pub kernel_version: String,
+    /// `PRETTY_NAME` of `/etc/os-release`, else `Linux` (`nodeInfo.osImage`).
     pub os_image: String,
 }
 

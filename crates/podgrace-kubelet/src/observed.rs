@@ -19,7 +19,9 @@ use tokio::sync::Notify;
 /// creation order).
 #[derive(Debug, Default, Clone)]
 pub struct PodRecord {
+    /// The sandbox's id from `RunPodSandbox`; `None` before it.
     pub sandbox: Option<String>,
+    /// `(container name, runtime id)` of each `CreateContainer`, oldest first.
     pub containers: Vec<(String, String)>,
     /// `StopPodSandbox` was called.
     pub sandbox_stopped: bool,

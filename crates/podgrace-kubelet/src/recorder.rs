@@ -25,9 +25,13 @@ use crate::Clock;
 /// The pod the events are about.
 #[derive(Debug, Clone)]
 pub struct InvolvedPod {
+    /// `involvedObject.namespace`, also the Event's own namespace.
     pub namespace: String,
+    /// `involvedObject.name`, the prefix of the Event's name.
     pub name: String,
+    /// `involvedObject.uid`.
     pub uid: String,
+    /// `involvedObject.resourceVersion`: the pod's version the kubelet last saw.
     pub resource_version: String,
     /// The names of `spec.initContainers` (the others are in `spec.containers`).
     pub init_containers: Vec<String>,
@@ -85,6 +89,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder for `pod`'s events on `node`, their times from `clock`; it writes through
+    /// `client`.
     pub fn new(client: kube::Client, pod: InvolvedPod, node: String, clock: Clock) -> Self {
         Recorder {
             client,

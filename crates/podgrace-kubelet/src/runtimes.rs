@@ -18,6 +18,8 @@ pub type PodRuntime<R> = (Arc<R>, Option<mpsc::UnboundedReceiver<OutputLine>>);
 
 /// Gives each new pod its runtime.
 pub trait RuntimeSource: Send + Sync + 'static {
+    /// The CRI-shaped runtime service each pod's worker calls (`RunPodSandbox`,
+    /// `CreateContainer`, `StopContainer` ...).
     type Runtime: RuntimeService + 'static;
     /// The runtime the next pod runs on.
     fn for_pod(&self) -> PodRuntime<Self::Runtime>;
@@ -32,6 +34,7 @@ pub trait RuntimeSource: Send + Sync + 'static {
 /// runtimes, as across podgrace processes).
 #[derive(Debug, Clone, Default)]
 pub struct ProcessRuntimes {
+    /// The /24 every runtime gives pod IPs from (`--pod-network`).
     pub network: NetworkConfig,
 }
 
@@ -43,7 +46,7 @@ impl RuntimeSource for ProcessRuntimes {
     }
 }
 
-/// One runtime for every pod, its output not collected.
+/// One runtime for every pod, its output not collected. The field is that runtime.
 pub struct Shared<R>(pub Arc<R>);
 
 impl<R: RuntimeService + 'static> RuntimeSource for Shared<R> {

@@ -30,11 +30,17 @@ pub enum Instance {
     /// Created, not started (or its start failed).
     Created,
     /// Running since `started_at_ms`.
-    Running { started_at_ms: i64 },
+    Running {
+        /// `startedAt`, in milliseconds since the Unix epoch.
+        started_at_ms: i64,
+    },
     /// Exited: PID 1's exit code (128 + signal when a signal ended it).
     Exited {
+        /// `startedAt`, ms since the Unix epoch; `None`: it never started.
         started_at_ms: Option<i64>,
+        /// `finishedAt`, ms since the Unix epoch.
         finished_at_ms: i64,
+        /// `exitCode` of the terminated state.
         exit_code: i32,
         /// The runtime's `reason` (`OOMKilled`, ...); `None`: containerd's from the exit code.
         reason: Option<String>,
@@ -44,6 +50,7 @@ pub enum Instance {
 /// What the kubelet knows of one container of the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerView {
+    /// The container's name in the spec.
     pub name: String,
     /// Its instances in creation order (the runtime id and state); empty before the first.
     pub instances: Vec<(String, Instance)>,
@@ -61,23 +68,30 @@ pub struct ContainerView {
 /// Everything [`generate`] reads.
 #[derive(Debug, Clone)]
 pub struct PodView<'a> {
+    /// The pod's plan: its containers, their roles and the restart policy.
     pub plan: &'a PodPlan,
     /// The pod's UID (`CrashLoopBackOff`'s message names `name_namespace(uid)`).
     pub uid: &'a str,
+    /// The pod's namespace (also in `CrashLoopBackOff`'s message).
     pub namespace: &'a str,
+    /// Every container of the plan, init containers included, by name.
     pub containers: &'a [ContainerView],
     /// The sandbox exists with its network (`PodReadyToStartContainers`).
     pub sandbox_ready: bool,
     /// The pod worker has finished terminating the pod (`podIsTerminal` of `getPhase`).
     pub pod_is_terminal: bool,
+    /// `status.podIP` (and `podIPs`); `None` before the sandbox has an address.
     pub pod_ip: Option<IpAddr>,
+    /// `status.hostIP` (and `hostIPs`).
     pub host_ip: IpAddr,
     /// `status.startTime`, ms.
     pub start_time_ms: i64,
     /// The status in the API now (conditions kept that the kubelet does not own, such as
     /// PodScheduled and DisruptionTarget; lastTransitionTime kept for unchanged ones; qosClass).
     pub old_status: &'a Value,
+    /// Now, ms since the Unix epoch (a changed condition's lastTransitionTime).
     pub now_ms: i64,
+    /// The Kubernetes release whose kubelet writes the status.
     pub version: KubeVersion,
     /// The runtime's name, the scheme of `containerID` (`podgrace`, `containerd`).
     pub runtime_type: &'a str,

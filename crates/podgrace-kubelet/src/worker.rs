@@ -54,9 +54,13 @@ pub enum Update {
 
 /// What every worker shares.
 pub struct Shared<S> {
+    /// The API server's client: the status patches, the final delete, events, ConfigMaps.
     pub client: kube::Client,
+    /// Where each pod's runtime comes from.
     pub runtimes: S,
+    /// The kubelet's settings (node name, release, host IP, log directory).
     pub config: KubeletConfig,
+    /// The clock every API time is read from (ms since the Unix epoch).
     pub clock: Clock,
 }
 

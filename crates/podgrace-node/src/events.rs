@@ -16,7 +16,9 @@ use tokio::sync::mpsc;
 /// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
+    /// `Normal`: an expected step (`Killing`, `Started`, `Pulled` ...).
     Normal,
+    /// `Warning`: something failed (`FailedPreStopHook`, `Unhealthy`, `BackOff` ...).
     Warning,
 }
 
@@ -35,11 +37,13 @@ impl EventType {
 pub struct Event {
     /// When it was recorded (monotonic clock).
     pub at: Instant,
+    /// `Normal` or `Warning`.
     pub kind: EventType,
     /// One of the [`reason`] constants.
     pub reason: &'static str,
     /// The container the event is about (`involvedObject.fieldPath`), `None` for pod events.
     pub container: Option<String>,
+    /// The kubelet's message, worded as upstream's.
     pub message: String,
 }
 

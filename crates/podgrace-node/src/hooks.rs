@@ -61,10 +61,15 @@ pub enum HookError {
     /// (`[sh -c exit 3]`); `output` is stdout followed by stderr, Go-quoted.
     #[error("Exec lifecycle hook ({command}) for Container {container} in Pod {pod} failed - error: {error}, message: {output}")]
     Exec {
+        /// The argv as Go's `%v` prints it (`[sh -c exit 3]`).
         command: String,
+        /// The container's name.
         container: String,
+        /// The pod as the kubelet names it in messages.
         pod: String,
+        /// The exec's error (`command '...' exited with 3: `).
         error: String,
+        /// Stdout then stderr, Go-quoted.
         output: String,
         /// Why, in a few words: `exited with 3`, `/bin/drain is not in the container`.
         why: String,
@@ -72,21 +77,31 @@ pub enum HookError {
     /// The GET failed at the transport level (or could not be built, or the context ended).
     #[error("HTTP lifecycle hook ({path}) for Container {container} in Pod {pod} failed - error: {error}")]
     HttpGet {
+        /// `httpGet.path`.
         path: String,
+        /// The container's name.
         container: String,
+        /// The pod as the kubelet names it in messages.
         pod: String,
+        /// The HTTP client's error, in Go's wording.
         error: String,
     },
     /// The context ended before the sleep did.
     #[error("Sleep lifecycle hook ({seconds}) for Container {container} in Pod {pod} failed - error: container terminated before sleep hook finished")]
     Sleep {
+        /// `sleep.seconds`, in seconds.
         seconds: i64,
+        /// The container's name.
         container: String,
+        /// The pod as the kubelet names it in messages.
         pod: String,
     },
     /// A handler kind the kubelet does not run (`tcpSocket`).
     #[error("Cannot run handler: invalid handler: {action}")]
-    InvalidHandler { action: &'static str },
+    InvalidHandler {
+        /// The handler's kind.
+        action: &'static str,
+    },
 }
 
 impl HookError {

@@ -46,34 +46,54 @@ pub enum HttpGetError {
     /// The port named no declared containerPort and is no number, or is out of 1..=65535
     /// (`ResolveContainerPort`).
     #[error("{reason}")]
-    ResolvePort { reason: String },
+    ResolvePort {
+        /// The kubelet's message.
+        reason: String,
+    },
     /// No `host` and no pod IP to send to.
     #[error("failed to find networking container: the pod has no IP")]
     NoPodIp,
     /// The path or host does not make a valid URL.
     #[error("parse {url:?}: {reason}")]
-    BuildUrl { url: String, reason: String },
+    BuildUrl {
+        /// The URL as put together.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Connecting, TLS, sending or reading failed, or the timeout passed (Go's `url.Error`).
     #[error("Get {url:?}: {reason}")]
-    Get { url: String, reason: String },
+    Get {
+        /// The URL of the request that failed.
+        url: String,
+        /// Go's wording of the failure (`dial tcp ...: connect: connection refused`).
+        reason: String,
+    },
     /// An HTTPS request reached a plain HTTP server (`http: server gave HTTP response to HTTPS
     /// client`), the case the lifecycle handler falls back to HTTP for.
     #[error("Get {url:?}: http: server gave HTTP response to HTTPS client")]
-    HttpResponseToHttpsClient { url: String },
+    HttpResponseToHttpsClient {
+        /// The `https://` URL requested.
+        url: String,
+    },
 }
 
 /// Whose request it is: decides the User-Agent (`kube-probe/...` or `kube-lifecycle/...`,
 /// `request.go` `userAgent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
+    /// A probe: `User-Agent: kube-probe/MAJOR.MINOR`.
     Probe,
+    /// A lifecycle hook (preStop, postStart): `User-Agent: kube-lifecycle/MAJOR.MINOR`.
     Lifecycle,
 }
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
+    /// Plain HTTP.
     Http,
+    /// HTTPS without certificate verification (as the kubelet's probes and hooks).
     Https,
 }
 
@@ -89,9 +109,11 @@ impl Scheme {
 /// A GET request built from an `httpGet` action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// `httpGet.scheme`.
     pub scheme: Scheme,
     /// Host as in the URL: an IP or a name.
     pub host: String,
+    /// The resolved TCP port.
     pub port: u16,
     /// Path and query, starting with `/`.
     pub path: String,
@@ -235,6 +257,7 @@ impl Request {
 /// The final response of a (possibly redirected) GET.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The HTTP status code.
     pub status: u16,
     /// At most [`MAX_BODY_BYTES`] of the body.
     pub body: Vec<u8>,

@@ -25,6 +25,7 @@ use rustix::process::{Pid, WaitOptions};
 /// What init runs and how.
 #[derive(Debug, Clone)]
 pub struct InitOptions {
+    /// What init was told: the `--map` signal rewrites and the `--drain-delay`.
     pub config: InitConfig,
     /// `-g`: signals go to the child's process group.
     pub group: bool,
@@ -37,16 +38,21 @@ pub struct InitOptions {
 /// Errors of setting init up. Each names the operation.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
+    /// `sigprocmask(2)` failed.
     #[error("blocking signals: {0}")]
     SignalMask(std::io::Error),
     /// The command could not be started; `code` is the exit code for it (127 not found, 126
     /// not executable, 1 otherwise, as a shell reports them).
     #[error("cannot run {program:?}: {source}")]
     Exec {
+        /// The program as given.
         program: OsString,
+        /// The OS error of spawning it.
         source: std::io::Error,
+        /// The exit code init exits with.
         code: u8,
     },
+    /// No command was given after the options.
     #[error("no command to run")]
     NoCommand,
 }

@@ -35,10 +35,13 @@ pub struct Released {
 /// One mapping of `/proc/self/smaps`, as far as [`plan`] needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
+    /// The first address of the mapping.
     pub start: usize,
+    /// The address just past its end.
     pub end: usize,
     /// `r-xp`, `r--p`, `rw-p` ...
     pub perms: String,
+    /// The mapped file's path, or a pseudo-path (`[heap]`, `[stack]`); empty if anonymous.
     pub path: String,
     /// `Rss:`, kB.
     pub rss_kb: u64,

@@ -36,13 +36,22 @@ use crate::sock_diag::{self, SockDiag, FAMILIES};
 /// Errors of reading the counters. Each names the file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum CounterError {
+    /// A file of `/proc/net` could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file (`/proc/net/snmp`, `tcp` or `tcp6`).
         path: PathBuf,
+        /// The read error.
         source: std::io::Error,
     },
+    /// `/proc/net/snmp` has no readable `Tcp: PassiveOpens`.
     #[error("{path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or malformed ([`parse_passive_opens`]'s message).
+        reason: String,
+    },
     /// A `NETLINK_SOCK_DIAG` dump failed (after the socket was opened and had worked once).
     #[error("listing sockets through NETLINK_SOCK_DIAG: {0}")]
     Netlink(std::io::Error),

@@ -39,8 +39,11 @@ pub enum EndpointsError {
     /// names the RBAC the pod's service account lacks when the API answered 403.
     #[error("watching EndpointSlices in namespace {namespace}: {source}{hint}")]
     Watch {
+        /// The pod's namespace, whose EndpointSlices are watched.
         namespace: String,
+        /// kube-rs's watcher error.
         source: watcher::Error,
+        /// Empty, or after a 403 the RBAC the service account lacks, in parentheses.
         hint: &'static str,
     },
 }
@@ -83,7 +86,9 @@ pub fn pod_entries<'a>(
 /// Where the pod is: its name and namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodRef {
+    /// `metadata.namespace` of the pod.
     pub namespace: String,
+    /// `metadata.name` of the pod.
     pub name: String,
 }
 

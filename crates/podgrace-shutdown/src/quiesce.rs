@@ -50,7 +50,12 @@ impl Default for QuietPolicy {
 pub enum QuietPolicyError {
     /// `max` is below `min`: the wait would have to end before it may.
     #[error("--max ({max:?}) is below --min ({min:?})")]
-    MaxBelowMin { min: Duration, max: Duration },
+    MaxBelowMin {
+        /// The policy's `min`.
+        min: Duration,
+        /// The policy's `max`, below `min`.
+        max: Duration,
+    },
 }
 
 impl QuietPolicy {
@@ -79,6 +84,7 @@ pub enum Reason {
 /// How a wait ended, for the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
+    /// Quiet, or the maximum reached.
     pub reason: Reason,
     /// When it ended, since the wait began.
     pub at: Duration,
@@ -98,7 +104,10 @@ pub struct Outcome {
 pub enum Step {
     /// Keep observing. Nothing can end the wait before `until` unless an observation changes
     /// (with no new connection and no endpoint change, the wait ends exactly at `until`).
-    Wait { until: Duration },
+    Wait {
+        /// When the wait ends if nothing changes, since the wait began.
+        until: Duration,
+    },
     /// The wait is over.
     Done(Outcome),
 }

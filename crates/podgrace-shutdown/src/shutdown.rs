@@ -48,11 +48,18 @@ pub enum Quiesce {
 pub enum ShutdownError {
     /// [`GRACE_ENV`] holds something that is not a duration.
     #[error("{GRACE_ENV}={value:?}: {reason}")]
-    GraceEnv { value: String, reason: String },
+    GraceEnv {
+        /// The variable's value as found.
+        value: String,
+        /// What is wrong with it ([`crate::grace::parse_grace_period`]'s message).
+        reason: String,
+    },
     /// A signal handler could not be installed.
     #[error("installing the {signal} handler: {source}")]
     Signal {
+        /// `SIGTERM` or `SIGINT`.
         signal: &'static str,
+        /// The error of registering the handler.
         source: std::io::Error,
     },
 }

@@ -46,19 +46,36 @@ impl EndpointsView {
 pub enum Progress<'a> {
     /// The wait began.
     Started {
+        /// The quiet window, minimum and maximum the wait follows.
         policy: QuietPolicy,
+        /// The ports watched; empty: every port of the network namespace.
         ports: &'a [u16],
+        /// Whether the pod's EndpointSlice entries are watched too.
         endpoints: bool,
     },
     /// The whole second `second` (1, 2, ...) is over; `connections` arrived during it.
-    Second { second: u64, connections: u64 },
+    Second {
+        /// The second that ended, counted from 1 at the wait's start.
+        second: u64,
+        /// New connections seen during that second.
+        connections: u64,
+    },
     /// The pod's endpoints were first seen not ready.
-    EndpointsNotReady { at: Duration },
+    EndpointsNotReady {
+        /// When, since the wait began.
+        at: Duration,
+    },
     /// The counters could not be read; the wait goes on as if connections were still arriving.
-    CounterFailed { error: &'a CounterError },
+    CounterFailed {
+        /// The first read error (later ones are not reported).
+        error: &'a CounterError,
+    },
     /// The connections on the watched ports are read from `/proc/net/tcp`, and why
     /// ([`ConnectionCounter::fallback`]); said once, after [`Progress::Started`].
-    Fallback { reason: &'a str },
+    Fallback {
+        /// The sentence to say.
+        reason: &'a str,
+    },
 }
 
 fn secs(d: Duration) -> String {

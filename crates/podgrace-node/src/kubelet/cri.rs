@@ -25,7 +25,9 @@ pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 /// Who the pod is, as the kubelet's CRI calls name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodIdentity {
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`.
     pub namespace: String,
     /// `metadata.uid` (a UUID the API server would have given).
     pub uid: String,

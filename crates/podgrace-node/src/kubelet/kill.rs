@@ -44,10 +44,13 @@ impl HookOutcome {
 /// What happened to the preStop hook of one kill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookRecord {
+    /// The handler's kind: `exec`, `httpGet`, `sleep` or `tcpSocket`.
     pub action: &'static str,
+    /// When the hook was started (monotonic).
     pub started: Instant,
     /// When the kubelet stopped waiting (the hook's end, or the budget).
     pub ended: Instant,
+    /// Completed, failed or cut by its budget.
     pub outcome: HookOutcome,
     /// Why it failed, in a few words ([`crate::hooks::HookError::why`]: `exited with 3`, `/bin/x
     /// is not in the container`, `connection refused`), or what an httpGet hook got back
@@ -58,9 +61,11 @@ pub struct HookRecord {
 /// The record of one `killContainer`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KillRecord {
+    /// When `killContainer` began (monotonic).
     pub started: Instant,
     /// The grace the kill started with (after the override), seconds.
     pub grace_period_seconds: i64,
+    /// The preStop hook's run, when the container has one.
     pub pre_stop: Option<HookRecord>,
     /// Time waited for the container's turn (sidecars).
     pub waited_for_turn: Duration,
@@ -72,6 +77,7 @@ pub struct KillRecord {
 
 /// One container to kill.
 pub struct KillTarget<'a> {
+    /// The container's plan (its preStop, stop signal, role).
     pub container: &'a ContainerPlan,
     /// Runtime container id.
     pub id: &'a str,
@@ -81,6 +87,7 @@ pub struct KillTarget<'a> {
     pub override_seconds: Option<i64>,
     /// The Killing event's message (`Stopping container NAME` unless a probe kill).
     pub message: String,
+    /// What its preStop hook needs: the pod, the container id, the pod IP, the ports.
     pub hook: HookTarget<'a>,
 }
 

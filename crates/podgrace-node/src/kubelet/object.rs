@@ -27,7 +27,9 @@ use podgrace_core::KubeVersion;
 /// A watch event's type (`kubectl get -w --output-watch-events`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchKind {
+    /// `MODIFIED`: the object changed.
     Modified,
+    /// `DELETED`: the object was removed.
     Deleted,
 }
 
@@ -46,6 +48,7 @@ impl WatchKind {
 pub struct ObjectEvent {
     /// When it happened (monotonic).
     pub at: Instant,
+    /// `MODIFIED` or `DELETED`.
     pub kind: WatchKind,
     /// `metadata.deletionTimestamp`, whole seconds since the Unix epoch.
     pub deletion_timestamp: Option<i64>,
@@ -70,22 +73,31 @@ pub enum DeleteApi {
     Unchanged,
     /// A graceful delete: the object stays with this DGPS and deletion timestamp (Unix s).
     Graceful {
+        /// `metadata.deletionGracePeriodSeconds` now set, in seconds.
         deletion_grace_period_seconds: i64,
+        /// `metadata.deletionTimestamp` now set, whole seconds since the Unix epoch.
         deletion_timestamp: i64,
     },
     /// Grace 0: the object was removed (after a `MODIFIED` with this deletion timestamp).
-    Deleted { deletion_timestamp: i64 },
+    Deleted {
+        /// `metadata.deletionTimestamp`, whole seconds since the Unix epoch.
+        deletion_timestamp: i64,
+    },
 }
 
 /// The kubelet's status of the pod as last written: phase, reason, Ready and container states.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeletStatus {
+    /// `status.phase`.
     pub phase: ApiPhase,
+    /// `status.reason` (`Evicted`), empty otherwise.
     pub reason: String,
+    /// The pod's `Ready` condition.
     pub ready: bool,
     /// Init containers' statuses (native sidecars and regular init containers), then the
     /// regular containers', each by name.
     pub init_containers: Vec<ContainerStatus>,
+    /// The regular containers' statuses (`status.containerStatuses`).
     pub containers: Vec<ContainerStatus>,
 }
 

@@ -25,7 +25,9 @@ pub struct RunReport {
     /// `namespaces` (each container's entry process is PID 1 of its own PID namespace) or
     /// `host` (plain host processes).
     pub isolation: &'static str,
+    /// Every container of the pod, in spec order.
     pub containers: Vec<ContainerRun>,
+    /// The kubelet's events of the run, in order.
     pub events: Vec<EventRecord>,
     /// The pod object's watch events, as `kubectl get pods -w --output-watch-events` would
     /// show them: each delete, the status once the containers stopped, the kubelet's final
@@ -46,6 +48,7 @@ pub struct ObjectEventRun {
     pub kind: &'static str,
     /// `metadata.deletionTimestamp` (RFC 3339, whole seconds, as the API stores it).
     pub deletion_timestamp: Option<String>,
+    /// `metadata.deletionGracePeriodSeconds`, in seconds.
     pub deletion_grace_period_seconds: Option<i64>,
     /// `status.phase`.
     pub phase: &'static str,
@@ -60,7 +63,9 @@ pub struct ObjectEventRun {
 /// The READY and STATUS columns of `kubectl get pods`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TableRow {
+    /// READY: ready containers / containers (`1/2`).
     pub ready: String,
+    /// STATUS: the phase or the kubectl printer's reason (`Terminating`, `Completed` ...).
     pub status: String,
 }
 
@@ -72,11 +77,15 @@ pub struct DeleteRun {
     pub seconds: f64,
     /// The DeleteOptions' `gracePeriodSeconds` kubectl sent (`None`: the object's own).
     pub grace_period_seconds: Option<i64>,
+    /// `--force` was given.
     pub force: bool,
     /// What the API server did: `graceful`, `unchanged` (not shorter), `deleted` (grace 0:
     /// removed) or `notFound`.
     pub api: &'static str,
+    /// The `deletionGracePeriodSeconds` this delete set, in seconds (0: it removed the
+    /// object); `None` when it set none.
     pub deletion_grace_period_seconds: Option<i64>,
+    /// The `deletionTimestamp` this delete set (RFC 3339, whole seconds); `None` when none.
     pub deletion_timestamp: Option<String>,
     /// What the kubelet did: `started` (this delete started the termination), `beforeKill`
     /// (the kill had not begun: it takes this grace), `notShorter`, `ignored` (the kill in
@@ -93,10 +102,13 @@ pub struct DeleteRun {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerRun {
+    /// The container's name in the spec.
     pub name: String,
     /// `main`, `sidecar` or `init`.
     pub role: &'static str,
+    /// `restartCount`.
     pub restarts: u32,
+    /// Every kill of it, in order.
     pub terminations: Vec<TerminationRun>,
     /// Exits while the pod ran (crashes, completions, probe kills), in order.
     pub exits: Vec<ExitRun>,
@@ -108,7 +120,9 @@ pub struct ContainerRun {
 pub struct ExitRun {
     /// From the start of the run, seconds.
     pub seconds: f64,
+    /// The exit code as the runtime reports it (128 + signal when a signal ended it).
     pub exit_code: i32,
+    /// The signal's name (`SIGKILL`) when a signal ended PID 1.
     pub exit_signal: Option<String>,
 }
 
@@ -122,6 +136,7 @@ pub struct TerminationRun {
     pub start_seconds: f64,
     /// The grace the kill worked with, seconds.
     pub grace_period_seconds: i64,
+    /// The preStop hook, when the container has one.
     pub pre_stop: Option<PreStopRun>,
     /// The stop signal's name.
     pub stop_signal: String,
@@ -132,6 +147,7 @@ pub struct TerminationRun {
     pub kill_after_seconds: Option<f64>,
     /// When PID 1 exited, `None` if it had not by the end of this termination.
     pub exit_after_seconds: Option<f64>,
+    /// PID 1's exit code (128 + signal), when it exited.
     pub exit_code: Option<i32>,
     /// The signal that ended PID 1, if one did.
     pub exit_signal: Option<String>,
@@ -183,6 +199,7 @@ impl TerminationRun {
 pub struct PreStopRun {
     /// `exec`, `httpGet`, `sleep` or `tcpSocket`.
     pub action: &'static str,
+    /// When it started, seconds from the termination's start.
     pub after_seconds: f64,
     /// When the kubelet stopped waiting for it.
     pub end_after_seconds: f64,
@@ -203,8 +220,11 @@ pub struct EventRecord {
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The event's reason (`Killing`, `FailedPreStopHook`, `Unhealthy` ...).
     pub reason: &'static str,
+    /// The name of the container the event is about, if one.
     pub container: Option<String>,
+    /// The kubelet's message.
     pub message: String,
 }
 

@@ -15,15 +15,26 @@ pub enum SpecError {
     /// Placed like a manifest error (`FILE:LINE:COL: PATH: ...`) at the `command` field, or
     /// at the container when it has none.
     #[error("{}:{}:{}: {}: container {container:?} has no command: podgrace runs local processes and cannot read the image's ENTRYPOINT; set command (and args)", span.file, span.line, span.column, span.path)]
-    NoCommand { container: String, span: SourceSpan },
+    NoCommand {
+        /// The container's name.
+        container: String,
+        /// Where in the manifest (file, line, column, field path).
+        span: SourceSpan,
+    },
     /// The stop signal is not a signal name.
     #[error("container {container:?}: {reason}")]
-    StopSignal { container: String, reason: String },
+    StopSignal {
+        /// The container's name.
+        container: String,
+        /// What is wrong with the signal.
+        reason: String,
+    },
 }
 
 /// What the local kubelet needs of one container besides its plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerSpec {
+    /// The CRI `ContainerConfig` the kubelet would send to `CreateContainer`.
     pub config: ContainerConfig,
     /// The stop signal the runtime sends (see [`container_stop_signal`]).
     pub stop_signal: Signal,

@@ -32,22 +32,47 @@ use crate::runtime::Mount;
 /// `CreateContainerConfigError` wording where it has one).
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
+    /// A volume could not be set up (the `FailedMount` event's `MountVolume.SetUp failed`).
     #[error("MountVolume.SetUp failed for volume {volume:?} : {message}")]
-    SetUp { volume: String, message: String },
+    SetUp {
+        /// The volume's name in `spec.volumes`.
+        volume: String,
+        /// The volume plugin's message (`configmap "x" not found` ...).
+        message: String,
+    },
+    /// A host directory or file of a volume could not be made or written.
     #[error("{path}: {source}")]
     Io {
+        /// The host path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A `volumeMounts` entry names no volume of the pod.
     #[error("unable to find volume {volume:?} for container {container:?}")]
-    NoVolume { container: String, volume: String },
+    NoVolume {
+        /// The container's name.
+        container: String,
+        /// The volume name the mount gives.
+        volume: String,
+    },
     /// A volume kind podgrace's kubelet does not provide.
     #[error("volume {volume:?}: podgrace's kubelet does not provide {kind} volumes (emptyDir, hostPath, configMap and secret only)")]
-    Unsupported { volume: String, kind: String },
+    Unsupported {
+        /// The volume's name.
+        volume: String,
+        /// Its kind (`persistentVolumeClaim`, `projected` ...).
+        kind: String,
+    },
+    /// A `subPath` that is absolute or leaves the volume (`..`).
     #[error("invalid subPath {sub_path:?} of volume {volume:?}: it must be a relative path within the volume")]
-    SubPath { volume: String, sub_path: String },
+    SubPath {
+        /// The volume's name.
+        volume: String,
+        /// The `subPath` as given.
+        sub_path: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {

@@ -25,6 +25,7 @@ pub const USER_AGENT_VERSION: KubeVersion = KubeVersion::LATEST;
 /// The outcome of one attempt (`probe.Result` plus its output or error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeResult {
+    /// The check passed (`probe.Success`).
     Success,
     /// Success with a warning (`probe.Warning`), e.g. `Probe terminated redirects, Response
     /// body: ...` for a redirect to another host. Counts as success.
@@ -245,10 +246,15 @@ pub trait Prober: Send + Sync + 'static {
 
 /// [`probe_once`] through a runtime, for a worker.
 pub struct RuntimeProber<R> {
+    /// The runtime exec probes run through (`ExecSync`).
     pub runtime: Arc<R>,
+    /// The probe as planned: its handler and `timeoutSeconds`.
     pub probe: Probe,
+    /// The pod's IP, the host of an httpGet, tcpSocket or grpc probe without `host`.
     pub pod_ip: Option<IpAddr>,
+    /// The container's declared ports, for ports given by name.
     pub ports: Vec<ContainerPort>,
+    /// The container's env (values from references are `None`), for `$(VAR)` in exec commands.
     pub env: Vec<(String, Option<String>)>,
 }
 

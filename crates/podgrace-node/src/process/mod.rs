@@ -45,38 +45,82 @@ use spawner::{on_spawner, spawn_here, ChildSetup, Placement, SpawnRequest};
 /// Errors of the process module. Each names the failing operation and the pid or path involved.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
+    /// The spawner thread (which forks the containers) could not be started.
     #[error("starting the spawner thread: {reason}")]
-    StartSpawner { reason: String },
+    StartSpawner {
+        /// Why.
+        reason: String,
+    },
+    /// The reaper (the one waiter for every child) could not be started.
     #[error("starting the reaper: {reason}")]
-    StartReaper { reason: String },
+    StartReaper {
+        /// Why.
+        reason: String,
+    },
+    /// fork/exec of a container's process or an exec command failed.
     #[error("spawning {argv:?}: {source}")]
     Spawn {
+        /// The command line.
         argv: Vec<String>,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// `pidfd_open(2)` of a new process failed.
     #[error("pidfd_open({pid}): {source}")]
-    PidfdOpen { pid: i32, source: std::io::Error },
+    PidfdOpen {
+        /// The host pid.
+        pid: i32,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A namespace file of `/proc/PID/ns` could not be opened (exec into a container).
     #[error("opening namespace {path}: {source}")]
     OpenNamespace {
+        /// The namespace file.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// The reaper could not watch a new process.
     #[error("registering pid {pid} with the reaper: {source}")]
-    Register { pid: i32, source: std::io::Error },
+    Register {
+        /// The host pid.
+        pid: i32,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `pidfd_send_signal(2)` failed (the process still exists).
     #[error("sending signal {signal} to pid {pid}: {source}")]
     Signal {
+        /// The host pid.
         pid: i32,
+        /// The Linux signal number.
         signal: i32,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// A signal number Linux does not have.
     #[error("signal number {signal} is not a valid signal")]
-    InvalidSignal { signal: i32 },
+    InvalidSignal {
+        /// The number given.
+        signal: i32,
+    },
+    /// A process's stdout or stderr pipe could not be read.
     #[error("reading output of pid {pid}: {source}")]
-    ReadOutput { pid: i32, source: std::io::Error },
+    ReadOutput {
+        /// The host pid.
+        pid: i32,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An exec command ran past its timeout and was killed.
     #[error("exec {argv:?} in pid {pid} timed out after {timeout_ms} ms")]
     ExecTimeout {
+        /// The exec's host pid.
         pid: i32,
+        /// The command line.
         argv: Vec<String>,
+        /// The timeout, in milliseconds.
         timeout_ms: u128,
     },
 }
@@ -121,7 +165,9 @@ pub fn namespaces_permitted() -> bool {
 /// Which output stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
+    /// File descriptor 1.
     Stdout,
+    /// File descriptor 2.
     Stderr,
 }
 
@@ -130,7 +176,9 @@ pub enum Stream {
 pub struct OutputLine {
     /// The container's name as given in [`ContainerSpec::name`].
     pub container: String,
+    /// Which stream it was written to.
     pub stream: Stream,
+    /// The text.
     pub line: String,
 }
 
@@ -444,8 +492,11 @@ fn dup(fd: &OwnedFd, pid: i32) -> Result<OwnedFd, ProcessError> {
 /// The result of an exec command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutput {
+    /// The command's exit code or signal.
     pub status: ExitStatus,
+    /// Its standard output, as bytes.
     pub stdout: Vec<u8>,
+    /// Its standard error, as bytes.
     pub stderr: Vec<u8>,
 }
 

@@ -99,6 +99,7 @@ pub struct RuntimeVersion {
 /// A sandbox found on the runtime (see [`ContainerdRuntime::own_sandboxes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundSandbox {
+    /// The sandbox's id.
     pub id: String,
     /// `io.kubernetes.pod.name`.
     pub pod: String,
@@ -112,15 +113,18 @@ pub struct FoundSandbox {
     pub owner_alive: bool,
     /// Its [`OWNER_LABEL`] (`PID.STARTTIME` of the podgrace that created it).
     pub owner: String,
+    /// Its containers, as `ListContainers` gives them.
     pub containers: Vec<FoundContainer>,
 }
 
 /// A container of a [`FoundSandbox`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundContainer {
+    /// The container's id.
     pub id: String,
     /// `io.kubernetes.container.name`.
     pub name: String,
+    /// `CONTAINER_RUNNING`.
     pub running: bool,
     /// The grace the kubelet would kill it with after a restart: `restoreSpecsFromContainerLabels`
     /// reads `io.kubernetes.pod.deletionGracePeriod`, else `...terminationGracePeriod`

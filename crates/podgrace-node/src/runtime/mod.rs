@@ -34,9 +34,12 @@ pub use service::RuntimeService;
 /// `--runtime` flag of `run`, `drill` and `serve` spells it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum RuntimeChoice {
+    /// The built-in process runtime ([`ProcessRuntime`]).
     #[default]
     Process,
+    /// A real containerd over CRI v1 ([`ContainerdRuntime`]).
     Containerd {
+        /// containerd's gRPC socket.
         socket: PathBuf,
     },
 }
@@ -73,57 +76,122 @@ impl std::fmt::Display for RuntimeChoice {
 /// Errors of the runtime module.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// `RunPodSandbox` could not make the sandbox (its network namespace or address).
     #[error("run pod sandbox {name}: {source}")]
-    RunPodSandbox { name: String, source: SandboxError },
+    RunPodSandbox {
+        /// The sandbox's `metadata.name` (the pod's name).
+        name: String,
+        /// The sandbox step that failed.
+        source: SandboxError,
+    },
+    /// No sandbox has this id (CRI `NotFound`).
     #[error("pod sandbox {id} not found")]
-    PodSandboxNotFound { id: String },
-    #[error("container {id} not found")]
-    ContainerNotFound { id: String },
-    #[error("start container {id}: it is not in state Created")]
-    StartContainerState { id: String },
-    #[error("start container {id}: {source}")]
-    StartContainer { id: String, source: ProcessError },
-    #[error("stop container {id}: signal {signal}: {source}")]
-    StopContainerSignal {
+    PodSandboxNotFound {
+        /// The sandbox id asked for.
         id: String,
-        signal: i32,
+    },
+    /// No container has this id (CRI `NotFound`).
+    #[error("container {id} not found")]
+    ContainerNotFound {
+        /// The container id asked for.
+        id: String,
+    },
+    /// `StartContainer` of a container that is not `CONTAINER_CREATED`.
+    #[error("start container {id}: it is not in state Created")]
+    StartContainerState {
+        /// The container's runtime id.
+        id: String,
+    },
+    /// `StartContainer` could not spawn the container's process.
+    #[error("start container {id}: {source}")]
+    StartContainer {
+        /// The container's runtime id.
+        id: String,
+        /// The spawn error.
         source: ProcessError,
     },
+    /// `StopContainer` could not send the stop signal or SIGKILL.
+    #[error("stop container {id}: signal {signal}: {source}")]
+    StopContainerSignal {
+        /// The container's runtime id.
+        id: String,
+        /// The signal's number (15 SIGTERM, 9 SIGKILL, or the image's `StopSignal`).
+        signal: i32,
+        /// The signalling error.
+        source: ProcessError,
+    },
+    /// The caller's [`CallContext`] ended during `StopContainer` (the kubelet's ctx deadline).
     #[error("stop container {id}: caller's context ended before the container exited")]
-    StopContainerCancelled { id: String },
+    StopContainerCancelled {
+        /// The container's runtime id.
+        id: String,
+    },
+    /// `ExecSync` could not spawn the command inside the container.
     #[error("exec in container {id}: {source}")]
-    ExecSync { id: String, source: ProcessError },
+    ExecSync {
+        /// The container's runtime id.
+        id: String,
+        /// The spawn error.
+        source: ProcessError,
+    },
+    /// The caller's [`CallContext`] ended during `ExecSync`; the command was killed.
     #[error("exec in container {id}: caller's context ended first; the exec was killed")]
-    ExecSyncCancelled { id: String },
+    ExecSyncCancelled {
+        /// The container's runtime id.
+        id: String,
+    },
     /// The exec ran past its CRI timeout and was killed (the kubelet's `exec.TimeoutError`).
     #[error("exec in container {id}: command timed out after {timeout_seconds} s")]
-    ExecSyncTimeout { id: String, timeout_seconds: i64 },
+    ExecSyncTimeout {
+        /// The container's runtime id.
+        id: String,
+        /// `ExecSyncRequest.timeout`, in seconds.
+        timeout_seconds: i64,
+    },
+    /// `ExecSync` in a container that is not running.
     #[error("exec in container {id}: it is not running")]
-    ExecSyncNotRunning { id: String },
+    ExecSyncNotRunning {
+        /// The container's runtime id.
+        id: String,
+    },
     /// The runtime's socket could not be reached.
     #[error("cannot reach the container runtime at {socket}: {source}")]
     Connect {
+        /// The runtime's socket (containerd's `containerd.sock`).
         socket: PathBuf,
+        /// The transport's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A CRI call failed (the gRPC status, with the runtime's message).
     #[error("CRI {call}: {}: {}", status.code(), status.message())]
     Cri {
+        /// The CRI method (`RunPodSandbox`, `CreateContainer`, `StopContainer` ...).
         call: &'static str,
+        /// The gRPC status the runtime answered.
         #[source]
         status: Box<tonic::Status>,
     },
     /// A CRI call's answer lacked what it must hold.
     #[error("CRI {call}: {what}")]
-    CriAnswer { call: &'static str, what: String },
+    CriAnswer {
+        /// The CRI method.
+        call: &'static str,
+        /// What was missing or malformed.
+        what: String,
+    },
     /// The image is absent and `imagePullPolicy: Never` forbids pulling it (`ErrImageNeverPull`).
     #[error("container image \"{image}\" is not present with pull policy of Never")]
-    ImageNeverPull { image: String },
+    ImageNeverPull {
+        /// The image reference of the container spec.
+        image: String,
+    },
     /// A host-side step (log directory, mount source) failed.
     #[error("{what}: {source}")]
     Host {
+        /// The step and its path.
         what: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -173,8 +241,11 @@ pub struct PodSandboxConfig {
 /// CRI `DNSConfig`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DnsConfig {
+    /// `nameserver` addresses, in order.
     pub servers: Vec<String>,
+    /// `search` domains, in order.
     pub searches: Vec<String>,
+    /// `options` entries (`ndots:5` ...).
     pub options: Vec<String>,
 }
 
@@ -183,26 +254,34 @@ pub struct DnsConfig {
 pub struct PortMapping {
     /// `TCP`, `UDP` or `SCTP`.
     pub protocol: String,
+    /// `containerPort`: the port inside the pod's network namespace.
     pub container_port: i32,
     /// 0: not mapped on the host.
     pub host_port: i32,
+    /// `hostIP` the host port binds to; empty: every address.
     pub host_ip: String,
 }
 
 /// CRI `Mount`: a host path bind-mounted into the container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
+    /// `volumeMounts[].mountPath`: where it appears inside the container.
     pub container_path: PathBuf,
+    /// The volume's directory or file on the host.
     pub host_path: PathBuf,
+    /// `volumeMounts[].readOnly`.
     pub readonly: bool,
 }
 
 /// When the image is pulled (`imagePullPolicy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PullPolicy {
+    /// Pull before every container start.
     Always,
+    /// Pull only when the image is absent (Kubernetes' default for a tag other than `:latest`).
     #[default]
     IfNotPresent,
+    /// Never pull: an absent image is [`RuntimeError::ImageNeverPull`].
     Never,
 }
 
@@ -212,17 +291,21 @@ pub enum PullPolicy {
 /// image's ENTRYPOINT and CMD where `command` (and `args`) are empty, as upstream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerConfig {
+    /// `metadata.name`: the container's name in the pod spec.
     pub name: String,
     /// `metadata.attempt`: the container's restart count.
     pub attempt: u32,
     /// `spec.containers[].image` (empty for the process runtime's manifests without one).
     pub image: String,
+    /// `imagePullPolicy`.
     pub pull_policy: PullPolicy,
     /// `command` (empty: the image's ENTRYPOINT).
     pub command: Vec<String>,
     /// `args` (empty with an empty `command`: the image's CMD).
     pub args: Vec<String>,
+    /// `envs`: the resolved environment, `(name, value)` in order.
     pub env: Vec<(String, String)>,
+    /// `workingDir`; `None`: the runtime's default (the image's `WorkingDir` on containerd).
     pub working_dir: Option<PathBuf>,
     /// The stop signal as a Linux signal number; `None`: the runtime's default (the image's
     /// STOPSIGNAL for containerd, SIGTERM for the process runtime). containerd captures it at
@@ -268,6 +351,7 @@ pub struct ImageInfo {
 /// CRI `PodSandboxStatus`, the parts podgrace uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodSandboxStatus {
+    /// The sandbox's id.
     pub id: String,
     /// `network.ip`: the pod IP; `None` for a sandbox on the host network.
     pub ip: Option<std::net::IpAddr>,
@@ -277,7 +361,9 @@ pub struct PodSandboxStatus {
 /// podgrace uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerEvent {
+    /// The container's runtime id.
     pub container_id: String,
+    /// What happened to it.
     pub kind: ContainerEventKind,
 }
 
@@ -285,13 +371,19 @@ pub struct ContainerEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContainerEventKind {
     /// `CONTAINER_STARTED_EVENT`.
-    Started { at: Instant },
+    Started {
+        /// When PID 1 was started (monotonic).
+        at: Instant,
+    },
     /// `CONTAINER_STOPPED_EVENT`: PID 1 exited (collected by the reaper at `at`);
     /// `oom_killed` when the runtime reports the reason `OOMKilled` (the kernel's OOM killer
     /// killed a process of the container's cgroup).
     Stopped {
+        /// When the reaper collected PID 1 (monotonic).
         at: Instant,
+        /// PID 1's exit code or signal.
         status: ExitStatus,
+        /// The runtime reported `OOMKilled`.
         oom_killed: bool,
     },
 }
@@ -299,22 +391,32 @@ pub enum ContainerEventKind {
 /// CRI container state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContainerState {
+    /// `CONTAINER_CREATED`: created, not started.
     Created,
+    /// `CONTAINER_RUNNING`: PID 1 runs.
     Running,
+    /// `CONTAINER_EXITED`: PID 1 has exited.
     Exited,
 }
 
 /// CRI `ContainerStatus`, the parts podgrace uses. Times are monotonic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerStatus {
+    /// The container's runtime id.
     pub id: String,
+    /// `metadata.name`: the container's name in the pod spec.
     pub name: String,
+    /// Created, running or exited.
     pub state: ContainerState,
     /// Host pid of PID 1 while it runs or after.
     pub pid: Option<i32>,
+    /// How PID 1 is isolated (namespaced or a host process); `None` when the runtime does not say.
     pub isolation: Option<Isolation>,
+    /// `startedAt` (monotonic); `None` before the start.
     pub started_at: Option<Instant>,
+    /// `finishedAt` (monotonic); `None` until PID 1 is reaped.
     pub finished_at: Option<Instant>,
+    /// PID 1's exit code or signal, once exited.
     pub exit: Option<ExitStatus>,
     /// The signal the runtime stops it with (a Linux signal number), when it says.
     pub stop_signal: Option<i32>,
@@ -332,7 +434,9 @@ pub struct ContainerStatus {
 /// CRI `ExecSyncResponse`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecSyncResponse {
+    /// The command's standard output, as bytes.
     pub stdout: Vec<u8>,
+    /// The command's standard error, as bytes.
     pub stderr: Vec<u8>,
     /// Exit code; 128 + signal if killed.
     pub exit_code: i32,
@@ -341,7 +445,9 @@ pub struct ExecSyncResponse {
 /// What happened during stops of a container, with monotonic timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StopEvent {
+    /// When it happened (monotonic).
     pub at: Instant,
+    /// What happened.
     pub kind: StopEventKind,
 }
 
@@ -349,15 +455,27 @@ pub struct StopEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopEventKind {
     /// `StopContainer(timeout)` was called (timeout in seconds).
-    StopRequested { timeout_seconds: i64 },
+    StopRequested {
+        /// `StopContainerRequest.timeout`, in seconds.
+        timeout_seconds: i64,
+    },
     /// The stop signal (number) was sent to PID 1.
-    StopSignalSent { signal: i32 },
+    StopSignalSent {
+        /// The Linux signal number.
+        signal: i32,
+    },
     /// A later call with timeout > 0 found the stop signal already sent and did not resend it.
-    StopSignalSkipped { signal: i32 },
+    StopSignalSkipped {
+        /// The Linux signal number already sent.
+        signal: i32,
+    },
     /// SIGKILL was sent to PID 1.
     KillSent,
     /// The container exited (collected by the reaper at `at`).
-    Exited { status: ExitStatus },
+    Exited {
+        /// PID 1's exit code or signal.
+        status: ExitStatus,
+    },
 }
 
 #[cfg(test)]

@@ -14,16 +14,28 @@ pub enum ImageError {
     /// A file of the image could not be read, or the archive written.
     #[error("{what}: {source}")]
     Io {
+        /// The step and its path.
         what: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// `ldd` did not list the executable's libraries.
     #[error("cannot list the shared libraries of {exe} with ldd: {reason}")]
-    Ldd { exe: PathBuf, reason: String },
+    Ldd {
+        /// The executable.
+        exe: PathBuf,
+        /// `ldd`'s error or output.
+        reason: String,
+    },
     /// `ctr images import` failed.
     #[error("ctr images import {reference}: {reason}")]
-    Import { reference: String, reason: String },
+    Import {
+        /// The image reference imported.
+        reference: String,
+        /// `ctr`'s error or output.
+        reason: String,
+    },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ImageError {

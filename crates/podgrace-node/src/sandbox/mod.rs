@@ -43,15 +43,23 @@ pub enum SandboxError {
     /// (`-n podgrace-9-42 addr add 198.18.77.9/32 dev eth0`), `source` the kernel's error.
     #[error("{step}: {source}")]
     Net {
+        /// The step, as the iproute2 command that does the same.
         step: String,
+        /// The kernel's error.
         source: std::io::Error,
     },
     /// The blocking task that makes the network could not run (the runtime is shutting down).
     #[error("pod network task: {reason}")]
-    Task { reason: String },
+    Task {
+        /// The join error.
+        reason: String,
+    },
     /// Every index 2..=254 of the range is held (by this process or another).
     #[error("no free pod address left in {base}/24")]
-    AllocateAddress { base: Ipv4Addr },
+    AllocateAddress {
+        /// The range's network address.
+        base: Ipv4Addr,
+    },
     /// [`teardown_own`] has run: this process is exiting and makes no new sandbox.
     #[error("podgrace is exiting: no new pod network is made")]
     Closed,
@@ -84,6 +92,7 @@ pub const DEFAULT_POD_NETWORK: &str = "198.18.77.0/24";
 /// The address range pods get their IPs from: `base` is the /24 network address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkConfig {
+    /// The network address `A.B.C.0`; pods get `.2` to `.254`, the host side `.1`.
     pub base: Ipv4Addr,
 }
 
@@ -112,8 +121,11 @@ pub enum PodNetworkError {
     /// EndpointSlices, so no Service would ever route to them.
     #[error("{range}: pod addresses such as {example} are rejected by kube-apiserver in Endpoints and EndpointSlices, so a Service would never route to these pods: {error}; use a range such as {DEFAULT_POD_NETWORK} (198.18.0.0/15, RFC 2544)")]
     Special {
+        /// The range as given.
         range: String,
+        /// A pod address of it that kube-apiserver rejects.
         example: Ipv4Addr,
+        /// `ValidateEndpointIP`'s message for it.
         error: String,
     },
     /// Multicast, broadcast or the unspecified network: no unicast pod address at all.
@@ -211,35 +223,69 @@ impl std::fmt::Debug for Allocator {
 pub enum NetStep {
     /// A veth pair `host` / `peer`, both in the current namespace. Fails with
     /// `AlreadyExists` when either name is taken: the cross-process address claim.
-    AddVeth { host: String, peer: String },
+    AddVeth {
+        /// The end that stays on the host (`pghN`).
+        host: String,
+        /// The end that moves into the pod (`pgcN`).
+        peer: String,
+    },
     /// The named network namespace `/run/netns/<name>`.
-    AddNetns { name: String },
+    AddNetns {
+        /// The namespace's name (`podgrace-N-OWNER`).
+        name: String,
+    },
     /// Moves `link` into the namespace `netns`, renamed `rename` there.
     MoveLink {
+        /// The interface to move.
         link: String,
+        /// The target namespace's name.
         netns: String,
+        /// Its name inside (`eth0`).
         rename: String,
     },
     /// Sets `link` up.
-    LinkUp { link: String },
+    LinkUp {
+        /// The interface.
+        link: String,
+    },
     /// Waits until `link` is operationally up (the kernel's link watch, asynchronous to
     /// [`NetStep::LinkUp`], has attached its queue: until then what is sent through it is
     /// dropped). Fails with `TimedOut`.
-    WaitUp { link: String },
+    WaitUp {
+        /// The interface.
+        link: String,
+    },
     /// Adds `addr/32` to `link`.
-    AddAddress { link: String, addr: Ipv4Addr },
+    AddAddress {
+        /// The interface.
+        link: String,
+        /// The address, with prefix length 32.
+        addr: Ipv4Addr,
+    },
     /// A route to `dest/32` through `link` (scope link), from `src` when given.
     AddRoute {
+        /// The destination host.
         dest: Ipv4Addr,
+        /// The interface it is reached through.
         link: String,
+        /// The preferred source address.
         src: Option<Ipv4Addr>,
     },
     /// An `unreachable` route for the whole `base/24` (added or replaced).
-    FenceRange { base: Ipv4Addr },
+    FenceRange {
+        /// The range's network address.
+        base: Ipv4Addr,
+    },
     /// Deletes `link` (a veth goes with its peer). Fails with `NotFound`/ENODEV when absent.
-    DelLink { link: String },
+    DelLink {
+        /// The interface.
+        link: String,
+    },
     /// Deletes the named namespace. Fails with `NotFound` when absent.
-    DelNetns { name: String },
+    DelNetns {
+        /// The namespace's name.
+        name: String,
+    },
 }
 
 impl std::fmt::Display for NetStep {

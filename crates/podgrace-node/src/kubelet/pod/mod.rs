@@ -89,7 +89,9 @@ pub enum PodCommand {
     /// Node-pressure eviction at a hard or a soft threshold (`evictionMaxPodGracePeriod` in
     /// seconds for the soft one).
     Evict {
+        /// A hard threshold (the release's immediate eviction grace), else a soft one.
         hard: bool,
+        /// `evictionMaxPodGracePeriod`, in seconds (soft thresholds only).
         eviction_max_pod_grace_period: i64,
     },
     /// The object's container images now (`spec.containers[*].image` and
@@ -106,22 +108,36 @@ pub enum PodError {
     /// ([`SpecError::NoCommand`], `FILE:LINE:COL: PATH: ...`) is shown as is; the others name
     /// the pod.
     #[error("{}", spec_message(pod, source))]
-    Spec { pod: String, source: SpecError },
+    Spec {
+        /// The pod, as the plan names it.
+        pod: String,
+        /// What cannot be run.
+        source: SpecError,
+    },
     /// A volume could not be set up (the kubelet's `FailedMount`).
     #[error("pod {pod}: {source}")]
     Volume {
+        /// The pod, as the plan names it.
         pod: String,
+        /// The volume's error.
         source: crate::kubelet::volumes::VolumeError,
     },
     /// The runtime refused the sandbox.
     #[error("pod {pod}: {source}")]
     Sandbox {
+        /// The pod, as the plan names it.
         pod: String,
+        /// `RunPodSandbox`'s error.
         source: Box<RuntimeError>,
     },
     /// The pod task ended abnormally.
     #[error("pod {pod}: the pod task failed: {reason}")]
-    Task { pod: String, reason: String },
+    Task {
+        /// The pod, as the plan names it.
+        pod: String,
+        /// The join error (a panic or a cancellation).
+        reason: String,
+    },
 }
 
 /// [`PodError::Spec`]'s message: the file position names the pod already.

@@ -26,6 +26,7 @@ use crate::runtime::RuntimeService;
 pub enum PodWorkerState {
     /// Sandbox and containers are being started.
     Starting,
+    /// Past start-up: the pod worker supervises the containers (restarts, probes), as `SyncPod`.
     Running,
     /// Termination started (the deletion timestamp is set, or the kubelet is killing it).
     Terminating,
@@ -38,14 +39,22 @@ pub enum PodWorkerState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteKubelet {
     /// It started the termination, with this effective grace (seconds).
-    Started { grace_period_seconds: i64 },
+    Started {
+        /// The effective grace period, in seconds.
+        grace_period_seconds: i64,
+    },
     /// It came before the kill began: the kill starts with this grace (seconds).
-    BeforeKill { grace_period_seconds: i64 },
+    BeforeKill {
+        /// The grace period the kill starts with, in seconds.
+        grace_period_seconds: i64,
+    },
     /// Not shorter than the grace in flight: nothing changed.
     NotShorter,
     /// Shorter, but the kill in flight keeps its grace ([`InFlightEffect::Ignored`]).
     Ignored {
+        /// The grace the kill in flight keeps, in seconds.
         kept_seconds: i64,
+        /// The shorter grace recorded for later, in seconds.
         recorded_seconds: i64,
     },
     /// 1.18–1.21, the object removed: the pod killer killed every container again.
@@ -58,15 +67,20 @@ pub enum DeleteKubelet {
 /// kubelet did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteRecord {
+    /// When the delete was made (monotonic).
     pub at: Instant,
+    /// `--grace-period`, `--force`, `--now` as given.
     pub flags: KubectlDeleteFlags,
+    /// What the API server made of it (`BeforeDelete`).
     pub api: DeleteApi,
+    /// What the pod worker did with it.
     pub kubelet: DeleteKubelet,
 }
 
 /// What the pod task publishes on every change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodStatus {
+    /// The pod worker's state (not `status.phase`).
     pub phase: PodWorkerState,
     /// The pod IP (`None` before the sandbox exists, or on the host network).
     pub pod_ip: Option<IpAddr>,
@@ -83,9 +97,13 @@ pub struct PodStatus {
 /// Why a container was terminated (the run JSON contract's `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TerminationReason {
+    /// The pod was deleted (`kubectl delete`, or the object removed).
     Deleted,
+    /// The eviction manager evicted the pod.
     Evicted,
+    /// A failed liveness probe (`Container C failed liveness probe, will be restarted`).
     LivenessProbe,
+    /// A failed startup probe (`Container C failed startup probe, will be restarted`).
     StartupProbe,
     /// The container's definition (its image) changed: killed to be started again.
     DefinitionChanged,
@@ -107,10 +125,13 @@ impl TerminationReason {
 /// One `killContainer` of one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Termination {
+    /// Why it was killed.
     pub reason: TerminationReason,
     /// The runtime id of the container instance killed.
     pub container_id: String,
+    /// The stop signal sent first (the container's `lifecycle.stopSignal`, the image's, or SIGTERM).
     pub stop_signal: Signal,
+    /// What the kill did: its grace, the preStop hook, the `StopContainer` timeout, when each came.
     pub kill: KillRecord,
     /// Who killed: the pod worker, or (1.18–1.21, after the object was removed) the pod killer
     /// beside it.
@@ -139,11 +160,15 @@ impl Killer {
 /// One container over the whole run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerReport {
+    /// The container's name in the spec.
     pub name: String,
+    /// Init, sidecar (restartable init) or regular container.
     pub role: ContainerRole,
     /// Runtime ids of every instance, in start order (restarts add more).
     pub ids: Vec<String>,
+    /// `restartCount`: instances started after the first.
     pub restarts: u32,
+    /// Every `killContainer` of it, in order.
     pub terminations: Vec<Termination>,
     /// Every exit of an instance while the pod was not terminating (crashes, completions,
     /// probe kills), with when it happened.
@@ -157,10 +182,13 @@ pub struct PodReport {
     pub pod: String,
     /// When the pod task started (the report's t = 0).
     pub started: Instant,
+    /// The pod IP (`None` on the host network or when no sandbox was made).
     pub pod_ip: Option<IpAddr>,
     /// The runtime's sandbox id (stopped, not removed).
     pub sandbox: Option<String>,
+    /// Every container of the pod, in spec order.
     pub containers: Vec<ContainerReport>,
+    /// The kubelet's events of the run, in order.
     pub events: Vec<Event>,
     /// The API object's watch events (deletes, the terminal status, the final delete).
     pub object: Vec<ObjectEvent>,
