@@ -224,6 +224,14 @@ impl ConnectionCounter {
         Ok(c)
     }
 
+    /// The same counter with its table reads at every sample that needs one, unspaced by their
+    /// cost: for an app's own quiescence ([`Shutdown`](crate::Shutdown)), where the end of the
+    /// quiet window must be precise to a sample and the CPU is the app's, not a hook's.
+    pub fn every_sample(mut self) -> Self {
+        self.spaced = false;
+        self
+    }
+
     /// The ports watched (empty: every port).
     pub fn ports(&self) -> &[u16] {
         &self.ports

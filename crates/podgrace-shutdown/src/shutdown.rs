@@ -308,7 +308,7 @@ impl Shutdown {
             .map(|p| p.clone())
             .unwrap_or_default();
         let mut counter = match ConnectionCounter::new(&ports) {
-            Ok(c) => c,
+            Ok(c) => c.every_sample(),
             Err(e) => {
                 tracing::warn!(
                     "cannot read the connection counters ({e}): accepting for the maximum of {:.1} s",
