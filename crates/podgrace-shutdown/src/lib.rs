@@ -33,6 +33,7 @@
 pub mod connections;
 pub mod grace;
 pub mod quiesce;
+pub mod sock_diag;
 pub mod wait;
 
 #[cfg(feature = "runtime")]
