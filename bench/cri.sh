@@ -49,13 +49,19 @@ bin=${PODGRACE:-${CARGO_TARGET_DIR:-target}/release/podgrace}
 [ -n "${PODGRACE:-}" ] || cargo build --release -q -p podgrace --bin podgrace
 echo "--- podgrace drill --runtime containerd:$sock --replicas $pods"
 start=$(date +%s%N)
-"$bin" drill --runtime "containerd:$sock" --replicas "$pods" >"$work/drill.out" 2>"$work/drill.err" || {
+# Exit 1 is the drill's verdict (a run lost requests: with 50 pods sharing 200 requests/s each
+# pod sees about 4 new connections a second, so a 1 s quiet window can open by chance under
+# load); 2 and 3 are bad input and a failure of this machine.
+rc=0
+"$bin" drill --runtime "containerd:$sock" --replicas "$pods" >"$work/drill.out" 2>"$work/drill.err" || rc=$?
+if [ "$rc" -gt 1 ]; then
   cat "$work/drill.err" >&2
-  die "the drill failed"
-}
+  die "the drill failed (exit $rc)"
+fi
 end=$(date +%s%N)
-grep -E '^(drill|  *(requests|failed|errors)|result)' "$work/drill.out" | head -20 || true
-echo "drill: $(( (end - start) / 1000000 )) ms wall (both runs)"
+sed -n '/^the endpoint race/,$p' "$work/drill.out" | grep -E '^(the endpoint race|  *(requests|failed|verdict|    connect))' || true
+echo "drill: exit $rc"
+echo "drill: $(( (end - start) / 1000000 )) ms wall (the three runs)"
 after="$(held)"
 echo "after:  $after"
 [ "$before" = "$after" ] && echo "leaks: none" || die "containerd holds something it did not before"
