@@ -16,7 +16,6 @@
 //!
 //! Built on `kube` (its `Kubeconfig` and `Config`); nothing here is special to `podgrace serve`.
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};

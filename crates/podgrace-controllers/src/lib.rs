@@ -15,7 +15,6 @@
 //! Upstream: `cmd/kube-controller-manager` and `pkg/controller/{replicaset,deployment,
 //! garbagecollector,endpointslice,disruption}`.
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod deployment;

@@ -15,7 +15,6 @@
 //! - [`init`]: `podgrace init`'s signal forwarding, mapping, drain delay and exit code.
 //! - [`forensics`]: `podgrace why`: a past termination read from a pod's status and events.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod conformance;
 pub mod features;

@@ -230,6 +230,25 @@ pub enum HtmlError {
     },
 }
 
+/// What the built-in demo adds to `--report FILE.html`'s file stem for its three runs (without a
+/// preStop, with a preStop sleep, with `podgrace prestop-wait`), in that order.
+pub const DEMO_REPORT_SUFFIXES: [&str; 3] = ["-without-prestop", "-with-prestop", "-prestop-wait"];
+
+/// `path` with `suffix` added to its file stem, before the extension: `out/r.html` and
+/// `-with-prestop` give `out/r-with-prestop.html`; a path without an extension gets the suffix
+/// at its end.
+pub fn suffixed_path(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}{suffix}{ext}"))
+}
+
 /// Writes a page made by [`html_report`] to `path` (`--report FILE.html`).
 pub fn write_report(path: &std::path::Path, page: &str) -> Result<(), HtmlError> {
     std::fs::write(path, page).map_err(|source| HtmlError::Write {
@@ -333,4 +352,36 @@ pub fn html_report(
     }
     h.push_str("\n</body></html>\n");
     h
+}
+
+#[cfg(test)]
+mod suffix_tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn the_suffix_goes_between_stem_and_extension() {
+        assert_eq!(
+            suffixed_path(Path::new("out/r.html"), "-with-prestop"),
+            PathBuf::from("out/r-with-prestop.html")
+        );
+        assert_eq!(
+            suffixed_path(Path::new("report.tar.html"), "-prestop-wait"),
+            PathBuf::from("report.tar-prestop-wait.html")
+        );
+        assert_eq!(
+            suffixed_path(Path::new("/tmp/report"), "-without-prestop"),
+            PathBuf::from("/tmp/report-without-prestop")
+        );
+    }
+
+    #[test]
+    fn the_demo_suffixes_name_three_distinct_files() {
+        let names: std::collections::BTreeSet<PathBuf> = DEMO_REPORT_SUFFIXES
+            .iter()
+            .map(|s| suffixed_path(Path::new("r.html"), s))
+            .collect();
+        assert_eq!(names.len(), 3);
+        assert!(names.contains(Path::new("r-without-prestop.html")));
+    }
 }

@@ -23,13 +23,9 @@
 //! * [`scenario`]: a whole drill: replicas run by the local kubelet, the proxy, the load, a
 //!   rollout, delete or eviction, and the attributed report.
 
-#![warn(missing_docs)]
-
 pub mod advice;
 pub mod demo;
 pub mod demoapp;
-// documented by drillapi2's change
-#[allow(missing_docs)]
 pub mod embedded;
 pub mod endpoints;
 pub mod flags;
@@ -38,8 +34,6 @@ pub mod kubeproxy;
 pub mod load;
 pub mod proxy;
 pub mod report;
-// documented by drillapi2's change
-#[allow(missing_docs)]
 pub mod scenario;
 pub mod streams;
 pub mod sync;

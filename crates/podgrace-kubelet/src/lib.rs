@@ -22,7 +22,6 @@
 //! `HandlePodRemoves`), `pkg/kubelet/status/status_manager.go` (`syncPod`: the status patch and
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod env;
 pub mod logs;

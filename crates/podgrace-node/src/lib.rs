@@ -23,7 +23,6 @@
 //! the host network, saying so once. Pod networks are made through rtnetlink (no `ip` process);
 //! the tests look at them with iproute2's `ip`, and run `sh`, `sleep` and `tr` (dash/coreutils)
 //! inside containers.
-#![warn(missing_docs)]
 
 pub mod events;
 pub mod hooks;

@@ -28,7 +28,6 @@
 //! The `endpoints` feature adds [`endpoints`]: whether the pod's EndpointSlice entries are
 //! still ready, through the Kubernetes API.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod connections;
 pub mod grace;

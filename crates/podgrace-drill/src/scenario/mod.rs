@@ -207,6 +207,15 @@ pub enum DrillError {
     Streams(#[from] crate::streams::StreamError),
 }
 
+impl DrillError {
+    /// Whether this machine failed, not the manifest or the flags: no network namespaces
+    /// (no root) or a proxy that could not bind. `podgrace drill` exits 3 for these and 2 for
+    /// the rest (a pod that does not start or get ready is the manifest's).
+    pub fn is_machine_failure(&self) -> bool {
+        matches!(self, DrillError::NoNamespaces | DrillError::Proxy(_))
+    }
+}
+
 /// Runs one drill of `template` (the pod every replica runs). `log` receives one line per
 /// lifecycle step (for a progress display).
 ///
@@ -233,6 +242,19 @@ pub enum PodRuntime {
     /// A real containerd, already connected (its output stream is the caller's); the pods'
     /// addresses come from its CNI config.
     Containerd(Arc<ContainerdRuntime>),
+}
+
+impl PodRuntime {
+    /// `Some` for the process runtime, with the latencies and their seed of
+    /// [`PodRuntime::ProcessWithLatencies`] (`None` inside without them); `None` for containerd.
+    /// The drill through the API ([`api::run_drill_api`]) runs on the process runtime only.
+    pub fn process_latencies(&self) -> Option<Option<(&'static RuntimeLatencies, u64)>> {
+        match self {
+            PodRuntime::Process => Some(None),
+            PodRuntime::ProcessWithLatencies(l, seed) => Some(Some((*l, *seed))),
+            PodRuntime::Containerd(_) => None,
+        }
+    }
 }
 
 /// [`run_drill`] on the runtime `on`.
@@ -317,4 +339,49 @@ async fn drill<R: RuntimeService + 'static>(
             .await;
     }
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_namespaces_and_the_proxy_are_the_machine_s_failures() {
+        assert!(DrillError::NoNamespaces.is_machine_failure());
+        let proxy = crate::proxy::ProxyError::Listen {
+            addr: ([127, 0, 0, 1], 8080).into(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        assert!(DrillError::Proxy(proxy).is_machine_failure());
+        assert!(!DrillError::NeedsApi("drain").is_machine_failure());
+        assert!(!DrillError::Api("refused".into()).is_machine_failure());
+        let not_ready = DrillError::NotReady {
+            pod: "web-1".into(),
+            seconds: 30,
+            port: 8080,
+            last_warning: None,
+        };
+        assert!(!not_ready.is_machine_failure());
+        let pod = DrillError::Pod {
+            pod: "web-1".into(),
+            reason: "no command".into(),
+        };
+        assert!(!pod.is_machine_failure());
+    }
+
+    #[test]
+    fn only_the_process_runtime_has_process_latencies() {
+        assert!(matches!(
+            PodRuntime::Process.process_latencies(),
+            Some(None)
+        ));
+        let l = podgrace_core::rules::latency::RuntimeProfile::Containerd.latencies();
+        match PodRuntime::ProcessWithLatencies(l, 7).process_latencies() {
+            Some(Some((got, 7))) => assert!(std::ptr::eq(got, l)),
+            other => panic!(
+                "expected the latencies with seed 7, got {:?}",
+                other.map(|o| o.map(|x| x.1))
+            ),
+        }
+    }
 }

@@ -18,7 +18,7 @@ use podgrace_drill::flags::defaults::{
     STREAM_SECONDS as DEFAULT_STREAM_SECONDS, TIMEOUT as DEFAULT_TIMEOUT,
 };
 use podgrace_drill::flags::DrillFlags;
-use podgrace_drill::html::{html_report, write_report};
+use podgrace_drill::html::{html_report, suffixed_path, write_report, DEMO_REPORT_SUFFIXES};
 use podgrace_drill::load::{ClientKind, Protocol};
 use podgrace_drill::proxy::Balancing;
 use podgrace_drill::report::{DrillReport, Verdict};
@@ -32,6 +32,7 @@ use podgrace_node::runtime::{RuntimeChoice, RuntimeService as _};
 use super::args::{
     DeleteArgs, FileArgs, Format, KubeletArgs, OutputArgs, PodNetworkArgs, VersionArgs,
 };
+use crate::render::drill as render;
 use crate::{input, out::Out, BadInput, OnMachine as _, Outcome};
 
 #[derive(clap::Args)]
@@ -276,9 +277,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         if args.file.get().is_some() {
             check_writable(path)?;
         } else {
-            check_writable(&suffixed(path, "-without-prestop"))?;
-            check_writable(&suffixed(path, "-with-prestop"))?;
-            check_writable(&suffixed(path, "-prestop-wait"))?;
+            for suffix in DEMO_REPORT_SUFFIXES {
+                check_writable(&suffixed_path(path, suffix))?;
+            }
         }
     }
     for u in flags.unused() {
@@ -349,10 +350,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     .runtime_latency_seed
                     .unwrap_or_else(super::run::fresh_seed);
                 let l = profile.latencies();
-                eprintln!(
-                    "runtime latencies: {} as measured (--runtime-latency-seed {seed} repeats these draws)",
-                    l.runtime
-                );
+                eprintln!("{}", render::runtime_latencies(l.runtime, seed));
                 PodRuntime::ProcessWithLatencies(l, seed)
             }
             None => PodRuntime::Process,
@@ -381,10 +379,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             ))?;
             match args.output.output {
                 Format::Json => print_json(&outcome.report)?,
-                Format::Text => write!(Out, "{}", summary(&outcome))?,
+                Format::Text => write!(Out, "{}", render::summary(&outcome))?,
             }
             if let Some(path) = &args.report {
-                write_html(path, &format!("podgrace drill: {}", plan.name), &outcome)?;
+                write_html(path, &render::html_title(&plan.name), &outcome)?;
             }
             Ok(if outcome.report.verdict == Verdict::Pass {
                 Outcome::Success
@@ -425,10 +423,8 @@ fn demo(
     if let Some(needed) = demo::load_needed(cfg.duration, args.disrupt_after, cfg.replicas, cfg.lag)
     {
         eprintln!(
-            "drill: the load runs {:.0} s (not {:.1} s) so that every run's shutdowns, up to {:.1} s after each deletion, are under load",
-            needed.as_secs_f64(),
-            cfg.duration.as_secs_f64(),
-            demo::longest_hook_seconds(cfg.lag)
+            "{}",
+            render::load_extended(needed, cfg.duration, demo::longest_hook_seconds(cfg.lag))
         );
         cfg.duration = needed;
     }
@@ -467,45 +463,13 @@ fn demo(
             writeln!(out)?;
             out.flush()?;
         }
-        Format::Text => {
-            write!(
-                Out,
-                "\n1/3 without preStop, the app exits on SIGTERM:{}",
-                summary(&a)
-            )?;
-            write!(
-                Out,
-                "\n2/3 with a {sleep} s preStop sleep, the app drains:{}",
-                summary(&b)
-            )?;
-            write!(
-                Out,
-                "\n3/3 with `podgrace prestop-wait --quiet {quiet}s` as the preStop hook, the app drains:{}",
-                summary(&c)
-            )?;
-            write!(
-                Out,
-                "{}",
-                side_by_side(&[&a.report, &b.report, &c.report], sleep, cfg.lag)
-            )?;
-        }
+        Format::Text => write!(Out, "{}", render::demo([&a, &b, &c], sleep, quiet, cfg.lag))?,
     }
     if let Some(path) = &args.report {
-        write_html(
-            &suffixed(path, "-without-prestop"),
-            "podgrace drill demo: without preStop",
-            &a,
-        )?;
-        write_html(
-            &suffixed(path, "-with-prestop"),
-            &format!("podgrace drill demo: with a {sleep} s preStop sleep"),
-            &b,
-        )?;
-        write_html(
-            &suffixed(path, "-prestop-wait"),
-            "podgrace drill demo: with podgrace prestop-wait as the preStop hook",
-            &c,
-        )?;
+        let titles = render::demo_html_titles(sleep);
+        for ((suffix, title), run) in DEMO_REPORT_SUFFIXES.iter().zip(&titles).zip([&a, &b, &c]) {
+            write_html(&suffixed_path(path, suffix), title, run)?;
+        }
     }
     // The demo shows the race and its fix: it succeeds when the prestop-wait run loses nothing.
     Ok(if c.report.verdict == Verdict::Pass {
@@ -635,8 +599,8 @@ async fn drill_once(
             while let Some(line) = rx.recv().await {
                 let t = started.elapsed().as_secs_f64();
                 match &bar {
-                    Some(b) => b.println(format!("{t:>7.2}s  {line}")),
-                    None => eprintln!("{title}: {t:>7.2}s  {line}"),
+                    Some(b) => b.println(render::progress(t, &line)),
+                    None => eprintln!("{}", render::progress_titled(&title, t, &line)),
                 }
             }
         })
@@ -652,12 +616,7 @@ async fn drill_once(
     });
     let result = tokio::select! {
         r = async {
-            let latencies = match pods {
-                PodRuntime::Process => Some(None),
-                PodRuntime::ProcessWithLatencies(l, seed) => Some(Some((*l, *seed))),
-                PodRuntime::Containerd(_) => None,
-            };
-            match (manifest, latencies) {
+            match (manifest, pods.process_latencies()) {
                 (Some(m), Some(l)) if api::api_requested() => {
                     api::run_drill_api(m, plan, cfg, l, tx).await
                 }
@@ -671,19 +630,13 @@ async fn drill_once(
             if let PodRuntime::Containerd(rt) = pods {
                 // containerd's containers outlive podgrace: this drill's pods go first.
                 let n = rt.remove_own_sandboxes(&podgrace_node::runtime::CallContext::background()).await;
-                eprintln!("interrupted: the drill's {n} pods on containerd are stopped and removed");
+                eprintln!("{}", render::interrupted_containerd(n));
                 std::process::exit(code);
             }
             // The pods die with podgrace (their death signal); their namespaces are removed
             // here, since no pod task will get to tear its sandbox down.
             let removed = podgrace_node::sandbox::teardown_own();
-            eprintln!(
-                "interrupted: the drill's pods are stopped and {} removed",
-                match removed.len() {
-                    1 => "1 pod network namespace".to_string(),
-                    n => format!("{n} pod network namespaces"),
-                }
-            );
+            eprintln!("{}", render::interrupted(removed.len()));
             std::process::exit(code);
         }
     };
@@ -695,10 +648,9 @@ async fn drill_once(
     }
     let _ = printer.await;
     result.map_err(|e| {
-        use podgrace_drill::scenario::DrillError;
         // No namespaces or no proxy is this machine's failure (exit 3); a pod that does not
         // start or get ready is the manifest's (exit 2).
-        if matches!(e, DrillError::NoNamespaces | DrillError::Proxy(_)) {
+        if e.is_machine_failure() {
             anyhow::Error::new(crate::MachineFailure(e.to_string()))
         } else {
             anyhow::Error::new(BadInput(e.to_string()))
@@ -783,243 +735,4 @@ fn check_writable(path: &Path) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
-}
-
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = path
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    path.with_file_name(format!("{stem}{suffix}{ext}"))
-}
-
-/// The text summary of one drill.
-fn summary(o: &DrillOutcome) -> String {
-    use std::fmt::Write as _;
-    let r = &o.report;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "\ndrill {}: {} requests/s ({}, {} client, through {}{}), endpoint lag {}",
-        r.scenario,
-        r.rps,
-        r.settings.protocol,
-        r.settings.client,
-        r.settings.proxy,
-        match r.settings.proxy_implementation {
-            Some("netfilter") => " on the kernel's netfilter",
-            Some(_) => " in user space",
-            None => "",
-        },
-        match (r.settings.endpoint_lag_model, r.settings.endpoint_lag_range) {
-            ("kube-proxy", _) => format!(
-                "kube-proxy's sync (minSyncPeriod {:.1} s)",
-                r.endpoint_lag_seconds
-            ),
-            (_, Some(g)) => format!(
-                "per pod, uniform in {:.1}..{:.1} s (seed {})",
-                g.min_seconds, g.max_seconds, g.seed
-            ),
-            _ => format!("{:.1} s", r.endpoint_lag_seconds),
-        }
-    );
-    if r.rps == 0.0 {
-        let _ = writeln!(s, "  requests: none (--rps 0)");
-    } else {
-        request_lines(&mut s, r);
-    }
-    if let Some(st) = &r.streams {
-        let k = &st.failures_by_kind;
-        let _ = writeln!(
-            s,
-            "  streams {}: completed {}, failed {} (refused {}, connect timeout {}, reset {}, HTTP 5xx {}, rejected {}), still open at the end {}, idle streams cut {}",
-            st.opened, st.completed, st.failed, k.refused, k.connect_timeout, k.reset, k.http5xx, st.rejected, st.unfinished, st.idle_cut
-        );
-        let p = &st.failures_by_phase;
-        let _ = writeln!(
-            s,
-            "  stream failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
-            p.before_stop_signal, p.after_stop_signal, p.after_kill
-        );
-    }
-    for t in &r.terminations {
-        let at = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.2} s"));
-        let _ = writeln!(
-            s,
-            "  {}: endpoint lag {:.2} s; after its deletion: endpoint removed {}, stop signal {}, ended {}{}; failed {}",
-            t.pod,
-            t.endpoint_lag_seconds,
-            at(t.endpoint_removed_seconds),
-            at(t.stop_signal_seconds),
-            at(t.ended_seconds),
-            t.end_minus_lag_seconds
-                .map(|d| format!(" ({d:+.2} s past its lag)"))
-                .unwrap_or_default(),
-            t.failed
-        );
-    }
-    let _ = writeln!(
-        s,
-        "  verdict: {}",
-        match r.verdict {
-            Verdict::Pass => "PASS (no request or stream failed)",
-            Verdict::Fail => "FAIL",
-        }
-    );
-    for a in &o.advice {
-        let _ = writeln!(s, "  advice: {a}");
-    }
-    s
-}
-
-/// The request lines of the text summary.
-fn request_lines(s: &mut String, r: &DrillReport) {
-    use std::fmt::Write as _;
-    let k = &r.failures_by_kind;
-    let p = &r.failures_by_phase;
-    let _ = writeln!(
-        s,
-        "  requests {}, failed {} (connect timeout {}, refused {}, EOF {} ({} on a reused connection), reset {}, timeout {}, HTTP 5xx {})",
-        r.requests,
-        r.failed,
-        k.connect_timeout,
-        k.refused,
-        k.eof,
-        k.eof_on_reuse,
-        k.reset,
-        k.timeout,
-        k.http5xx
-    );
-    if r.stale_conntrack > 0 {
-        let _ = writeln!(
-            s,
-            "  of them {} new connections that followed a stale conntrack entry to a pod that was gone",
-            r.stale_conntrack
-        );
-    }
-    let _ = writeln!(
-        s,
-        "  failures by phase: before the stop signal {}, after it {}, after SIGKILL {}",
-        p.before_stop_signal, p.after_stop_signal, p.after_kill
-    );
-    if !r.failures_by_pod.is_empty() {
-        let per_pod: Vec<String> = r
-            .failures_by_pod
-            .iter()
-            .map(|f| format!("{} {}", f.pod.as_deref().unwrap_or("no pod"), f.failed))
-            .collect();
-        let _ = writeln!(s, "  failed requests by pod: {}", per_pod.join(", "));
-    }
-    let _ = writeln!(
-        s,
-        "  latency from the intended send time: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
-    );
-}
-
-/// The demo's runs side by side: failures, latency, and each disrupted pod's termination
-/// against its own lag (the same pod names, so the same lags, in every run).
-fn side_by_side(runs: &[&DrillReport], sleep: i64, lag: LagModel) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let heads = [
-        "without preStop".to_string(),
-        format!("preStop sleep {sleep} s"),
-        "prestop-wait".to_string(),
-    ];
-    let lag_text = match lag {
-        LagModel::PerPod(r) => format!(
-            "each pod's own, uniform in {:.1}..{:.1} s (seed {})",
-            r.min.as_secs_f64(),
-            r.max.as_secs_f64(),
-            r.seed
-        ),
-        other => format!("{:.1} s", other.nominal().as_secs_f64()),
-    };
-    let _ = write!(
-        s,
-        "\nthe endpoint race, endpoint lag {lag_text}:\n  {:34}",
-        ""
-    );
-    for h in heads.iter().take(runs.len()) {
-        let _ = write!(s, " {h:>24}");
-    }
-    let _ = writeln!(s);
-    type Cell = Box<dyn Fn(&DrillReport) -> String>;
-    let mut rows: Vec<(String, Cell)> = vec![
-        ("requests".into(), Box::new(|r| r.requests.to_string())),
-        ("failed".into(), Box::new(|r| r.failed.to_string())),
-        (
-            "  connect timeout / refused".into(),
-            Box::new(|r| {
-                format!(
-                    "{} / {}",
-                    r.failures_by_kind.connect_timeout, r.failures_by_kind.refused
-                )
-            }),
-        ),
-        (
-            "  EOF / reset".into(),
-            Box::new(|r| format!("{} / {}", r.failures_by_kind.eof, r.failures_by_kind.reset)),
-        ),
-        (
-            "  timeout / HTTP 5xx".into(),
-            Box::new(|r| {
-                format!(
-                    "{} / {}",
-                    r.failures_by_kind.timeout, r.failures_by_kind.http5xx
-                )
-            }),
-        ),
-        (
-            "latency p99".into(),
-            Box::new(|r| format!("{:.2} ms", r.latency_ms.p99)),
-        ),
-    ];
-    if runs.iter().any(|r| r.streams.is_some()) {
-        rows.push((
-            "streams failed".into(),
-            Box::new(|r| {
-                r.streams
-                    .map(|s| format!("{} of {}", s.failed, s.opened))
-                    .unwrap_or_default()
-            }),
-        ));
-    }
-    // One row per disrupted pod: when its termination ended after its deletion, how far past its
-    // own lag, and what it lost.
-    if let Some(first) = runs.first() {
-        for t in &first.terminations {
-            let pod = t.pod.clone();
-            rows.push((
-                format!("{pod}, lag {:.2} s: ended", t.endpoint_lag_seconds),
-                Box::new(move |r| {
-                    r.terminations
-                        .iter()
-                        .find(|x| x.pod == pod)
-                        .map(|x| match (x.ended_seconds, x.end_minus_lag_seconds) {
-                            (Some(e), Some(d)) => format!("{e:.2} s ({d:+.2}), lost {}", x.failed),
-                            _ => format!("-, lost {}", x.failed),
-                        })
-                        .unwrap_or_default()
-                }),
-            ));
-        }
-    }
-    rows.push((
-        "verdict".into(),
-        Box::new(|r| format!("{:?}", r.verdict).to_uppercase()),
-    ));
-    for (name, cell) in rows {
-        let _ = write!(s, "  {name:34}");
-        for r in runs {
-            let _ = write!(s, " {:>24}", cell(r));
-        }
-        let _ = writeln!(s);
-    }
-    s
 }

@@ -2,6 +2,7 @@
 //! it. The JSON documents are the libraries' typed contracts, serialized as they are.
 
 pub mod conformance;
+pub mod drill;
 pub mod explain;
 pub mod lint;
 pub mod prestop_wait;
