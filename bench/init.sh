@@ -8,12 +8,10 @@
 # Needs root (a PID namespace per init) and the Debian packages tini and dumb-init.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Where cargo puts its builds (CARGO_TARGET_DIR, as for cargo build-static).
-target=${CARGO_TARGET_DIR:-target}
-bin=${PODGRACE:-$target/x86_64-unknown-linux-gnu/release/podgrace}
+bin=${PODGRACE:-target/x86_64-unknown-linux-gnu/release/podgrace}
 [ -x "$bin" ] || cargo build-static
 # The benchmark itself is built as build-static builds podgrace (same target and flags), so it
 # reuses that build's dependencies; the probe (the `direct` row) is then a static binary too.
 cargo build --release -q --locked -p podgrace-node --example bench_init --target x86_64-unknown-linux-gnu \
   --config "target.x86_64-unknown-linux-gnu.rustflags=['-C','target-feature=+crt-static','-C','relocation-model=static']"
-"$target"/x86_64-unknown-linux-gnu/release/examples/bench_init --rounds "${ROUNDS:-3}" --signals "${SIGNALS:-2000}" --podgrace "$bin"
+target/x86_64-unknown-linux-gnu/release/examples/bench_init --rounds "${ROUNDS:-3}" --signals "${SIGNALS:-2000}" --podgrace "$bin"

@@ -10,9 +10,6 @@
 //!   (`/proc/PID/smaps_rollup`: shared pages divided among the processes mapping them) after
 //!   the signals; and its VmHWM, the peak (for `podgrace init`, the start-up pages it then
 //!   drops).
-//! * **page faults**: the init's minor and major faults (`/proc/PID/stat`) around each signal:
-//!   `flt/1k` faults per 1,000 signals, `fltsig/1k` signals per 1,000 during which the init
-//!   faulted (a fault on the forwarding path is one cause of a latency tail).
 //!
 //! Rounds alternate the inits; each figure is the median over rounds.
 //!
@@ -72,23 +69,6 @@ struct Measure {
     anon_kb: u64,
     file_kb: u64,
     pss_kb: u64,
-    /// Page faults of the init (minor + major, `/proc/PID/stat`) during the signals, per 1,000.
-    faults_per_1000: f64,
-    /// Signals during whose forwarding the init took a page fault, per 1,000.
-    faulting_per_1000: f64,
-}
-
-/// The init's minor plus major page faults so far (`/proc/PID/stat` fields 10 and 12).
-fn faults(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    // rest starts at field 3 (state): minflt is field 10, majflt field 12.
-    f.get(7).copied().unwrap_or(0) + f.get(9).copied().unwrap_or(0)
 }
 
 fn status_kb(pid: i32, file: &str, key: &str) -> u64 {
@@ -120,20 +100,13 @@ fn run_one(argv: &[String], signals: usize) -> Measure {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready", "{argv:?}");
     let mut lat = Vec::with_capacity(signals);
-    let (mut fault_total, mut faulting) = (0u64, 0u64);
     for _ in 0..signals {
-        let f0 = faults(pid);
         let t0 = now_ns();
         // SAFETY: kill(2).
         unsafe { libc::kill(pid, libc::SIGUSR1) };
         let t1: u64 = lines.next().unwrap().unwrap().trim().parse().unwrap();
         lat.push((t1.saturating_sub(t0)) as f64 / 1_000.0);
-        // The init has forwarded the signal and gone back to waiting by now (the probe's line
-        // came after its kill); its faults since f0 are this signal's.
         std::thread::sleep(Duration::from_millis(2));
-        let df = faults(pid).saturating_sub(f0);
-        fault_total += df;
-        faulting += u64::from(df > 0);
     }
     let m = {
         lat.sort_by(f64::total_cmp);
@@ -147,8 +120,6 @@ fn run_one(argv: &[String], signals: usize) -> Measure {
             anon_kb: status_kb(pid, "status", "RssAnon:"),
             file_kb: status_kb(pid, "status", "RssFile:"),
             pss_kb: status_kb(pid, "smaps_rollup", "Pss:"),
-            faults_per_1000: fault_total as f64 * 1_000.0 / signals as f64,
-            faulting_per_1000: faulting as f64 * 1_000.0 / signals as f64,
         }
     };
     // PID 1 goes, and its namespace with it.
@@ -216,7 +187,7 @@ fn main() {
             .join(" ")
     );
     println!(
-        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
         "init (PID 1)",
         "VmRSS kB",
         "anon kB",
@@ -225,14 +196,12 @@ fn main() {
         "VmHWM kB",
         "p50 µs",
         "p99 µs",
-        "max µs",
-        "flt/1k",
-        "fltsig/1k"
+        "max µs"
     );
     for ((name, _), ms) in inits.iter().zip(&results) {
         let col = |f: fn(&Measure) -> f64| median(ms.iter().map(f).collect());
         println!(
-            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1} {:>9.1} {:>9.1}",
+            "{:<30} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>10.1} {:>10.1}",
             name,
             col(|m| m.rss_kb as f64),
             col(|m| m.anon_kb as f64),
@@ -241,16 +210,7 @@ fn main() {
             col(|m| m.hwm_kb as f64),
             col(|m| m.p50_us),
             col(|m| m.p99_us),
-            col(|m| m.max_us),
-            col(|m| m.faults_per_1000),
-            col(|m| m.faulting_per_1000)
+            col(|m| m.max_us)
         );
-    }
-    // The p99s of every round, in order: how much they vary from round to round is the noise
-    // any comparison of two inits' tails has to beat.
-    println!("p99 per round, µs:");
-    for ((name, _), ms) in inits.iter().zip(&results) {
-        let each: Vec<String> = ms.iter().map(|m| format!("{:.0}", m.p99_us)).collect();
-        println!("  {:<28} {}", name, each.join(" "));
     }
 }

@@ -32,7 +32,6 @@
 pub mod connections;
 pub mod grace;
 pub mod quiesce;
-pub mod sock_diag;
 pub mod wait;
 
 #[cfg(feature = "runtime")]

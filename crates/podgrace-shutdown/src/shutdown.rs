@@ -308,7 +308,7 @@ impl Shutdown {
             .map(|p| p.clone())
             .unwrap_or_default();
         let mut counter = match ConnectionCounter::new(&ports) {
-            Ok(c) => c.every_sample(),
+            Ok(c) => c,
             Err(e) => {
                 tracing::warn!(
                     "cannot read the connection counters ({e}): accepting for the maximum of {:.1} s",
@@ -318,22 +318,11 @@ impl Shutdown {
                 return;
             }
         };
-        if let Some(reason) = counter.fallback() {
-            tracing::warn!("{reason}");
-        }
         let mut q = Quiescence::new(policy, false);
         loop {
             let now = signal_at.elapsed();
             q.connections(now, counter.sample().unwrap_or(1));
             match q.poll(now) {
-                // Passive opens not yet told apart by port: read the tables before closing.
-                Step::Done(o) if o.reason == Reason::Quiet && counter.pending() => {
-                    q.connections(now, counter.settle().unwrap_or(1));
-                    if matches!(q.poll(now), Step::Done(_)) {
-                        continue;
-                    }
-                    tokio::time::sleep_until(signal_at + now + SAMPLE_INTERVAL).await;
-                }
                 Step::Done(o) => {
                     match o.reason {
                         Reason::Quiet => tracing::info!(

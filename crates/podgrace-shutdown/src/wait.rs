@@ -2,8 +2,7 @@
 //! connection counters every [`SAMPLE_INTERVAL`], feed [`Quiescence`], report each second.
 //!
 //! No async runtime and no thread of its own: a preStop hook that waits should cost almost
-//! nothing (one small `/proc` read per sample; with ports, the table reads that
-//! [`ConnectionCounter`] spaces by their cost, settled before the wait ends quietly). Endpoint readiness, when watched, comes from
+//! nothing (one small `/proc` read per sample). Endpoint readiness, when watched, comes from
 //! elsewhere through [`EndpointsView`] (an atomic another thread keeps up to date).
 
 use std::fmt;
@@ -70,12 +69,6 @@ pub enum Progress<'a> {
         /// The first read error (later ones are not reported).
         error: &'a CounterError,
     },
-    /// The connections on the watched ports are read from `/proc/net/tcp`, and why
-    /// ([`ConnectionCounter::fallback`]); said once, after [`Progress::Started`].
-    Fallback {
-        /// The sentence to say.
-        reason: &'a str,
-    },
 }
 
 fn secs(d: Duration) -> String {
@@ -119,7 +112,6 @@ impl fmt::Display for Progress<'_> {
             Progress::EndpointsNotReady { at } => {
                 write!(f, "{}: the pod's endpoints are no longer ready", secs(*at))
             }
-            Progress::Fallback { reason } => write!(f, "{reason}"),
             Progress::CounterFailed { error } => write!(
                 f,
                 "cannot read the connection counters ({error}); waiting as if connections were still arriving"
@@ -178,9 +170,6 @@ pub fn wait_blocking(
         ports: counter.ports(),
         endpoints: endpoints.is_some(),
     });
-    if let Some(reason) = counter.fallback() {
-        report(Progress::Fallback { reason });
-    }
     let (mut second, mut in_second) = (1u64, 0u64);
     let mut not_ready_reported = false;
     let mut counter_failed = false;
@@ -218,25 +207,6 @@ pub fn wait_blocking(
             second += 1;
         }
         let until = match q.poll(now) {
-            // Passive opens not yet told apart by port may hold connections on them: the
-            // tables are read before the wait may end quietly.
-            Step::Done(outcome) if outcome.reason == Reason::Quiet && counter.pending() => {
-                match counter.settle() {
-                    Ok(0) => return outcome,
-                    Ok(n) => {
-                        q.connections(now, n);
-                        in_second = in_second.saturating_add(n);
-                    }
-                    Err(error) => {
-                        q.connections(now, 1);
-                        if !counter_failed {
-                            report(Progress::CounterFailed { error: &error });
-                            counter_failed = true;
-                        }
-                    }
-                }
-                continue;
-            }
             Step::Done(outcome) => return outcome,
             Step::Wait { until } => until,
         };
@@ -299,40 +269,5 @@ mod tests {
         assert_eq!(v.get(), Some(true));
         v.set(false);
         assert_eq!(v.get(), Some(false));
-    }
-
-    #[test]
-    fn with_a_port_only_its_connections_hold_the_wait_even_between_table_reads() {
-        use std::net::{TcpListener, TcpStream};
-        let a = TcpListener::bind("127.0.0.1:0").unwrap();
-        let b = TcpListener::bind("127.0.0.1:0").unwrap();
-        let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
-        let mut counter = ConnectionCounter::new(&[aa.port()]).unwrap();
-        // One connection to the watched port before the wait, then the other port kept busy
-        // for 600 ms: the passive opens never stop, the table reads are spaced by their cost,
-        // and the wait still sees exactly the one connection (settled before ending if the
-        // reads left it pending) and ends one quiet window after it.
-        let _one = (TcpStream::connect(aa).unwrap(), a.accept().unwrap());
-        let busy = std::thread::spawn(move || {
-            let end = Instant::now() + Duration::from_millis(600);
-            while Instant::now() < end {
-                let _c = TcpStream::connect(ba).unwrap();
-                let _s = b.accept().unwrap();
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        let policy = QuietPolicy {
-            quiet: Duration::from_millis(300),
-            min: Duration::ZERO,
-            max: Duration::from_secs(10),
-        };
-        let mut lines = Vec::new();
-        let o = wait_blocking(policy, &mut counter, None, |p| lines.push(p.to_string()));
-        busy.join().unwrap();
-        assert_eq!(o.reason, Reason::Quiet, "{lines:?}");
-        assert_eq!(o.connections, 1, "{lines:?}");
-        let last = o.last_connection.expect("the connection was seen");
-        assert!(o.at >= last + policy.quiet, "{o:?}");
-        assert!(o.at < Duration::from_secs(5), "{o:?}");
     }
 }
