@@ -61,12 +61,6 @@ pub struct ApiConfig {
     pub claims: Option<Arc<crate::claims::Claims>>,
 }
 
-/// How many times a patch without a resourceVersion is applied again after another writer
-/// changed the object between its read and its write. Upstream's etcd `GuaranteedUpdate`
-/// (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go) loops without a bound; one
-/// store behind one lock makes a second conflict rare, so a bound only guards against a writer
-/// that never stops.
-const PATCH_ATTEMPTS: u32 = 32;
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
@@ -785,6 +779,39 @@ impl Api {
         warnings: Vec<String>,
         check_rv: bool,
     ) -> Result<Written, ApiError> {
+        let mut s = self.lock();
+        let out = self.write_update_locked(
+            &mut s,
+            r,
+            ns,
+            name,
+            decoded,
+            status_only,
+            warnings,
+            check_rv,
+        )?;
+        let rv = s.current_rv();
+        drop(s);
+        self.wake(r.storage, rv);
+        self.reap_namespaces();
+        Ok(out)
+    }
+
+    /// [`Self::write_update`] with the store already locked by the caller, so that a read, a
+    /// change and this write are one step (a patch); the caller wakes the watchers once it
+    /// lets the lock go.
+    #[allow(clippy::too_many_arguments)]
+    fn write_update_locked(
+        &self,
+        s: &mut MutexGuard<'_, Store>,
+        r: &'static Resource,
+        ns: &str,
+        name: &str,
+        decoded: Decoded,
+        status_only: bool,
+        warnings: Vec<String>,
+        check_rv: bool,
+    ) -> Result<Written, ApiError> {
         let mut new = Self::to_storage(r, decoded.object);
         if meta::name(&new) != name {
             return Err(ApiError::bad_request(format!(
@@ -800,7 +827,6 @@ impl Api {
                 ));
             }
         }
-        let mut s = self.lock();
         let key = r.key(ns, name);
         let old = s
             .get(r.storage, &key)
@@ -930,10 +956,6 @@ impl Api {
             s.update(r.storage, &key, new)
                 .map_err(|e| store_err(r, name, e))?
         };
-        let rv = s.current_rv();
-        drop(s);
-        self.wake(r.storage, rv);
-        self.reap_namespaces();
         Ok(Written {
             object: Self::present_obj(r, &out),
             code: 200,
@@ -966,35 +988,40 @@ impl Api {
         let pinned = p
             .pointer("/metadata/resourceVersion")
             .map(|v| v.as_str().unwrap_or("").to_owned());
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let current = self.get(r, ns, name)?;
-            let patched = match pt {
-                PatchType::Json => {
-                    patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?
-                }
-                PatchType::Merge => patch::merge_patch(&current, &p),
-                PatchType::Strategic => patch::strategic_merge_patch(&current, &p, &openapi_def(r))
-                    .map_err(|e| ApiError::bad_request(e.0))?,
-            };
-            let text = serde_json::to_vec(&patched).map_err(ApiError::internal)?;
-            let decoded = registry::decode(r, &text, fv, self.0.cfg.kube_version)?;
-            let warnings = decoded.warnings.clone();
-            if let Some(want) = &pinned {
-                let have = current
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if want != have {
-                    return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
-                }
+        // The read, the patch and the write happen under the store's one lock, so no other
+        // writer can come between them: what `GuaranteedUpdate`'s retry loop achieves upstream.
+        let mut s = self.lock();
+        let current = s
+            .get(r.storage, &r.key(ns, name))
+            .map(|o| Self::present_obj(r, &o))
+            .ok_or_else(|| ApiError::not_found(r, name))?;
+        let patched = match pt {
+            PatchType::Json => {
+                patch::json_patch(&current, &p).map_err(|e| ApiError::bad_request(e.0))?
             }
-            match self.write_update(r, ns, name, decoded, status_only, warnings, true) {
-                Err(e) if e.code == 409 && pinned.is_none() && attempt < PATCH_ATTEMPTS => continue,
-                other => return other,
+            PatchType::Merge => patch::merge_patch(&current, &p),
+            PatchType::Strategic => patch::strategic_merge_patch(&current, &p, &openapi_def(r))
+                .map_err(|e| ApiError::bad_request(e.0))?,
+        };
+        let text = serde_json::to_vec(&patched).map_err(ApiError::internal)?;
+        let decoded = registry::decode(r, &text, fv, self.0.cfg.kube_version)?;
+        let warnings = decoded.warnings.clone();
+        if let Some(want) = &pinned {
+            let have = current
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if want != have {
+                return Err(ApiError::conflict(r, name, ApiError::OPTIMISTIC_LOCK));
             }
         }
+        let out =
+            self.write_update_locked(&mut s, r, ns, name, decoded, status_only, warnings, true)?;
+        let rv = s.current_rv();
+        drop(s);
+        self.wake(r.storage, rv);
+        self.reap_namespaces();
+        Ok(out)
     }
 
     /// `DELETE` of one object with DeleteOptions.
