@@ -25,11 +25,13 @@
 //! inside containers.
 
 pub mod events;
+pub mod eviction;
 pub mod hooks;
 pub mod httpget;
 #[allow(unsafe_code)] // signal masks and kill(2) as PID 1
 pub mod init;
 pub mod kubelet;
+pub mod nodeshutdown;
 #[allow(unsafe_code)] // madvise(2) of the executable's start-up pages
 pub mod pages;
 pub mod probes;

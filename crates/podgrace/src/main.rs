@@ -53,6 +53,9 @@ enum Command {
     /// (exit 137 at the grace deadline, OOMKilled, Evicted, a liveness kill, a cut preStop),
     /// from a cluster or from kubectl's JSON output (-f).
     Why(cmd::why::Args),
+    /// The node of a running `serve`: `node shutdown` shuts it down gracefully, as the
+    /// kubelet's node shutdown manager does on logind's shutdown signal.
+    Node(cmd::node::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -176,6 +179,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Why(args) => cmd::why::run(args),
+        Command::Node(args) => cmd::node::run(args),
     };
     exit(result)
 }

@@ -43,7 +43,7 @@ struct Handles {
 
 struct SandboxEntry {
     sandbox: Option<Sandbox>,
-    /// The pod's cgroup (`/podgrace` + the kubelet's cgroup parent), with its limits.
+    /// The pod's cgroup ([`super::cgroup::process_root`] + the kubelet's cgroup parent), with its limits.
     cgroup: Option<OwnedCgroup>,
     /// Lifecycle events of this sandbox's containers.
     events: tokio::sync::broadcast::Sender<ContainerEvent>,
@@ -622,6 +622,10 @@ impl RuntimeService for ProcessRuntime {
         Ok(())
     }
 
+    fn cgroup_root(&self) -> String {
+        super::cgroup::process_root()
+    }
+
     fn container_events(
         &self,
         pod_sandbox_id: &str,
@@ -668,7 +672,7 @@ impl RuntimeService for ProcessRuntime {
     }
 }
 
-/// The pod's cgroup for a sandbox config with a cgroup parent: `/podgrace` + the parent, made
+/// The pod's cgroup for a sandbox config with a cgroup parent: `/podgrace/<PID>` + the parent, made
 /// with the pod's limits (the kubelet's `podContainerManagerImpl.EnsureExists`). `None` when the
 /// machine gives podgrace no cgroups (not root, a read-only cgroup file system): the pod then
 /// runs without limits, said once in the log.
@@ -680,7 +684,7 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
     let Some(parent) = &config.cgroup_parent else {
         return Ok(None);
     };
-    let path = format!("{}{parent}", super::cgroup::PROCESS_ROOT);
+    let path = format!("{}{parent}", super::cgroup::process_root());
     let cg = match OwnedCgroup::create(&path) {
         Ok(cg) => cg,
         Err((dir, source)) if !no_cgroups(&source) => {
