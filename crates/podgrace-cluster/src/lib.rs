@@ -1,6 +1,7 @@
-//! Cluster access as kubectl does it, for every podgrace verb that reads live objects (`why`
-//! today; `explain`, `lint` and `drill` on live workloads next): which kubeconfig, context and
-//! namespace, in kubectl's order, and API failures worded as kubectl words them.
+//! Cluster access as kubectl does it, for every podgrace verb that reads live objects (`why`,
+//! `explain`, `lint`, `lag`): which kubeconfig, context and namespace, in kubectl's order, and
+//! API failures worded as kubectl words them; the objects themselves ([`resources`],
+//! [`read`], [`workloads`]) and the nodes' kubelet settings ([`configz`]).
 //!
 //! Which configuration (client-go's `clientcmd` loading rules, as kubectl applies them):
 //! 1. `--kubeconfig FILE` (a missing file is an error: `stat FILE: no such file or
@@ -12,11 +13,18 @@
 //! 5. else `http://localhost:8080`, as kubectl falls back to (and then fails to connect).
 //!
 //! `--context` picks a context of the file (`context was not found for specified context:
-//! NAME` otherwise); the namespace is `-n`, else the context's, else `default`.
+//! NAME` otherwise); the namespace is `-n`, else the context's, else `default`; `-A` reads
+//! every namespace.
 //!
 //! Built on `kube` (its `Kubeconfig` and `Config`); nothing here is special to `podgrace serve`.
 
 #![forbid(unsafe_code)]
+
+pub mod configz;
+pub mod read;
+pub mod resources;
+pub mod safety;
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +39,8 @@ pub struct ClusterOptions {
     pub context: Option<String>,
     /// `-n/--namespace`.
     pub namespace: Option<String>,
+    /// `-A/--all-namespaces`.
+    pub all_namespaces: bool,
 }
 
 /// A client for one cluster, with the namespace to use.
@@ -42,6 +52,11 @@ pub struct Cluster {
     pub namespace: String,
     /// The API server's URL, as configured.
     pub server: String,
+    /// `-A`: lists cover every namespace.
+    pub all_namespaces: bool,
+    /// The kubeconfig context in use (`--context`, else the current context); `None` for the
+    /// in-cluster configuration and the `localhost:8080` fallback.
+    pub context: Option<String>,
 }
 
 /// A failure to reach or read the cluster. `Display` is the line kubectl prints for it.
@@ -168,8 +183,10 @@ pub fn load_kubeconfig(opts: &ClusterOptions) -> Result<Option<Kubeconfig>, Clus
 /// [`ClusterError::Configuration`]); no request is made here, so an unreachable server shows
 /// on the first call ([`api_error`]).
 pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
+    let mut context = None;
     let config = match load_kubeconfig(opts)? {
         Some(kc) => {
+            context = opts.context.clone().or_else(|| kc.current_context.clone());
             if let Some(c) = &opts.context {
                 if !kc.contexts.iter().any(|n| &n.name == c) {
                     return Err(ClusterError::ContextNotFound(c.clone()));
@@ -210,6 +227,8 @@ pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
         client,
         namespace,
         server,
+        all_namespaces: opts.all_namespaces,
+        context,
     })
 }
 
@@ -331,7 +350,7 @@ mod tests {
             .block_on(connect(&ClusterOptions {
                 kubeconfig: Some(p.clone()),
                 context: Some("nope".into()),
-                namespace: None,
+                ..ClusterOptions::default()
             }))
             .err()
             .unwrap();

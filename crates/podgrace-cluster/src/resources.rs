@@ -1,0 +1,339 @@
+//! The resource types podgrace reads from a cluster, and `TYPE/NAME` arguments as kubectl takes
+//! them (`deployment/web`, `deploy/web`, `deployments.apps/web`, `po/web-7d4f-x2k`).
+//!
+//! Upstream: the names are the API's own (plural, singular, `shortNames` of the discovery
+//! documents; `staging/src/k8s.io/cli-runtime/pkg/resource/builder.go` `ResourceTypeOrNameArgs`
+//! splits `TYPE/NAME`), and an unknown type is refused with kubectl's
+//! `the server doesn't have a resource type "X"`.
+
+/// One resource type: where it is served and how kubectl lets users name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResourceType {
+    /// `kind` (`Deployment`).
+    pub kind: &'static str,
+    /// The API group (`apps`; empty for the core group).
+    pub group: &'static str,
+    /// The version served (`v1`).
+    pub version: &'static str,
+    /// The resource (plural, `deployments`).
+    pub plural: &'static str,
+    /// The singular name (`deployment`).
+    pub singular: &'static str,
+    /// The discovery document's short names (`deploy`).
+    pub short: &'static [&'static str],
+}
+
+impl ResourceType {
+    /// `apiVersion` of its objects (`apps/v1`, `v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The collection's path: in `namespace`, or across all namespaces when `None`
+    /// (`/apis/apps/v1/namespaces/shop/deployments`, `/api/v1/pods`).
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        let base = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        match namespace {
+            Some(ns) => format!("{base}/namespaces/{ns}/{}", self.plural),
+            None => format!("{base}/{}", self.plural),
+        }
+    }
+
+    /// `plural.group` as the API server names it in messages (`deployments.apps`, `pods`).
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Whether it holds a pod or a pod template.
+    pub fn is_workload(&self) -> bool {
+        WORKLOADS.contains(self)
+    }
+
+    fn matches(&self, word: &str) -> bool {
+        let (name, group) = match word.split_once('.') {
+            Some((n, g)) => (n, Some(g)),
+            None => (word, None),
+        };
+        if group.is_some_and(|g| g != self.group) {
+            return false;
+        }
+        name == self.plural
+            || name == self.singular
+            || (group.is_none() && self.short.contains(&name))
+    }
+}
+
+/// Pods.
+pub const POD: ResourceType = ResourceType {
+    kind: "Pod",
+    group: "",
+    version: "v1",
+    plural: "pods",
+    singular: "pod",
+    short: &["po"],
+};
+/// Deployments.
+pub const DEPLOYMENT: ResourceType = ResourceType {
+    kind: "Deployment",
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    singular: "deployment",
+    short: &["deploy"],
+};
+/// StatefulSets.
+pub const STATEFUL_SET: ResourceType = ResourceType {
+    kind: "StatefulSet",
+    group: "apps",
+    version: "v1",
+    plural: "statefulsets",
+    singular: "statefulset",
+    short: &["sts"],
+};
+/// DaemonSets.
+pub const DAEMON_SET: ResourceType = ResourceType {
+    kind: "DaemonSet",
+    group: "apps",
+    version: "v1",
+    plural: "daemonsets",
+    singular: "daemonset",
+    short: &["ds"],
+};
+/// ReplicaSets.
+pub const REPLICA_SET: ResourceType = ResourceType {
+    kind: "ReplicaSet",
+    group: "apps",
+    version: "v1",
+    plural: "replicasets",
+    singular: "replicaset",
+    short: &["rs"],
+};
+/// ReplicationControllers.
+pub const REPLICATION_CONTROLLER: ResourceType = ResourceType {
+    kind: "ReplicationController",
+    group: "",
+    version: "v1",
+    plural: "replicationcontrollers",
+    singular: "replicationcontroller",
+    short: &["rc"],
+};
+/// Jobs.
+pub const JOB: ResourceType = ResourceType {
+    kind: "Job",
+    group: "batch",
+    version: "v1",
+    plural: "jobs",
+    singular: "job",
+    short: &[],
+};
+/// CronJobs.
+pub const CRON_JOB: ResourceType = ResourceType {
+    kind: "CronJob",
+    group: "batch",
+    version: "v1",
+    plural: "cronjobs",
+    singular: "cronjob",
+    short: &["cj"],
+};
+/// Services (read for the findings about the pods they select).
+pub const SERVICE: ResourceType = ResourceType {
+    kind: "Service",
+    group: "",
+    version: "v1",
+    plural: "services",
+    singular: "service",
+    short: &["svc"],
+};
+/// PodDisruptionBudgets (read for the findings about the pods they cover).
+pub const POD_DISRUPTION_BUDGET: ResourceType = ResourceType {
+    kind: "PodDisruptionBudget",
+    group: "policy",
+    version: "v1",
+    plural: "poddisruptionbudgets",
+    singular: "poddisruptionbudget",
+    short: &["pdb"],
+};
+/// Nodes.
+pub const NODE: ResourceType = ResourceType {
+    kind: "Node",
+    group: "",
+    version: "v1",
+    plural: "nodes",
+    singular: "node",
+    short: &["no"],
+};
+
+/// The kinds that hold a pod or a pod template, owners before what they own (a Deployment
+/// before its ReplicaSets, a CronJob before its Jobs, all before Pods).
+pub const WORKLOADS: [ResourceType; 8] = [
+    DEPLOYMENT,
+    STATEFUL_SET,
+    DAEMON_SET,
+    CRON_JOB,
+    REPLICATION_CONTROLLER,
+    REPLICA_SET,
+    JOB,
+    POD,
+];
+
+/// Other types kubectl users name that podgrace knows but does not explain.
+const KNOWN: [ResourceType; 3] = [SERVICE, POD_DISRUPTION_BUDGET, NODE];
+
+/// A `TYPE/NAME` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The type it names.
+    pub resource: ResourceType,
+    /// The object's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Target {
+    /// `deployment/web`: the singular, as kubectl prints a reference.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.resource.singular, self.name)
+    }
+}
+
+/// Why a `TYPE/NAME` argument was refused (kubectl's words, which it prints after `error: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// Not of the form `TYPE/NAME`.
+    #[error("arguments in resource/name form must have a single resource and name")]
+    Form,
+    /// A type the API does not serve (kubectl asks discovery; podgrace knows its types).
+    #[error("the server doesn't have a resource type \"{0}\"")]
+    UnknownType(String),
+    /// A type podgrace does not explain or lint (a Service, a Node).
+    #[error("{0}: podgrace reads pods and the workloads that hold a pod template (deployment, statefulset, daemonset, replicaset, replicationcontroller, job, cronjob, pod)")]
+    NotAWorkload(String),
+}
+
+/// Whether `arg` is written as `TYPE/NAME`: a word of letters, digits and dots before one `/`
+/// and a name after it, where the type is one kubectl knows, or the name does not end as a
+/// manifest file does (`manifests/web.yaml` is a path, `foo/web` an unknown type).
+pub fn looks_like_target(arg: &str) -> bool {
+    let Some((t, n)) = arg.split_once('/') else {
+        return false;
+    };
+    let word = !t.is_empty()
+        && !n.is_empty()
+        && !n.contains('/')
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    let file_like = [".yaml", ".yml", ".json"]
+        .iter()
+        .any(|e| n.to_ascii_lowercase().ends_with(e));
+    word && (lookup(&t.to_ascii_lowercase()).is_some() || !file_like)
+}
+
+fn lookup(word: &str) -> Option<ResourceType> {
+    WORKLOADS
+        .iter()
+        .chain(KNOWN.iter())
+        .find(|r| r.matches(word))
+        .copied()
+}
+
+/// Parses `TYPE/NAME` (the type case-insensitive, as kubectl lowercases it).
+///
+/// # Errors
+/// [`TargetError::Form`] without exactly one `/` between a type and a name,
+/// [`TargetError::UnknownType`] for a type the API does not serve,
+/// [`TargetError::NotAWorkload`] for one without pods.
+pub fn parse_target(arg: &str) -> Result<Target, TargetError> {
+    let (t, name) = arg.split_once('/').ok_or(TargetError::Form)?;
+    if t.is_empty() || name.is_empty() || name.contains('/') {
+        return Err(TargetError::Form);
+    }
+    let word = t.to_ascii_lowercase();
+    let resource = lookup(&word).ok_or_else(|| TargetError::UnknownType(word.clone()))?;
+    if !resource.is_workload() {
+        return Err(TargetError::NotAWorkload(arg.to_string()));
+    }
+    Ok(Target {
+        resource,
+        name: name.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_named_as_kubectl_names_them() {
+        for (arg, kind) in [
+            ("deployment/web", "Deployment"),
+            ("deploy/web", "Deployment"),
+            ("deployments.apps/web", "Deployment"),
+            ("Deployment.apps/web", "Deployment"),
+            ("po/web-7d4f-x2k", "Pod"),
+            ("pods/web", "Pod"),
+            ("sts/db", "StatefulSet"),
+            ("ds/agent", "DaemonSet"),
+            ("rs/web-7d4f", "ReplicaSet"),
+            ("rc/old", "ReplicationController"),
+            ("job/once", "Job"),
+            ("cj/nightly", "CronJob"),
+            ("cronjobs.batch/nightly", "CronJob"),
+        ] {
+            let t = parse_target(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
+            assert_eq!(t.resource.kind, kind, "{arg}");
+        }
+        assert_eq!(
+            parse_target("deploy/web").map(|t| t.to_string()),
+            Ok("deployment/web".into())
+        );
+        assert_eq!(
+            parse_target("foo/web").unwrap_err().to_string(),
+            "the server doesn't have a resource type \"foo\""
+        );
+        // A group that does not serve the type is no match (as discovery would say).
+        assert!(matches!(
+            parse_target("deployments.batch/web"),
+            Err(TargetError::UnknownType(_))
+        ));
+        assert_eq!(parse_target("web"), Err(TargetError::Form));
+        assert_eq!(parse_target("deployment/"), Err(TargetError::Form));
+        assert!(matches!(
+            parse_target("svc/web"),
+            Err(TargetError::NotAWorkload(_))
+        ));
+    }
+
+    #[test]
+    fn paths_and_targets_are_told_apart() {
+        assert!(looks_like_target("deployment/web"));
+        assert!(looks_like_target("svc/web"));
+        assert!(looks_like_target("foo/web"));
+        assert!(!looks_like_target("deploy.yaml"));
+        assert!(!looks_like_target("manifests/deploy.yaml"));
+        assert!(!looks_like_target("./deployment/web"));
+        assert!(!looks_like_target("deployment/web/x"));
+    }
+
+    #[test]
+    fn collection_paths() {
+        assert_eq!(
+            DEPLOYMENT.collection_path(Some("shop")),
+            "/apis/apps/v1/namespaces/shop/deployments"
+        );
+        assert_eq!(POD.collection_path(None), "/api/v1/pods");
+        assert_eq!(DEPLOYMENT.group_resource(), "deployments.apps");
+        assert_eq!(CRON_JOB.api_version(), "batch/v1");
+    }
+}
