@@ -1,12 +1,16 @@
-//! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI.
+//! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI; or
+//! `podgrace lint deployment/web`, `lint -A`: the live objects of a cluster, read as kubectl
+//! reads them, with each node's kubelet settings.
 
-use super::args::{FilesArgs, VersionArgs};
+use super::args::{ClusterArgs, FilesArgs};
+use super::live::{self, KubeletSource, Source};
 use crate::input::{self, InputError};
 use crate::render::lint::{explain_text, text};
 use crate::{out::Out, BadInput, Outcome};
-use podgrace_core::lint::document::{InputProblem, JsonDocument, SarifLog};
-use podgrace_core::lint::{self, catalogue, LintConfig, LintOptions, Severity};
+use podgrace_core::lint::document::{InputProblem, JsonDocument, Positions, SarifLog};
+use podgrace_core::lint::{self, catalogue, KubeletSettings, LintConfig, LintOptions, Severity};
 use podgrace_core::manifest::{self, Manifest};
+use podgrace_core::KubeVersion;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 
@@ -14,14 +18,21 @@ use std::path::PathBuf;
 pub struct Args {
     #[command(flatten)]
     paths: FilesArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Every namespace of the cluster (with no TYPE/NAME).
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
     /// Exit 1 when a finding is at this severity or above.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     fail_on: FailOn,
-    #[command(flatten)]
-    version: VersionArgs,
+    /// The Kubernetes version whose API server and kubelet to reproduce [default: the
+    /// cluster's for live objects, else 1.37].
+    #[arg(long, value_name = "X.Y")]
+    kubernetes_version: Option<KubeVersion>,
     /// Switch a rule off; repeatable.
     #[arg(long, value_name = "RULE")]
     disable: Vec<String>,
@@ -80,12 +91,50 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         config.disable.push(id.clone());
     }
-    let opts = LintOptions {
-        version: args.version.kubernetes_version,
+    let mut opts = LintOptions {
+        version: args.kubernetes_version.unwrap_or_default(),
         config,
+        ..LintOptions::default()
     };
-    let paths = args.paths.all()?;
-    let (docs, mut problems) = input::read_all(&paths)?;
+    let (paths, docs, mut problems, positions) = match live::source(
+        &args.paths,
+        &args.cluster,
+        args.all_namespaces,
+    )? {
+        Source::Files(paths) => {
+            let (docs, problems) = input::read_all(&paths)?;
+            (paths, docs, problems, Positions::Files)
+        }
+        Source::Cluster(selection) => {
+            let live = match live::read(
+                &args.cluster,
+                args.all_namespaces,
+                &selection,
+                args.kubernetes_version,
+            ) {
+                Ok(l) => l,
+                Err(exit) => return Ok(exit),
+            };
+            if let Some((n, of, why)) = &live.refused {
+                eprintln!("note: the kubelet settings of {n} of {of} nodes could not be read ({why}): their pods are linted without them (soft-eviction-is-immediate needs a node's evictionMaxPodGracePeriod and evictionSoft)");
+            }
+            opts.version = live.version;
+            for o in &live.objects {
+                if let KubeletSource::Node(_) = o.source {
+                    opts.kubelet_by_object.insert(
+                        o.object.clone(),
+                        KubeletSettings {
+                            eviction_max_pod_grace_period: Some(
+                                o.kubelet.eviction_max_pod_grace_period,
+                            ),
+                            soft_eviction_thresholds: Some(!o.kubelet.eviction_soft.is_empty()),
+                        },
+                    );
+                }
+            }
+            (Vec::new(), live.docs, Vec::new(), Positions::Objects)
+        }
+    };
     let load_opts = manifest::LoadOptions {
         kube_version: opts.version,
     };
@@ -95,7 +144,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let (m, errs) = manifest::load_partial(&doc.text, &doc.name, &load_opts);
         let (rejected, rest) = lint::rejections(errs, &opts);
         findings.extend(rejected);
-        problems.extend(rest.iter().map(InputError::manifest));
+        problems.extend(rest.iter().map(|e| match positions {
+            Positions::Files => InputError::manifest(e),
+            Positions::Objects => InputError::general(live::error_text(e)),
+        }));
         manifests.push(m);
     }
     super::read_image_stop_signals(
@@ -109,20 +161,21 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         && findings.is_empty()
         && manifests.iter().all(|m| m.pods().next().is_none())
     {
-        eprintln!(
-            "note: {}: nothing to lint",
-            input::no_pod_found(&paths, &docs)
-        );
+        let what = match positions {
+            Positions::Files => input::no_pod_found(&paths, &docs),
+            Positions::Objects => "no pod or workload found in the cluster's objects read".into(),
+        };
+        eprintln!("note: {what}: nothing to lint");
     }
     let mut out = std::io::BufWriter::new(Out);
     match args.output {
         Format::Text => {
             let color = std::io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            out.write_all(text(&findings, problems.len(), color).as_bytes())?;
+            out.write_all(text(&findings, problems.len(), color, positions).as_bytes())?;
         }
         Format::Json => {
-            let doc = JsonDocument::new(&findings, &input_problems(&problems));
+            let doc = JsonDocument::new(&findings, &input_problems(&problems), positions);
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
         }
@@ -131,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 &findings,
                 &input_problems(&problems),
                 env!("CARGO_PKG_VERSION"),
+                positions,
             );
             serde_json::to_writer_pretty(&mut out, &log)?;
             writeln!(out)?;

@@ -8,6 +8,7 @@ pub mod explain;
 pub mod init;
 pub mod lean;
 pub mod lint;
+pub mod live;
 pub mod prestop_wait;
 pub mod run;
 pub mod serve;

@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use podgrace_cluster::{api_error, ClusterError, ClusterOptions};
 use podgrace_core::forensics::{self, Forensics, Parsed};
 
-use super::args::{Format, OutputArgs};
+use super::args::{ClusterArgs, Format, OutputArgs};
 use crate::{out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
@@ -24,16 +24,8 @@ pub struct Args {
     /// from FILE (`-` for stdin) instead of a cluster; repeatable.
     #[arg(long = "file", short = 'f', value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
-    /// config), as kubectl.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current-context).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
-    /// The pod's namespace (default: the context's, else `default`).
-    #[arg(long, short = 'n', value_name = "NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -53,11 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             )
             .into());
         };
-        let opts = ClusterOptions {
-            kubeconfig: args.kubeconfig.clone(),
-            context: args.context.clone(),
-            namespace: args.namespace.clone(),
-        };
+        let opts = args.cluster.options(false);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -69,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     } else {
-        offline(&args.files, name, args.namespace.as_deref())?
+        offline(&args.files, name, args.cluster.namespace.as_deref())?
     };
     match args.output.output {
         Format::Json => {
