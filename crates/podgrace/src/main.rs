@@ -53,6 +53,10 @@ enum Command {
     /// (exit 137 at the grace deadline, OOMKilled, Evicted, a liveness kill, a cut preStop),
     /// from a cluster or from kubectl's JSON output (-f).
     Why(cmd::why::Args),
+    /// The real endpoint lag of a Deployment on its cluster: terminates pods one at a time
+    /// (their preStop keeps them serving), measures how long the load balancer, ingress or
+    /// kube-proxy still routes to each, and recommends the preStop sleep.
+    Lag(cmd::lag::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Why(args) => cmd::why::run(args),
+        Command::Lag(args) => cmd::lag::run(args),
     };
     exit(result)
 }

@@ -7,6 +7,7 @@ pub mod drill;
 pub mod explain;
 pub mod init;
 pub mod lean;
+pub mod lag;
 pub mod lint;
 pub mod live;
 pub mod prestop_wait;
