@@ -72,6 +72,25 @@ pub struct Workloads {
     pub nodes: BTreeMap<String, NodeSettings>,
 }
 
+/// The annotation `kubectl apply` keeps the whole last applied manifest in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no termination rule reads and that can be most of an object's size: `status`,
+/// `metadata.managedFields` and the [`LAST_APPLIED`] annotation (a copy of the manifest), so
+/// that a live object costs the loader what its file would.
+pub fn strip_unread(obj: &mut Value) {
+    let Some(m) = obj.as_object_mut() else {
+        return;
+    };
+    m.remove("status");
+    if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove(LAST_APPLIED);
+        }
+    }
+}
+
 fn meta_str<'a>(v: &'a Value, key: &str) -> &'a str {
     v.pointer(&format!("/metadata/{key}"))
         .and_then(Value::as_str)
@@ -212,12 +231,17 @@ impl Cluster {
                 (objects, vec![Some(self.namespace.clone())])
             }
         };
-        let mut context = Vec::new();
-        for ns in &namespaces {
-            for r in [SERVICE, POD_DISRUPTION_BUDGET] {
-                context.extend(self.list_served(&r, ns.as_deref(), None).await?);
-            }
+        let lists = futures_util::future::try_join_all(namespaces.iter().flat_map(|ns| {
+            [SERVICE, POD_DISRUPTION_BUDGET]
+                .map(|r| async move { self.list_served(&r, ns.as_deref(), None).await })
+        }))
+        .await?;
+        let mut context: Vec<Value> = lists.into_iter().flatten().collect();
+        let mut objects = objects;
+        for o in &mut objects {
+            strip_unread(&mut o.object);
         }
+        context.iter_mut().for_each(strip_unread);
         let all: BTreeSet<String> = objects.iter().flat_map(|o| o.nodes.clone()).collect();
         let nodes = self.node_settings(all).await;
         Ok(Workloads {
@@ -401,6 +425,20 @@ mod tests {
         ];
         // Both are owned by a read object: neither is top-level, and nothing hangs.
         assert!(top_level(lists).is_empty());
+    }
+
+    #[test]
+    fn what_no_rule_reads_is_dropped() {
+        let mut v = json!({"kind": "Deployment", "metadata": {"name": "web",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {LAST_APPLIED: "{...}", "team": "shop"}},
+            "spec": {"replicas": 2}, "status": {"replicas": 2}});
+        strip_unread(&mut v);
+        assert_eq!(
+            v,
+            json!({"kind": "Deployment", "metadata": {"name": "web", "annotations": {"team": "shop"}},
+                "spec": {"replicas": 2}})
+        );
     }
 
     #[test]

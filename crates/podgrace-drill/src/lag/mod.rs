@@ -375,8 +375,13 @@ pub async fn prepare(
         },
         tgps,
     );
+    let grace = if new_tgps == tgps {
+        format!("terminationGracePeriodSeconds {tgps} fits it")
+    } else {
+        format!("terminationGracePeriodSeconds {tgps} → {new_tgps}")
+    };
     say(format!(
-        "preStop: container {name} has none that keeps it serving {secs} s: patching in {} (terminationGracePeriodSeconds {tgps} → {new_tgps}); a rollout now, and another to restore it afterwards",
+        "preStop: container {name} has none that keeps it serving {secs} s: patching in {} ({grace}); a rollout now, and another to restore it afterwards",
         if action == "sleep" {
             format!("the sleep action of {secs} s")
         } else {

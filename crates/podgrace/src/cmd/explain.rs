@@ -6,7 +6,7 @@
 //! node each one's pods run on.
 
 use super::args::{ClusterArgs, DeleteArgs, FilesArgs, Format, OutputArgs};
-use super::live::{self, KubeletSource, Live, Source};
+use super::live::{self, KubeletSource, Live};
 use crate::input::{self, InputError};
 use crate::render::explain::render;
 use crate::{out::Out, BadInput, Outcome};
@@ -168,31 +168,21 @@ fn skipped_note(e: &ManifestError) -> Option<String> {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let (shutdown_grace_period, shutdown_grace_period_critical_pods) = shutdown_settings(&args)?;
     let triggers = triggers(&args)?;
-    let (files, docs, mut problems, live) = match live::source(
+    let live::Input {
+        paths: files,
+        docs,
+        mut problems,
+        live,
+    } = match live::input(
         &args.files,
         &args.cluster,
         args.all_namespaces,
-    )? {
-        Source::Files(files) => {
-            let (docs, problems) = input::read_all(&files)?;
-            (files, docs, problems, None)
-        }
-        Source::Cluster(selection) => {
-            let mut l = match live::read(
-                &args.cluster,
-                args.all_namespaces,
-                &selection,
-                args.kubernetes_version,
-            ) {
-                Ok(l) => l,
-                Err(exit) => return Ok(exit),
-            };
-            if let Some((n, of, why)) = &l.refused {
-                eprintln!("note: the kubelet settings of {n} of {of} nodes could not be read ({why}): the kubelet's defaults are assumed for their pods (see each pod's kubelet line)");
-            }
-            let docs = std::mem::take(&mut l.docs);
-            (Vec::new(), docs, Vec::new(), Some(l))
-        }
+        args.kubernetes_version,
+        "the kubelet's defaults are assumed for their pods (see each pod's kubelet line)",
+    ) {
+        Ok(i) => i,
+        Err(Ok(exit)) => return Ok(exit),
+        Err(Err(bad)) => return Err(bad.into()),
     };
     let version = live
         .as_ref()
@@ -256,20 +246,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ..Default::default()
     };
     if let Some(l) = &live {
-        for o in &l.objects {
-            if let KubeletSource::Node(_) = o.source {
-                lint_opts.kubelet_by_object.insert(
-                    o.object.clone(),
-                    lint::KubeletSettings {
-                        eviction_max_pod_grace_period: Some(
-                            args.eviction_max_pod_grace_period
-                                .unwrap_or(o.kubelet.eviction_max_pod_grace_period),
-                        ),
-                        soft_eviction_thresholds: Some(!o.kubelet.eviction_soft.is_empty()),
-                    },
-                );
-            }
-        }
+        lint_opts.kubelet_by_object = l.lint_kubelets(args.eviction_max_pod_grace_period);
     }
     // Objects are told apart by where they start; live ones, which all start at the top of
     // their own document, by namespace too.

@@ -3,12 +3,12 @@
 //! reads them, with each node's kubelet settings.
 
 use super::args::{ClusterArgs, FilesArgs};
-use super::live::{self, KubeletSource, Source};
+use super::live;
 use crate::input::{self, InputError};
 use crate::render::lint::{explain_text, text};
 use crate::{out::Out, BadInput, Outcome};
 use podgrace_core::lint::document::{InputProblem, JsonDocument, Positions, SarifLog};
-use podgrace_core::lint::{self, catalogue, KubeletSettings, LintConfig, LintOptions, Severity};
+use podgrace_core::lint::{self, catalogue, LintConfig, LintOptions, Severity};
 use podgrace_core::manifest::{self, Manifest};
 use podgrace_core::KubeVersion;
 use std::io::{IsTerminal, Write as _};
@@ -96,43 +96,28 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         config,
         ..LintOptions::default()
     };
-    let (paths, docs, mut problems, positions) = match live::source(
+    let live::Input {
+        paths,
+        docs,
+        mut problems,
+        live,
+    } = match live::input(
         &args.paths,
         &args.cluster,
         args.all_namespaces,
-    )? {
-        Source::Files(paths) => {
-            let (docs, problems) = input::read_all(&paths)?;
-            (paths, docs, problems, Positions::Files)
-        }
-        Source::Cluster(selection) => {
-            let live = match live::read(
-                &args.cluster,
-                args.all_namespaces,
-                &selection,
-                args.kubernetes_version,
-            ) {
-                Ok(l) => l,
-                Err(exit) => return Ok(exit),
-            };
-            if let Some((n, of, why)) = &live.refused {
-                eprintln!("note: the kubelet settings of {n} of {of} nodes could not be read ({why}): their pods are linted without them (soft-eviction-is-immediate needs a node's evictionMaxPodGracePeriod and evictionSoft)");
-            }
-            opts.version = live.version;
-            for o in &live.objects {
-                if let KubeletSource::Node(_) = o.source {
-                    opts.kubelet_by_object.insert(
-                        o.object.clone(),
-                        KubeletSettings {
-                            eviction_max_pod_grace_period: Some(
-                                o.kubelet.eviction_max_pod_grace_period,
-                            ),
-                            soft_eviction_thresholds: Some(!o.kubelet.eviction_soft.is_empty()),
-                        },
-                    );
-                }
-            }
-            (Vec::new(), live.docs, Vec::new(), Positions::Objects)
+        args.kubernetes_version,
+        "their pods are linted without them (soft-eviction-is-immediate needs a node's evictionMaxPodGracePeriod and evictionSoft)",
+    ) {
+        Ok(i) => i,
+        Err(Ok(exit)) => return Ok(exit),
+        Err(Err(bad)) => return Err(bad.into()),
+    };
+    let positions = match &live {
+        None => Positions::Files,
+        Some(l) => {
+            opts.version = l.version;
+            opts.kubelet_by_object = l.lint_kubelets(None);
+            Positions::Objects
         }
     };
     let load_opts = manifest::LoadOptions {

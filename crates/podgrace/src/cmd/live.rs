@@ -15,7 +15,7 @@ use podgrace_core::manifest::ObjectRef;
 use podgrace_core::KubeVersion;
 
 use super::args::{ClusterArgs, FilesArgs};
-use crate::input::Document;
+use crate::input::{self, Document, InputError};
 use crate::{BadInput, Outcome};
 
 /// What the arguments name.
@@ -118,6 +118,29 @@ pub struct Live {
 }
 
 impl Live {
+    /// lint's settings of the kubelet of each object whose node was read (`eviction_max`: the
+    /// `--eviction-max-pod-grace-period` given, which wins over the node's).
+    pub fn lint_kubelets(
+        &self,
+        eviction_max: Option<i64>,
+    ) -> BTreeMap<ObjectRef, podgrace_core::lint::KubeletSettings> {
+        self.objects
+            .iter()
+            .filter(|o| matches!(o.source, KubeletSource::Node(_)))
+            .map(|o| {
+                (
+                    o.object.clone(),
+                    podgrace_core::lint::KubeletSettings {
+                        eviction_max_pod_grace_period: Some(
+                            eviction_max.unwrap_or(o.kubelet.eviction_max_pod_grace_period),
+                        ),
+                        soft_eviction_thresholds: Some(!o.kubelet.eviction_soft.is_empty()),
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// The object read as document `name` in `namespace`, if it is a workload.
     pub fn info(&self, file: &str, namespace: Option<&str>) -> Option<&LiveInfo> {
         self.objects
@@ -272,6 +295,58 @@ pub fn read(
         version,
         refused,
     })
+}
+
+/// What `explain` and `lint` read: the paths given (files), the documents, what could not be
+/// read, and for a cluster what is known of its objects (their documents moved to `docs`).
+pub struct Input {
+    /// The paths given (empty for a cluster).
+    pub paths: Vec<PathBuf>,
+    /// The documents to load.
+    pub docs: Vec<Document>,
+    /// What could not be read.
+    pub problems: Vec<InputError>,
+    /// The cluster's objects, when read from one.
+    pub live: Option<Live>,
+}
+
+/// Reads what the arguments name ([`source`]): the files, or the cluster's objects, saying on
+/// stderr how many nodes' settings could not be read and what `verb` does instead
+/// (`unread_note`).
+///
+/// # Errors
+/// `Err(Ok(exit))`: the cluster failed, already printed as kubectl prints it;
+/// `Err(Err(bad))`: bad usage or input.
+pub fn input(
+    files: &FilesArgs,
+    cluster: &ClusterArgs,
+    all_namespaces: bool,
+    version: Option<KubeVersion>,
+    unread_note: &str,
+) -> Result<Input, Result<Outcome, BadInput>> {
+    match source(files, cluster, all_namespaces).map_err(Err)? {
+        Source::Files(paths) => {
+            let (docs, problems) = input::read_all(&paths).map_err(Err)?;
+            Ok(Input {
+                paths,
+                docs,
+                problems,
+                live: None,
+            })
+        }
+        Source::Cluster(selection) => {
+            let mut l = read(cluster, all_namespaces, &selection, version).map_err(Ok)?;
+            if let Some((n, of, why)) = &l.refused {
+                eprintln!("note: the kubelet settings of {n} of {of} nodes could not be read ({why}): {unread_note}");
+            }
+            Ok(Input {
+                paths: Vec::new(),
+                docs: std::mem::take(&mut l.docs),
+                problems: Vec::new(),
+                live: Some(l),
+            })
+        }
+    }
 }
 
 /// A manifest error of a live object: `deployment/web: PATH: MESSAGE` (its line and column
