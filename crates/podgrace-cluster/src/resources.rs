@@ -165,6 +165,24 @@ pub const POD_DISRUPTION_BUDGET: ResourceType = ResourceType {
     singular: "poddisruptionbudget",
     short: &["pdb"],
 };
+/// ConfigMaps (what a pod's `envFrom` and volumes take values from).
+pub const CONFIG_MAP: ResourceType = ResourceType {
+    kind: "ConfigMap",
+    group: "",
+    version: "v1",
+    plural: "configmaps",
+    singular: "configmap",
+    short: &["cm"],
+};
+/// Secrets (likewise).
+pub const SECRET: ResourceType = ResourceType {
+    kind: "Secret",
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    singular: "secret",
+    short: &[],
+};
 /// Nodes.
 pub const NODE: ResourceType = ResourceType {
     kind: "Node",

@@ -97,6 +97,42 @@ fn meta_str<'a>(v: &'a Value, key: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// The ConfigMaps and Secrets an object's pods take values from (`envFrom`'s `configMapRef` and
+/// `secretRef`, `configMap` and `secret` volumes, also projected), as `(kind, name)`, sorted:
+/// what `podgrace run` of a live object reads beside it.
+pub fn env_sources(obj: &Value) -> BTreeSet<(&'static str, String)> {
+    fn walk(v: &Value, out: &mut BTreeSet<(&'static str, String)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let kind = match k.as_str() {
+                        "configMapRef" | "configMap" => Some("ConfigMap"),
+                        "secretRef" | "secret" => Some("Secret"),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind {
+                        let name = child
+                            .get("name")
+                            .or_else(|| child.get("secretName"))
+                            .and_then(Value::as_str);
+                        if let Some(n) = name.filter(|n| !n.is_empty()) {
+                            out.insert((kind, n.to_string()));
+                        }
+                    }
+                    walk(child, out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    if let Some(spec) = obj.get("spec") {
+        walk(spec, &mut out);
+    }
+    out
+}
+
 /// The UID of `v`'s controller (`ownerReferences` with `controller: true`).
 fn controller_uid(v: &Value) -> Option<&str> {
     v.pointer("/metadata/ownerReferences")
@@ -425,6 +461,28 @@ mod tests {
         ];
         // Both are owned by a read object: neither is top-level, and nothing hangs.
         assert!(top_level(lists).is_empty());
+    }
+
+    #[test]
+    fn the_config_maps_and_secrets_a_pod_takes_values_from() {
+        let pod = json!({"spec": {"containers": [{"envFrom": [
+            {"configMapRef": {"name": "settings"}}, {"secretRef": {"name": "creds", "optional": true}}
+        ]}], "volumes": [
+            {"name": "a", "configMap": {"name": "files"}},
+            {"name": "b", "secret": {"secretName": "tls"}},
+            {"name": "c", "projected": {"sources": [{"secret": {"name": "token"}}]}}
+        ]}});
+        let got: Vec<(&str, String)> = env_sources(&pod).into_iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ConfigMap", "files".to_string()),
+                ("ConfigMap", "settings".into()),
+                ("Secret", "creds".into()),
+                ("Secret", "tls".into()),
+                ("Secret", "token".into()),
+            ]
+        );
     }
 
     #[test]

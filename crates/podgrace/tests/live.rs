@@ -310,6 +310,37 @@ fn lint_and_explain_read_the_objects_kubectl_reads() {
         text.contains("kubelet settings assumed (no pod of it runs on a node)"),
         "{text}"
     );
+
+    // run: a live pod's template runs here, with the ConfigMap it takes its environment from.
+    s.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=GREETING=hello-from-the-api",
+    ]);
+    s.ok(&[
+        "apply",
+        "-f",
+        s.file(
+            "greeter.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: greeter}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo $GREETING; exec sleep 30']\n    envFrom: [{configMapRef: {name: settings}}]\n",
+        )
+        .to_str()
+        .unwrap(),
+    ]);
+    let o = podgrace(&kc, &["run", "pod/greeter", "--delete-after", "1s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        out(&o).contains("[pod/greeter/app] hello-from-the-api"),
+        "{}",
+        out(&o)
+    );
+    let o = podgrace(&kc, &["run", "pod/nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert_eq!(
+        err(&o),
+        "Error from server (NotFound): pods \"nope\" not found\n"
+    );
 }
 
 /// The forbidding front: started on a free port, stopped when dropped.
