@@ -24,11 +24,13 @@ use tokio::time::Instant;
 /// The most requests in flight at once.
 pub const MAX_IN_FLIGHT: usize = 2048;
 
-/// Where the probes go: `http://HOST[:PORT]/PATH`.
+/// Where the probes go: `http://HOST[:PORT]/PATH` or `https://...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The URL as given.
     pub url: String,
+    /// `https`: TLS to the target (server name: the host).
+    pub https: bool,
     /// The `Host` header (`HOST[:PORT]` as written in the URL).
     pub authority: String,
     /// The path and query (`/`, `/healthz?x=1`).
@@ -42,8 +44,8 @@ pub struct Target {
 /// Why a `--target` URL was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
-    /// Not an `http://` URL with a host.
-    #[error("--target {0}: expected an http:// URL with a host, such as http://203.0.113.7:30080/ (https is not supported yet)")]
+    /// Not an `http://` or `https://` URL with a host.
+    #[error("--target {0}: expected an http:// or https:// URL with a host, such as http://203.0.113.7:30080/")]
     NotHttp(String),
     /// A port that is not a number from 1 to 65535.
     #[error("--target {0}: the port is not a number from 1 to 65535")]
@@ -53,11 +55,15 @@ pub enum TargetError {
 impl std::str::FromStr for Target {
     type Err = TargetError;
 
-    /// Parses `http://HOST[:PORT][/PATH]` (an IPv6 host in brackets).
+    /// Parses `http[s]://HOST[:PORT][/PATH]` (an IPv6 host in brackets; port 80, or 443 for
+    /// https, by default).
     fn from_str(url: &str) -> Result<Target, TargetError> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| TargetError::NotHttp(url.to_string()))?;
+        let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(r), _) => (false, r),
+            (_, Some(r)) => (true, r),
+            _ => return Err(TargetError::NotHttp(url.to_string())),
+        };
+        let default_port = if https { 443 } else { 80 };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
             Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
@@ -76,14 +82,14 @@ impl std::str::FromStr for Target {
         let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
             let (h, after) = inner.split_once(']').ok_or_else(bad)?;
             match after {
-                "" => (h, 80),
+                "" => (h, default_port),
                 p => (h, port_of(p.strip_prefix(':').ok_or_else(bad)?)?),
             }
         } else {
             match authority.split_once(':') {
                 Some((_, p)) if p.contains(':') => return Err(bad()),
                 Some((h, p)) => (h, port_of(p)?),
-                None => (authority, 80),
+                None => (authority, default_port),
             }
         };
         if host.is_empty() {
@@ -91,6 +97,7 @@ impl std::str::FromStr for Target {
         }
         Ok(Target {
             url: url.to_string(),
+            https,
             authority: authority.to_string(),
             path,
             host: host.to_string(),
@@ -123,6 +130,52 @@ pub struct ProbeConfig {
     pub timeout: Duration,
     /// The response header naming the pod.
     pub pod_header: HeaderName,
+    /// The TLS client for an `https` target ([`tls_config`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// The TLS client of an `https` target: verified against the system's roots, or `ca` (PEM)
+/// alone when given; `insecure`: no verification (Go's `InsecureSkipVerify`, as curl `-k`).
+///
+/// # Errors
+/// A CA file that cannot be read or holds no certificate; no root certificate at all.
+pub fn tls_config(
+    ca: Option<&std::path::Path>,
+    insecure: bool,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    if insecure {
+        return podgrace_node::httpget::insecure_tls_config();
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            for c in certs {
+                let c = c.map_err(|e| format!("{}: {e}", path.display()))?;
+                roots
+                    .add(c)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err(match ca {
+            Some(p) => format!("{}: no certificate in it", p.display()),
+            None => "no root certificate on this system (give --target-ca FILE)".into(),
+        });
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+        .map_err(|e| format!("tls: configuring the client: {e}"))
 }
 
 /// A running prober: its records so far, shared.
@@ -233,11 +286,30 @@ impl Drop for Prober {
     }
 }
 
-/// One GET on a new connection: the status and the pod header, `None` when it failed.
+/// One GET on a new connection (TLS for an https target): the status and the pod header,
+/// `None` when it failed.
 async fn one(addr: SocketAddr, cfg: &ProbeConfig) -> Option<(u16, Option<String>)> {
     let stream = TcpStream::connect(addr).await.ok()?;
     let _ = stream.set_nodelay(true);
-    let (mut send, conn) = http1::handshake(TokioIo::new(stream)).await.ok()?;
+    match (&cfg.tls, cfg.target.https) {
+        (Some(tls), true) => {
+            let name = podgrace_node::httpget::server_name(&cfg.target.host).ok()?;
+            let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
+                .connect(name, stream)
+                .await
+                .ok()?;
+            exchange(stream, cfg).await
+        }
+        _ => exchange(stream, cfg).await,
+    }
+}
+
+/// The GET over `io`.
+async fn exchange<S>(io: S, cfg: &ProbeConfig) -> Option<(u16, Option<String>)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) = http1::handshake(TokioIo::new(io)).await.ok()?;
     let conn = tokio::spawn(conn);
     let req = Request::builder()
         .method(Method::GET)
@@ -287,8 +359,10 @@ mod tests {
         assert_eq!((t.host.as_str(), t.port), ("::1", 8080));
         let t: Target = "http://[::1]".parse().unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 80));
+        let t: Target = "https://web.example/".parse().unwrap();
+        assert_eq!((t.https, t.port), (true, 443));
         assert!(matches!(
-            "https://web.example/".parse::<Target>(),
+            "ftp://web.example/".parse::<Target>(),
             Err(TargetError::NotHttp(_))
         ));
         assert!(matches!(

@@ -23,9 +23,15 @@ pub struct Args {
     /// The Deployment: `deployment/NAME` (also `deploy/NAME`).
     target: String,
     /// Where its traffic comes in: an ingress, a LoadBalancer or a NodePort address
-    /// (`http://HOST[:PORT][/PATH]`).
+    /// (`http[s]://HOST[:PORT][/PATH]`).
     #[arg(long = "target", value_name = "URL")]
     url: String,
+    /// For an https target: verify it with this CA (PEM) instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    target_ca: Option<std::path::PathBuf>,
+    /// For an https target: do not verify its certificate (as curl -k).
+    #[arg(long, conflicts_with = "target_ca")]
+    target_insecure: bool,
     /// How many pods to terminate, one after the other.
     #[arg(long, default_value_t = 5)]
     trials: u32,
@@ -88,6 +94,14 @@ fn config(args: &Args, namespace: String, deployment: String) -> Result<LagConfi
         )));
     }
     let target: Target = args.url.parse().map_err(|e| BadInput(format!("{e}")))?;
+    let tls = if target.https {
+        Some(
+            podgrace_drill::lag::probe::tls_config(args.target_ca.as_deref(), args.target_insecure)
+                .map_err(|e| BadInput(format!("--target {}: {e}", target.url)))?,
+        )
+    } else {
+        None
+    };
     let pod_header = HeaderName::from_bytes(args.pod_header.as_bytes()).map_err(|_| {
         BadInput(format!(
             "--pod-header {:?}: not a header name",
@@ -103,6 +117,7 @@ fn config(args: &Args, namespace: String, deployment: String) -> Result<LagConfi
             rps: args.rps,
             timeout: args.request_timeout,
             pod_header,
+            tls,
         },
         container: args.container.clone(),
         prestop_seconds: args.prestop_seconds,
