@@ -160,11 +160,13 @@ fn main() -> ExitCode {
         return exit(result);
     }
     let cli = Cli::parse();
-    // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions.
+    // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions. kube's
+    // client logs every failed request at ERROR; the verbs on live objects print the failure
+    // themselves, as kubectl words it, so that line is left out unless RUST_LOG asks for it.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
