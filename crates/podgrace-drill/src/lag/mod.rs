@@ -108,6 +108,15 @@ pub struct Prepared {
     selector: String,
 }
 
+impl Prepared {
+    /// The strategic merge patch that puts the template back (`None`: nothing was patched),
+    /// for the user to apply by hand when [`restore`] could not
+    /// (`kubectl patch deployment/web -p PATCH`).
+    pub fn restore_patch(&self) -> Option<&Value> {
+        self.restore.as_ref()
+    }
+}
+
 /// One trial.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trial {
@@ -226,12 +235,14 @@ fn ready(p: &Pod) -> bool {
 }
 
 /// The Deployment `cfg` names, made ready: checked (at least 2 replicas, the container), its
-/// preStop chosen or patched in (then rolled out). `server_minor`: the server's minor version
-/// (the sleep action needs 1.30).
+/// preStop chosen or patched in. It returns as soon as the patch is accepted, so that the
+/// caller holds what [`restore`] needs before anything can go wrong; [`rolled_out_patch`] then
+/// waits for the rollout the patch starts. `server_minor`: the server's minor version (the
+/// sleep action needs 1.30).
 ///
 /// # Errors
-/// API failures; a Deployment with fewer than 2 replicas or without the container; a rollout
-/// that does not finish within the timeout.
+/// API failures; a Deployment with fewer than 2 replicas or without the container (then
+/// nothing was patched).
 pub async fn prepare(
     client: &kube::Client,
     cfg: &LagConfig,
@@ -395,7 +406,6 @@ pub async fn prepare(
         "patching in the preStop",
     )
     .await?;
-    wait_rollout(&deployments, &cfg.deployment, cfg.timeout).await?;
     Ok(Prepared {
         pre_stop: PreStopUse::Patched {
             container: name,
@@ -444,6 +454,23 @@ async fn wait_rollout(
         }
         tokio::time::sleep(POLL * 4).await;
     }
+}
+
+/// Waits until the rollout [`prepare`]'s patch started is over (at once when nothing was
+/// patched).
+///
+/// # Errors
+/// API failures; a rollout that does not finish within the timeout.
+pub async fn rolled_out_patch(
+    client: &kube::Client,
+    cfg: &LagConfig,
+    prepared: &Prepared,
+) -> Result<(), LagError> {
+    if prepared.restore.is_none() {
+        return Ok(());
+    }
+    let deployments: kube::Api<Deployment> = kube::Api::namespaced(client.clone(), &cfg.namespace);
+    wait_rollout(&deployments, &cfg.deployment, cfg.timeout).await
 }
 
 /// Restores what [`prepare`] patched (a rollout) and waits for it.

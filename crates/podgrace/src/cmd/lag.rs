@@ -13,6 +13,7 @@ use podgrace_cluster::{api_error, ClusterError};
 use podgrace_drill::demoapp::POD_NAME_HEADER;
 use podgrace_drill::lag::probe::{ProbeConfig, Target};
 use podgrace_drill::lag::{self, LagConfig, LagError};
+use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::{ClusterArgs, Format, OutputArgs};
 use super::parse_duration;
@@ -213,6 +214,10 @@ async fn run_async(args: Args, name: String) -> anyhow::Result<Outcome> {
         Ok(p) => p,
         Err(e) => return Ok(failed(&c.server, e)),
     };
+    // Ctrl-C or SIGTERM from here on is held until the template is put back: the handlers are
+    // in place before the patch goes out.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let prepared = match lag::prepare(&c.client, &cfg, minor, &mut say).await {
         Ok(p) => p,
         Err(e) => return Ok(failed(&c.server, e)),
@@ -225,20 +230,35 @@ async fn run_async(args: Args, name: String) -> anyhow::Result<Outcome> {
             let _ = writeln!(Out, "{line}");
         }
     };
+    let trials = async {
+        lag::rolled_out_patch(&c.client, &cfg, &prepared).await?;
+        lag::measure(&c.client, &cfg, &prepared, &prober, &mut on_trial).await
+    };
     let measured = tokio::select! {
-        r = lag::measure(&c.client, &cfg, &prepared, &prober, &mut on_trial) => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
+        r = trials => Some(r),
+        _ = interrupt.recv() => None,
+        _ = terminate.recv() => None,
     };
     prober.stop();
-    // Whatever happened, what was patched is put back.
-    let restored = lag::restore(&c.client, &cfg, &prepared).await;
+    let patched = matches!(prepared.pre_stop, lag::PreStopUse::Patched { .. });
+    if measured.is_none() && patched {
+        eprintln!("interrupted: putting deployment/{name} back first (interrupt again to leave it to you)");
+    }
+    // Whatever happened, what was patched is put back; a second interrupt leaves it to the user.
+    let restored = tokio::select! {
+        r = lag::restore(&c.client, &cfg, &prepared) => r,
+        _ = interrupt.recv() => Err(LagError::Timeout("interrupted".into())),
+        _ = terminate.recv() => Err(LagError::Timeout("interrupted".into())),
+    };
     match &restored {
         Ok(true) => say(format!(
             "restored deployment/{name}: its preStop and terminationGracePeriodSeconds as they were (rolled out)"
         )),
         Ok(false) => {}
         Err(e) => eprintln!(
-            "error: restoring deployment/{name} failed: {e}; put its preStop back by hand (kubectl rollout undo deployment/{name} goes back one revision)"
+            "error: restoring deployment/{name} failed: {e}; put its preStop and grace back by hand: kubectl patch deployment/{name} -n {} -p '{}'",
+            cfg.namespace,
+            prepared.restore_patch().map(|p| p.to_string()).unwrap_or_default()
         ),
     }
     let report = match measured {
