@@ -49,7 +49,8 @@ async fn plain_http_answers_name_their_pod() {
         .unwrap();
     let r = records(&p, 5).await;
     assert!(
-        r.iter().all(|x| x.status == Some(200) && x.pod.as_deref() == Some("web-1")),
+        r.iter()
+            .all(|x| x.status == Some(200) && x.pod.as_deref() == Some("web-1")),
         "{r:?}"
     );
     // Open loop: 50 a second, each on its own connection, from its start.
@@ -63,7 +64,8 @@ async fn plain_http_answers_name_their_pod() {
 /// names pod `tls-pod`.
 async fn tls_server() -> (std::net::SocketAddr, String) {
     let creds = podgrace_api::tls::generate(&["127.0.0.1".parse().unwrap()]).unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(podgrace_api::tls::server_config(&creds).unwrap());
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(podgrace_api::tls::server_config(&creds).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -79,7 +81,9 @@ async fn tls_server() -> (std::net::SocketAddr, String) {
                 let svc = hyper::service::service_fn(|_req| async {
                     hyper::Response::builder()
                         .header(POD_NAME_HEADER, "tls-pod")
-                        .body(http_body_util::Full::new(bytes::Bytes::from_static(b"ok\n")))
+                        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                            b"ok\n",
+                        )))
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
@@ -98,30 +102,43 @@ async fn https_is_verified_with_the_ca_given() {
     let ca_file = dir.join("ca.crt");
     std::fs::write(&ca_file, ca).unwrap();
     let url = format!("https://{addr}/");
-    let p = Prober::start(probe_config(&url, Some(tls_config(Some(&ca_file), false).unwrap())))
-        .await
-        .unwrap();
+    let p = Prober::start(probe_config(
+        &url,
+        Some(tls_config(Some(&ca_file), false).unwrap()),
+    ))
+    .await
+    .unwrap();
     let r = records(&p, 5).await;
     assert!(
-        r.iter().all(|x| x.status == Some(200) && x.pod.as_deref() == Some("tls-pod")),
+        r.iter()
+            .all(|x| x.status == Some(200) && x.pod.as_deref() == Some("tls-pod")),
         "{r:?}"
     );
     p.stop();
     // Another CA does not vouch for it: no answer is taken.
     let (_, other_ca) = tls_server().await;
     std::fs::write(&ca_file, other_ca).unwrap();
-    let p = Prober::start(probe_config(&url, Some(tls_config(Some(&ca_file), false).unwrap())))
-        .await
-        .unwrap();
+    let p = Prober::start(probe_config(
+        &url,
+        Some(tls_config(Some(&ca_file), false).unwrap()),
+    ))
+    .await
+    .unwrap();
     let r = records(&p, 5).await;
-    assert!(r.iter().all(|x| x.status.is_none() && x.pod.is_none()), "{r:?}");
+    assert!(
+        r.iter().all(|x| x.status.is_none() && x.pod.is_none()),
+        "{r:?}"
+    );
     p.stop();
     // Without verification (curl -k) it answers again.
     let p = Prober::start(probe_config(&url, Some(tls_config(None, true).unwrap())))
         .await
         .unwrap();
     let r = records(&p, 5).await;
-    assert!(r.iter().all(|x| x.pod.as_deref() == Some("tls-pod")), "{r:?}");
+    assert!(
+        r.iter().all(|x| x.pod.as_deref() == Some("tls-pod")),
+        "{r:?}"
+    );
     p.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

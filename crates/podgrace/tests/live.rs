@@ -426,13 +426,8 @@ fn errors_are_worded_as_kubectl_words_them() {
     ]);
     wait_running(&s, 3);
 
-    // Not found, an unknown type, a name with -A: kubectl's lines, exit 2.
+    // An unknown type, a name with -A: kubectl's lines, exit 2.
     for (ours, theirs) in [
-        (
-            vec!["explain", "deployment/nope"],
-            vec!["get", "deployment/nope"],
-        ),
-        (vec!["lint", "pod/nope"], vec!["get", "pod/nope"]),
         (vec!["lint", "foo/x"], vec!["get", "foo/x"]),
         (
             vec!["explain", "-A", "deployment/web"],
@@ -444,7 +439,19 @@ fn errors_are_worded_as_kubectl_words_them() {
         assert_eq!(o.status.code(), Some(2), "{ours:?}: {}", err(&o));
         assert_eq!(last_line(&o), last_line(&k), "{ours:?}");
     }
-    // A bad token: 401, exit 2. Nothing listening: refused, exit 3.
+
+    // Every verb that reads workloads, against each failure kubectl words: not found, a bad
+    // token (401), nothing listening (refused, exit 3), RBAC refusing the read (403 with the
+    // verb and the resource). Each line is the one `kubectl get` prints for the same object
+    // through the same kubeconfig.
+    let pod = s.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
     let text = std::fs::read_to_string(&kc).expect("kubeconfig");
     let token = text
         .lines()
@@ -456,12 +463,91 @@ fn errors_are_worded_as_kubectl_words_them() {
         .find_map(|l| l.trim().strip_prefix("server: "))
         .expect("server");
     let refused = s.file("refused", &text.replace(server, "https://127.0.0.1:1"));
-    for (file, code) in [(&bad, 2), (&refused, 3)] {
-        let o = podgrace(file, &["lint", "-A"]);
-        let k = kubectl(file, &["get", "deployments", "-A"]);
-        assert_eq!(o.status.code(), Some(code), "{}", err(&o));
-        assert_eq!(last_line(&o), last_line(&k));
+    let f = front(
+        &s,
+        &[
+            "get|/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)|jane|deployments|apps|2",
+            "get|/api/v1/namespaces/([^/]+)/pods/([^/]+)|jane|pods||2",
+        ],
+    );
+    // (podgrace's arguments, kubectl get's) for an object named NAME of the type.
+    let verbs = |deploy: &str, pod: &str| -> Vec<(Vec<String>, Vec<String>)> {
+        let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let d = format!("deployment/{deploy}");
+        let p = format!("pod/{pod}");
+        vec![
+            (v(&["explain", &d]), v(&["get", &d])),
+            (v(&["lint", &d]), v(&["get", &d])),
+            (v(&["explain", &p]), v(&["get", &p])),
+            (v(&["run", &d]), v(&["get", &d])),
+            (v(&["why", &p]), v(&["get", &p])),
+            (
+                v(&[
+                    "lag",
+                    &d,
+                    "--target",
+                    "http://127.0.0.1:9/",
+                    "--allow-context",
+                    "podgrace",
+                ]),
+                v(&["get", &d]),
+            ),
+        ]
+    };
+    let cases: [(&str, &Path, &str, &str, i32, &str); 4] = [
+        (
+            "not found",
+            &kc,
+            "nope",
+            "nope",
+            2,
+            "Error from server (NotFound): ",
+        ),
+        (
+            "401",
+            &bad,
+            "web",
+            &pod,
+            2,
+            "error: You must be logged in to the server (Unauthorized)",
+        ),
+        (
+            "refused",
+            &refused,
+            "web",
+            &pod,
+            3,
+            "The connection to the server 127.0.0.1:1 was refused",
+        ),
+        (
+            "403",
+            &f.kubeconfig,
+            "web",
+            &pod,
+            2,
+            "Error from server (Forbidden): ",
+        ),
+    ];
+    for (what, file, deploy, pod, code, starts) in cases {
+        for (ours, theirs) in verbs(deploy, pod) {
+            let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+            let theirs: Vec<&str> = theirs.iter().map(String::as_str).collect();
+            let o = podgrace(file, &ours);
+            let k = kubectl(file, &theirs);
+            assert_eq!(o.status.code(), Some(code), "{what}: {ours:?}: {}", err(&o));
+            // The line is kubectl's; lag says on a second line what it was doing.
+            let line = err(&o).lines().next().unwrap_or_default().to_string();
+            assert!(line.starts_with(starts), "{what}: {ours:?}: {}", err(&o));
+            assert_eq!(line, last_line(&k), "{what}: {ours:?}");
+            if what == "403" {
+                assert!(
+                    line.contains("\" cannot get resource \""),
+                    "{what}: {ours:?}: {line}"
+                );
+            }
+        }
     }
+    drop(f);
 
     // RBAC refuses nodes/proxy (most users' case): the kubelet's defaults are assumed, and
     // said so with the API's own words; kubectl reading configz gets the same 403.
