@@ -7,7 +7,8 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::serve::Serve;
@@ -182,4 +183,51 @@ fn lag_measures_serves_endpoint_lag_within_a_tenth_of_a_second() {
         assert!(Instant::now() < until, "deployment/web not whole again");
         std::thread::sleep(Duration::from_millis(200));
     }
+
+    // Ctrl-C once the sleep is patched in (its rollout under way): the template is put back
+    // before podgrace exits 130.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
+        .args([
+            "lag",
+            "deployment/web",
+            "--target",
+            &url,
+            "--allow-context",
+            "podgrace",
+            "--prestop-seconds",
+            "7",
+            "--timeout",
+            "90s",
+        ])
+        .env("KUBECONFIG", &s.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run podgrace lag");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let patching = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("preStop: "))
+        .expect("the preStop line");
+    assert!(patching.contains("the sleep action of 7 s"), "{patching}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .expect("SIGINT");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let o = child.wait_with_output().expect("wait podgrace lag");
+    assert_eq!(o.status.code(), Some(130), "{rest:?} {}", err(&o));
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("restored deployment/web")),
+        "{rest:?} {}",
+        err(&o)
+    );
+    let d: Value = serde_json::from_str(&s.ok(&["get", "deployment", "web", "-o", "json"]))
+        .expect("deployment JSON");
+    let spec = &d["spec"]["template"]["spec"];
+    assert!(spec["containers"][0].get("lifecycle").is_none(), "{spec:#}");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 30, "{spec:#}");
 }
