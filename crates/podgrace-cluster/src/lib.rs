@@ -88,6 +88,11 @@ pub enum ClusterError {
     /// Any other transport failure (DNS, TLS, a timeout).
     #[error("Unable to connect to the server: {0}")]
     Unreachable(String),
+    /// The client cannot be set up from a configuration that loaded (`unable to load root
+    /// certificates: unable to parse bytes as PEM block`), printed after `error: ` as kubectl
+    /// prints it.
+    #[error("error: {0}")]
+    Client(String),
     /// 401.
     #[error("error: You must be logged in to the server (Unauthorized)")]
     Unauthorized,
@@ -184,38 +189,85 @@ pub fn load_kubeconfig(opts: &ClusterOptions) -> Result<Option<Kubeconfig>, Clus
 /// on the first call ([`api_error`]).
 pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
     let mut context = None;
-    let config = match load_kubeconfig(opts)? {
+    // A kubeconfig with nothing in it is no kubeconfig (client-go's `IsEmptyConfig`).
+    let loaded = load_kubeconfig(opts)?.filter(|kc| {
+        !(kc.clusters.is_empty() && kc.contexts.is_empty() && kc.auth_infos.is_empty())
+            || kc.current_context.as_deref().is_some_and(|c| !c.is_empty())
+    });
+    let config = match loaded {
         Some(kc) => {
-            context = opts.context.clone().or_else(|| kc.current_context.clone());
             if let Some(c) = &opts.context {
                 if !kc.contexts.iter().any(|n| &n.name == c) {
                     return Err(ClusterError::ContextNotFound(c.clone()));
                 }
             }
+            context = opts
+                .context
+                .clone()
+                .or_else(|| kc.current_context.clone())
+                .filter(|c| !c.is_empty());
+            let Some(name) = context.clone() else {
+                // No current context: client-go's defaults, the server localhost:8080.
+                return cluster_of(localhost(), opts, None);
+            };
+            if !kc.contexts.iter().any(|n| n.name == name) {
+                return Err(ClusterError::ContextNotFound(name));
+            }
             let ko = KubeConfigOptions {
-                context: opts.context.clone(),
+                context: Some(name),
                 ..KubeConfigOptions::default()
             };
-            Config::from_custom_kubeconfig(kc, &ko)
-                .await
-                .map_err(|e| match e {
-                    KubeconfigError::LoadContext(c) => ClusterError::ContextNotFound(c),
-                    other => ClusterError::Configuration(other.to_string()),
-                })?
+            let namespace = kc
+                .contexts
+                .iter()
+                .find(|n| Some(&n.name) == context.as_ref())
+                .and_then(|n| n.context.as_ref())
+                .and_then(|c| c.namespace.clone());
+            match Config::from_custom_kubeconfig(kc, &ko).await {
+                Ok(c) => c,
+                // A context whose cluster is not in the file: client-go fills in its default
+                // cluster, localhost:8080 (the context's namespace stays).
+                Err(KubeconfigError::LoadClusterOfContext(_)) => {
+                    let mut c = localhost();
+                    if let Some(ns) = namespace {
+                        c.default_namespace = ns;
+                    }
+                    c
+                }
+                Err(KubeconfigError::LoadContext(c)) => {
+                    return Err(ClusterError::ContextNotFound(c))
+                }
+                Err(other) => return Err(ClusterError::Configuration(other.to_string())),
+            }
         }
         None if opts.context.is_some() => {
             return Err(ClusterError::ContextNotFound(
                 opts.context.clone().unwrap_or_default(),
             ))
         }
-        None => match Config::incluster() {
-            Ok(c) => c,
-            Err(_) => match "http://localhost:8080".parse() {
-                Ok(uri) => Config::new(uri),
-                Err(_) => return Err(ClusterError::Configuration("localhost:8080".into())),
-            },
-        },
+        None => Config::incluster().unwrap_or_else(|_| localhost()),
     };
+    // kube-rs reads certificate-authority-data that holds no certificate as no roots at all,
+    // and every TLS handshake then fails; kubectl refuses it before connecting.
+    if config.root_cert.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ClusterError::Client(
+            "unable to load root certificates: unable to parse bytes as PEM block".into(),
+        ));
+    }
+    cluster_of(config, opts, context)
+}
+
+/// client-go's default server when nothing names one.
+fn localhost() -> Config {
+    Config::new(http::Uri::from_static("http://localhost:8080"))
+}
+
+/// The [`Cluster`] of a configuration.
+fn cluster_of(
+    config: Config,
+    opts: &ClusterOptions,
+    context: Option<String>,
+) -> Result<Cluster, ClusterError> {
     let server = config.cluster_url.to_string();
     let namespace = opts
         .namespace
@@ -261,6 +313,11 @@ pub fn api_error(server: &str, e: kube::Error) -> ClusterError {
                     if io.kind() == std::io::ErrorKind::ConnectionRefused {
                         return ClusterError::Refused(host_port(server));
                     }
+                    // A TLS failure is an io::Error holding rustls' error, which its
+                    // `source()` skips.
+                    if let Some(words) = tls_error(io).and_then(go_tls_words) {
+                        return ClusterError::Unreachable(words);
+                    }
                 }
                 last = s.to_string();
                 src = s.source();
@@ -268,6 +325,30 @@ pub fn api_error(server: &str, e: kube::Error) -> ClusterError {
             ClusterError::Unreachable(last)
         }
     }
+}
+
+/// The rustls error an io::Error holds, through io::Errors wrapped around it (hyper-util wraps
+/// the connector's).
+fn tls_error(io: &std::io::Error) -> Option<&rustls::Error> {
+    let inner = io.get_ref()?;
+    match inner.downcast_ref::<rustls::Error>() {
+        Some(t) => Some(t),
+        None => tls_error(inner.downcast_ref::<std::io::Error>()?),
+    }
+}
+
+/// A certificate failure as Go's crypto/tls words it in kubectl's `Unable to connect to the
+/// server: ...`, where there is one word for word (`x509: certificate signed by unknown
+/// authority`); `None` leaves rustls' own words.
+fn go_tls_words(e: &rustls::Error) -> Option<String> {
+    use rustls::CertificateError as C;
+    let x509 = match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
+            "certificate signed by unknown authority"
+        }
+        _ => return None,
+    };
+    Some(format!("tls: failed to verify certificate: x509: {x509}"))
 }
 
 #[cfg(test)]
@@ -323,6 +404,62 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "error: You must be logged in to the server (Unauthorized)"
+        );
+    }
+
+    /// `connect` of a kubeconfig `text`: the server and namespace, or the error's line.
+    fn connect_text(tag: &str, text: &str) -> Result<(String, String), String> {
+        let dir =
+            std::env::temp_dir().join(format!("podgrace-cluster-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("kc");
+        std::fs::write(&p, text).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = rt
+            .block_on(connect(&ClusterOptions {
+                kubeconfig: Some(p),
+                ..ClusterOptions::default()
+            }))
+            .map(|c| (c.server, c.namespace))
+            .map_err(|e| e.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        r
+    }
+
+    #[test]
+    fn what_client_go_fills_in_is_filled_in() {
+        // Checked against kubectl 1.32 (/usr/bin/kubectl): each of these is `The connection to the server
+        // localhost:8080 was refused`, and a CA that is no PEM is refused before connecting.
+        let local = Ok(("http://localhost:8080/".to_string(), "default".to_string()));
+        assert_eq!(connect_text("empty", ""), local);
+        let cfg = |current: &str, cluster: &str, ca: &str| {
+            format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n{ca}contexts:\n- name: x\n  context:\n    cluster: {cluster}\n    user: u\n    namespace: team\ncurrent-context: {current}\nusers:\n- name: u\n  user:\n    token: abc\n")
+        };
+        assert_eq!(connect_text("nocurrent", &cfg("\"\"", "c", "")), local);
+        assert_eq!(
+            connect_text("nocluster", &cfg("x", "gone", "")),
+            Ok(("http://localhost:8080/".to_string(), "team".to_string()))
+        );
+        assert_eq!(
+            connect_text(
+                "badca",
+                &cfg(
+                    "x",
+                    "c",
+                    "    certificate-authority-data: bm90IGEgY2VydA==\n"
+                )
+            ),
+            Err(
+                "error: unable to load root certificates: unable to parse bytes as PEM block"
+                    .into()
+            )
+        );
+        assert_eq!(
+            connect_text("ok", &cfg("x", "c", "")),
+            Ok(("https://127.0.0.1:6443/".to_string(), "team".to_string()))
         );
     }
 

@@ -61,12 +61,21 @@ impl ResourceType {
         WORKLOADS.contains(self)
     }
 
+    /// `word` names it: the plural, the singular or a short name, alone or qualified as kubectl
+    /// takes it (`deployments.apps`, `deployments.v1.apps`; a core type `pods.v1`).
     fn matches(&self, word: &str) -> bool {
         let (name, group) = match word.split_once('.') {
             Some((n, g)) => (n, Some(g)),
             None => (word, None),
         };
-        if group.is_some_and(|g| g != self.group) {
+        let qualified = |g: &str| {
+            g == self.group
+                || g.strip_prefix(self.version).is_some_and(|rest| {
+                    rest.strip_prefix('.') == Some(self.group)
+                        || (rest.is_empty() && self.group.is_empty())
+                })
+        };
+        if group.is_some_and(|g| !qualified(g)) {
             return false;
         }
         name == self.plural
@@ -231,6 +240,9 @@ pub enum TargetError {
     /// Not of the form `TYPE/NAME`.
     #[error("arguments in resource/name form must have a single resource and name")]
     Form,
+    /// More than one `/` (`deployment/web/x`).
+    #[error("arguments in resource/name form may not have more than one slash")]
+    Slashes,
     /// A type the API does not serve (kubectl asks discovery; podgrace knows its types).
     #[error("the server doesn't have a resource type \"{0}\"")]
     UnknownType(String),
@@ -239,23 +251,29 @@ pub enum TargetError {
     NotAWorkload(String),
 }
 
-/// Whether `arg` is written as `TYPE/NAME`: a word of letters, digits and dots before one `/`
-/// and a name after it, where the type is one kubectl knows, or the name does not end as a
-/// manifest file does (`manifests/web.yaml` is a path, `foo/web` an unknown type).
+/// Whether `arg` (a path that does not exist) is meant as `TYPE/NAME`: it starts with a type
+/// kubectl knows and a `/` (`deployment/web`; also `pod/` and `deployment/web/x`, which
+/// [`parse_target`] then refuses in kubectl's words), or with a word of letters, digits and
+/// dots, one `/` and a name that does not end as a manifest file does (`foo/web` is an unknown
+/// type, `manifests/web.yaml` a path).
 pub fn looks_like_target(arg: &str) -> bool {
     let Some((t, n)) = arg.split_once('/') else {
         return false;
     };
     let word = !t.is_empty()
-        && !n.is_empty()
-        && !n.contains('/')
         && t.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
         && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    if !word {
+        return false;
+    }
+    if lookup(&t.to_ascii_lowercase()).is_some() {
+        return true;
+    }
     let file_like = [".yaml", ".yml", ".json"]
         .iter()
         .any(|e| n.to_ascii_lowercase().ends_with(e));
-    word && (lookup(&t.to_ascii_lowercase()).is_some() || !file_like)
+    !n.is_empty() && !n.contains('/') && !file_like
 }
 
 fn lookup(word: &str) -> Option<ResourceType> {
@@ -269,12 +287,15 @@ fn lookup(word: &str) -> Option<ResourceType> {
 /// Parses `TYPE/NAME` (the type case-insensitive, as kubectl lowercases it).
 ///
 /// # Errors
-/// [`TargetError::Form`] without exactly one `/` between a type and a name,
-/// [`TargetError::UnknownType`] for a type the API does not serve,
+/// [`TargetError::Form`] without a type and a name around a `/`, [`TargetError::Slashes`] with
+/// more than one `/`, [`TargetError::UnknownType`] for a type the API does not serve,
 /// [`TargetError::NotAWorkload`] for one without pods.
 pub fn parse_target(arg: &str) -> Result<Target, TargetError> {
     let (t, name) = arg.split_once('/').ok_or(TargetError::Form)?;
-    if t.is_empty() || name.is_empty() || name.contains('/') {
+    if name.contains('/') {
+        return Err(TargetError::Slashes);
+    }
+    if t.is_empty() || name.is_empty() {
         return Err(TargetError::Form);
     }
     let word = t.to_ascii_lowercase();
@@ -308,6 +329,8 @@ mod tests {
             ("job/once", "Job"),
             ("cj/nightly", "CronJob"),
             ("cronjobs.batch/nightly", "CronJob"),
+            ("deployments.v1.apps/web", "Deployment"),
+            ("pods.v1/web", "Pod"),
         ] {
             let t = parse_target(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
             assert_eq!(t.resource.kind, kind, "{arg}");
@@ -328,6 +351,14 @@ mod tests {
         assert_eq!(parse_target("web"), Err(TargetError::Form));
         assert_eq!(parse_target("deployment/"), Err(TargetError::Form));
         assert!(matches!(
+            parse_target("deployments.v2.apps/web"),
+            Err(TargetError::UnknownType(_))
+        ));
+        assert_eq!(
+            parse_target("deployment/web/x").unwrap_err().to_string(),
+            "arguments in resource/name form may not have more than one slash"
+        );
+        assert!(matches!(
             parse_target("svc/web"),
             Err(TargetError::NotAWorkload(_))
         ));
@@ -341,7 +372,11 @@ mod tests {
         assert!(!looks_like_target("deploy.yaml"));
         assert!(!looks_like_target("manifests/deploy.yaml"));
         assert!(!looks_like_target("./deployment/web"));
-        assert!(!looks_like_target("deployment/web/x"));
+        assert!(!looks_like_target("/web"));
+        assert!(!looks_like_target("foo/web/x"));
+        // A known type: refused by parse_target in kubectl's words, not read as a path.
+        assert!(looks_like_target("deployment/web/x"));
+        assert!(looks_like_target("pod/"));
     }
 
     #[test]

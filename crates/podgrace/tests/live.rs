@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use common::serve::{kubectl_bin, Serve};
 use serde_json::Value;
 
@@ -206,6 +207,28 @@ fn lint_and_explain_read_the_objects_kubectl_reads() {
         rows(&shop).iter().all(|r| r.1 == "Deployment/shop/api"),
         "{shop:#}"
     );
+
+    // A namespace with nothing in it: kubectl's line, exit 0 (explain prints no pod).
+    let k = kubectl(&kc, &["get", "deployments", "-n", "empty"]);
+    for verb in ["lint", "explain"] {
+        let o = podgrace(&kc, &[verb, "-n", "empty"]);
+        assert_eq!(o.status.code(), Some(0), "{verb}: {}", err(&o));
+        assert_eq!(
+            err(&o),
+            "No resources found in empty namespace.\n",
+            "{verb}"
+        );
+        assert_eq!(last_line(&o), last_line(&k));
+    }
+    // Forms kubectl refuses, in its words; a qualified type it takes.
+    for arg in ["pod/", "deployment/web/x"] {
+        let o = podgrace(&kc, &["explain", arg]);
+        let k = kubectl(&kc, &["get", arg]);
+        assert_eq!(o.status.code(), Some(2), "{arg}: {}", err(&o));
+        assert_eq!(last_line(&o), last_line(&k), "{arg}");
+    }
+    let o = podgrace(&kc, &["lint", "deployments.v1.apps/web", "-o", "json"]);
+    assert_eq!(rows(&json_of(&o)), rows(&from_file));
 
     // Text: the object and the field path instead of file:line:column.
     let text = out(&podgrace(&kc, &["lint", "deployment/web"]));
@@ -401,7 +424,6 @@ fn front(s: &Serve, rules: &[&str]) -> Front {
 }
 
 fn base64_decode(s: &str) -> String {
-    use base64::Engine as _;
     String::from_utf8(
         base64::engine::general_purpose::STANDARD
             .decode(s.trim())
@@ -463,6 +485,22 @@ fn errors_are_worded_as_kubectl_words_them() {
         .find_map(|l| l.trim().strip_prefix("server: "))
         .expect("server");
     let refused = s.file("refused", &text.replace(server, "https://127.0.0.1:1"));
+    // The system's roots (ca-certificates) in place of serve's CA: no root signed its cert.
+    let roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt").expect("ca-certificates");
+    let ca_line = text
+        .lines()
+        .find(|l| l.trim().starts_with("certificate-authority-data: "))
+        .expect("CA in the kubeconfig");
+    let wrong_ca = s.file(
+        "wrong-ca",
+        &text.replace(
+            ca_line.trim(),
+            &format!(
+                "certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(roots)
+            ),
+        ),
+    );
     let f = front(
         &s,
         &[
@@ -494,7 +532,7 @@ fn errors_are_worded_as_kubectl_words_them() {
             ),
         ]
     };
-    let cases: [(&str, &Path, &str, &str, i32, &str); 4] = [
+    let cases: [(&str, &Path, &str, &str, i32, &str); 5] = [
         (
             "not found",
             &kc,
@@ -518,6 +556,14 @@ fn errors_are_worded_as_kubectl_words_them() {
             &pod,
             3,
             "The connection to the server 127.0.0.1:1 was refused",
+        ),
+        (
+            "unknown CA",
+            &wrong_ca,
+            "web",
+            &pod,
+            3,
+            "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown authority",
         ),
         (
             "403",

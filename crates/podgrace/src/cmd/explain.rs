@@ -222,11 +222,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut pods: Vec<PodPlan> = manifests.iter().flat_map(|m| m.pods().cloned()).collect();
     super::read_image_stop_signals(&args.image_source.image_source, pods.iter_mut())?;
     if pods.is_empty() && problems.is_empty() {
-        return Err(BadInput(match &live {
-            None => input::no_pod_found(&files, &docs),
-            Some(_) => "no pod or workload found in the cluster's objects read".into(),
-        })
-        .into());
+        // An empty namespace is no error for kubectl (`kubectl get`'s line, exit 0); a file
+        // without a pod is.
+        let Some(l) = &live else {
+            return Err(BadInput(input::no_pod_found(&files, &docs)).into());
+        };
+        eprintln!("{}", l.none_found());
+        if args.output.output == Format::Json {
+            writeln!(Out, "[]")?;
+        }
+        return Ok(Outcome::Success);
     }
     // Each pod's kubelet: the node's for live objects (flags given win), else the flags'.
     let kubelets: Vec<(KubeletConfig, Option<KubeletView>)> = pods

@@ -95,6 +95,12 @@ fn config(args: &Args, namespace: String, deployment: String) -> Result<LagConfi
         )));
     }
     let target: Target = args.url.parse().map_err(|e| BadInput(format!("{e}")))?;
+    if !target.https && (args.target_ca.is_some() || args.target_insecure) {
+        return Err(BadInput(format!(
+            "--target {}: --target-ca and --target-insecure are for an https target",
+            target.url
+        )));
+    }
     let tls = if target.https {
         Some(
             podgrace_drill::lag::probe::tls_config(args.target_ca.as_deref(), args.target_insecure)

@@ -146,11 +146,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         && findings.is_empty()
         && manifests.iter().all(|m| m.pods().next().is_none())
     {
-        let what = match positions {
-            Positions::Files => input::no_pod_found(&paths, &docs),
-            Positions::Objects => "no pod or workload found in the cluster's objects read".into(),
-        };
-        eprintln!("note: {what}: nothing to lint");
+        match &live {
+            None => eprintln!(
+                "note: {}: nothing to lint",
+                input::no_pod_found(&paths, &docs)
+            ),
+            Some(l) => eprintln!("{}", l.none_found()),
+        }
     }
     let mut out = std::io::BufWriter::new(Out);
     match args.output {

@@ -115,6 +115,8 @@ pub struct Live {
     /// Nodes whose settings could not be read: how many, of how many, and why (the first
     /// reason).
     pub refused: Option<(usize, usize, String)>,
+    /// The namespace read (`None`: every namespace, `-A`).
+    pub scope: Option<String>,
 }
 
 impl Live {
@@ -139,6 +141,15 @@ impl Live {
                 )
             })
             .collect()
+    }
+
+    /// What kubectl says on stderr when a list finds nothing: `No resources found in shop
+    /// namespace.`, or `No resources found` with `-A`.
+    pub fn none_found(&self) -> String {
+        match &self.scope {
+            Some(ns) => format!("No resources found in {ns} namespace."),
+            None => "No resources found".into(),
+        }
     }
 
     /// The object read as document `name` in `namespace`, if it is a workload.
@@ -233,14 +244,18 @@ pub fn read(
             Outcome::Exit(3)
         })?;
     let opts = cluster.options(all_namespaces);
-    let result: Result<(podgrace_cluster::workloads::Workloads, (u32, u32)), ClusterError> = rt
-        .block_on(async {
-            let c = podgrace_cluster::connect(&opts).await?;
-            let server = c.server_version().await?;
-            let w = c.read_workloads(selection).await?;
-            Ok((w, server))
-        });
-    let (w, server) = result.map_err(|e| {
+    type Read = (
+        podgrace_cluster::workloads::Workloads,
+        (u32, u32),
+        Option<String>,
+    );
+    let result: Result<Read, ClusterError> = rt.block_on(async {
+        let c = podgrace_cluster::connect(&opts).await?;
+        let server = c.server_version().await?;
+        let w = c.read_workloads(selection).await?;
+        Ok((w, server, c.scope().map(str::to_string)))
+    });
+    let (w, server, scope) = result.map_err(|e| {
         eprintln!("{e}");
         Outcome::Exit(e.exit_code())
     })?;
@@ -294,6 +309,7 @@ pub fn read(
         objects,
         version,
         refused,
+        scope,
     })
 }
 

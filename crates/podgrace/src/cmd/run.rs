@@ -145,16 +145,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         )
         .into());
     }
-    let plan = match live_target(&args) {
-        Some(target) => match load_live_pod(&args, target?)? {
-            Ok(plan) => plan,
-            Err(e) => {
-                eprintln!("{e}");
-                return Ok(Outcome::Exit(e.exit_code()));
-            }
-        },
-        None => load_pod(&args)?,
-    };
+    let plan =
+        match live_target(&args) {
+            Some(_) if args.pod.is_some() => return Err(BadInput(
+                "--pod picks a pod of a manifest file; a TYPE/NAME of a cluster names one already"
+                    .into(),
+            )
+            .into()),
+            Some(target) => match load_live_pod(&args, target?)? {
+                Ok(plan) => plan,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(Outcome::Exit(e.exit_code()));
+                }
+            },
+            None => load_pod(&args)?,
+        };
     let opts = PodOptions {
         version: args.version.kubernetes_version,
         namespace: "default".into(),

@@ -34,9 +34,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let name = args
         .target
         .as_deref()
-        .map(forensics::pod_name)
+        .map(pod_argument)
         .transpose()
-        .map_err(|e| BadInput(e.to_string()))?;
+        .map_err(BadInput)?;
     let report = if args.files.is_empty() {
         let Some(name) = name else {
             return Err(BadInput(
@@ -69,6 +69,24 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Format::Text => write!(Out, "{}", crate::render::why::render(&report))?,
     }
     Ok(Outcome::Success)
+}
+
+/// The pod a `why` argument names: `NAME`, or `TYPE/NAME` with a type kubectl reads as pods
+/// (`pod`, `pods`, `po`, `Pod`, `pods.v1`), refused in kubectl's words when it is not of that
+/// form (`pod/`, `pod/a/b`, an unknown type).
+fn pod_argument(target: &str) -> Result<&str, String> {
+    use podgrace_cluster::resources::{parse_target, TargetError, POD};
+    if !target.contains('/') {
+        return forensics::pod_name(target).map_err(|e| e.to_string());
+    }
+    match parse_target(target) {
+        Ok(t) if t.resource == POD => Ok(&target[target.len() - t.name.len()..]),
+        // Another workload, or a type without pods: why's own word for it.
+        Ok(_) | Err(TargetError::NotAWorkload(_)) => {
+            forensics::pod_name(target).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The pod and its events from the cluster; a pod that is gone is read from its events alone.
@@ -151,4 +169,43 @@ fn offline(
     parsed
         .select(name, namespace)
         .map_err(|e| BadInput(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pod_argument;
+
+    #[test]
+    fn pod_arguments_as_kubectl_reads_them() {
+        for arg in [
+            "web",
+            "pod/web",
+            "po/web",
+            "pods/web",
+            "Pod/web",
+            "pods.v1/web",
+        ] {
+            assert_eq!(pod_argument(arg), Ok("web"), "{arg}");
+        }
+        assert_eq!(
+            pod_argument("pod/a/b"),
+            Err("arguments in resource/name form may not have more than one slash".into())
+        );
+        assert_eq!(
+            pod_argument("pod/"),
+            Err("arguments in resource/name form must have a single resource and name".into())
+        );
+        assert_eq!(
+            pod_argument("foo/x"),
+            Err("the server doesn't have a resource type \"foo\"".into())
+        );
+        for arg in ["deploy/web", "svc/web"] {
+            assert!(
+                pod_argument(arg)
+                    .unwrap_err()
+                    .contains("podgrace why reads pods only"),
+                "{arg}"
+            );
+        }
+    }
 }
