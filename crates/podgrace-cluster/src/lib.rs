@@ -142,6 +142,16 @@ fn kubeconfig_error(path: &Path, e: KubeconfigError) -> ClusterError {
     }
 }
 
+/// Reads one kubeconfig file; an empty `current-context` is none, as client-go's merge reads
+/// an empty string as unset (a later file's then applies).
+fn read_kubeconfig(p: &Path) -> Result<Kubeconfig, ClusterError> {
+    let mut k = Kubeconfig::read_from(p).map_err(|e| kubeconfig_error(p, e))?;
+    if k.current_context.as_deref() == Some("") {
+        k.current_context = None;
+    }
+    Ok(k)
+}
+
 fn home_kubeconfig() -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
     let p = PathBuf::from(home).join(".kube").join("config");
@@ -156,29 +166,29 @@ fn home_kubeconfig() -> Option<PathBuf> {
 /// [`ClusterError::KubeconfigInvalid`] for one that cannot be read or parsed.
 pub fn load_kubeconfig(opts: &ClusterOptions) -> Result<Option<Kubeconfig>, ClusterError> {
     if let Some(p) = &opts.kubeconfig {
-        return Kubeconfig::read_from(p)
-            .map(Some)
-            .map_err(|e| kubeconfig_error(p, e));
+        return read_kubeconfig(p).map(Some);
     }
     if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        let mut merged: Option<Kubeconfig> = None;
-        for p in std::env::split_paths(&v).filter(|p| p.exists()) {
-            let k = Kubeconfig::read_from(&p).map_err(|e| kubeconfig_error(&p, e))?;
-            merged = Some(match merged {
-                None => k,
-                Some(m) => m
-                    .merge(k)
-                    .map_err(|e| ClusterError::Configuration(e.to_string()))?,
-            });
-        }
-        return Ok(merged);
+        return merged(&v);
     }
-    match home_kubeconfig() {
-        Some(p) => Kubeconfig::read_from(&p)
-            .map(Some)
-            .map_err(|e| kubeconfig_error(&p, e)),
-        None => Ok(None),
+    home_kubeconfig().map(|p| read_kubeconfig(&p)).transpose()
+}
+
+/// The files of a `KUBECONFIG` list merged as client-go merges them: the first file that sets
+/// a value wins (an empty one sets nothing), missing files are skipped; `None` when none
+/// exists.
+fn merged(list: &std::ffi::OsStr) -> Result<Option<Kubeconfig>, ClusterError> {
+    let mut merged: Option<Kubeconfig> = None;
+    for p in std::env::split_paths(list).filter(|p| p.exists()) {
+        let k = read_kubeconfig(&p)?;
+        merged = Some(match merged {
+            None => k,
+            Some(m) => m
+                .merge(k)
+                .map_err(|e| ClusterError::Configuration(e.to_string()))?,
+        });
     }
+    Ok(merged)
 }
 
 /// A client for the cluster `opts` names.
@@ -461,6 +471,35 @@ mod tests {
             connect_text("ok", &cfg("x", "c", "")),
             Ok(("https://127.0.0.1:6443/".to_string(), "team".to_string()))
         );
+    }
+
+    #[test]
+    fn kubeconfig_lists_merge_as_client_go_merges_them() {
+        let dir =
+            std::env::temp_dir().join(format!("podgrace-cluster-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty");
+        std::fs::write(
+            &empty,
+            "apiVersion: v1\nkind: Config\ncurrent-context: \"\"\n",
+        )
+        .unwrap();
+        let second = dir.join("second");
+        std::fs::write(
+            &second,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: second\n  context:\n    cluster: c\n    user: u\ncurrent-context: second\nusers:\n- name: u\n  user:\n    token: abc\n",
+        )
+        .unwrap();
+        let list = std::env::join_paths([dir.join("missing"), empty, second]).unwrap();
+        let k = merged(&list).unwrap().unwrap();
+        assert_eq!(k.current_context.as_deref(), Some("second"));
+        assert_eq!(k.contexts.len(), 1);
+        assert!(
+            merged(&std::env::join_paths([dir.join("missing")]).unwrap())
+                .unwrap()
+                .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
