@@ -93,6 +93,10 @@ pub enum ClusterError {
     /// prints it.
     #[error("error: {0}")]
     Client(String),
+    /// A namespace no request can carry (`-n a/b`), refused before any request as kubectl
+    /// refuses it ([`resources::path_segment_problems`]).
+    #[error("error: invalid namespace {0:?}: [{1}]")]
+    InvalidNamespace(String, String),
     /// 401.
     #[error("error: You must be logged in to the server (Unauthorized)")]
     Unauthorized,
@@ -279,10 +283,17 @@ fn cluster_of(
     context: Option<String>,
 ) -> Result<Cluster, ClusterError> {
     let server = config.cluster_url.to_string();
+    // An empty -n is no -n, as kubectl reads it.
     let namespace = opts
         .namespace
         .clone()
+        .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| config.default_namespace.clone());
+    if !opts.all_namespaces {
+        if let Some(why) = resources::path_segment_problems(&namespace) {
+            return Err(ClusterError::InvalidNamespace(namespace, why));
+        }
+    }
     let client =
         kube::Client::try_from(config).map_err(|e| ClusterError::Configuration(e.to_string()))?;
     Ok(Cluster {
@@ -543,6 +554,23 @@ mod tests {
             .ok()
             .unwrap();
         assert_eq!(c.namespace, "team");
+        // An empty -n is none; one no request can carry is refused as kubectl refuses it.
+        let with_ns = |ns: &str, all_namespaces: bool| {
+            rt.block_on(connect(&ClusterOptions {
+                kubeconfig: Some(p.clone()),
+                namespace: Some(ns.to_string()),
+                all_namespaces,
+                ..ClusterOptions::default()
+            }))
+            .map(|c| c.namespace)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(with_ns("", false), Ok("team".to_string()));
+        assert_eq!(
+            with_ns("a/b", false),
+            Err(r#"error: invalid namespace "a/b": [may not contain '/']"#.to_string())
+        );
+        assert!(with_ns("a/b", true).is_ok());
         assert_eq!(c.server, "https://127.0.0.1:1/");
         // Nothing listens on port 1: kubectl's "refused" line.
         let api: kube::Api<k8s_openapi::api::core::v1::Pod> =

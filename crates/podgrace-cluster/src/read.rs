@@ -29,7 +29,7 @@ impl Cluster {
         name: &str,
     ) -> Result<Value, ClusterError> {
         let req = kube::core::Request::new(r.collection_path(Some(namespace)))
-            .get(name, &GetParams::default())
+            .get(&crate::resources::path_segment(name), &GetParams::default())
             .map_err(|e| ClusterError::Configuration(e.to_string()))?;
         let mut obj: Value = self
             .client

@@ -42,7 +42,7 @@ impl ResourceType {
             format!("/apis/{}/{}", self.group, self.version)
         };
         match namespace {
-            Some(ns) => format!("{base}/namespaces/{ns}/{}", self.plural),
+            Some(ns) => format!("{base}/namespaces/{}/{}", path_segment(ns), self.plural),
             None => format!("{base}/{}", self.plural),
         }
     }
@@ -249,6 +249,45 @@ pub enum TargetError {
     /// A type podgrace does not explain or lint (a Service, a Node).
     #[error("{0}: podgrace reads pods and the workloads that hold a pod template (deployment, statefulset, daemonset, replicaset, replicationcontroller, job, cronjob, pod)")]
     NotAWorkload(String),
+    /// A name no object can have, refused before any request as kubectl refuses it
+    /// (`invalid resource name "a%b": [may not contain '%']`).
+    #[error("invalid resource name {0:?}: [{1}]")]
+    InvalidName(String, String),
+}
+
+/// What makes `name` unusable as one segment of an API path, as upstream's
+/// `IsValidPathSegmentName` words it (`may not be '..'`, `may not contain '/'`); `None` for a
+/// name that may be sent. kubectl checks names and namespaces with it before any request.
+///
+/// Upstream: `staging/src/k8s.io/apimachinery/pkg/api/validation/path/name.go`
+/// `IsValidPathSegmentName` (all versions podgrace supports), called from cli-runtime's
+/// `resource.Builder` for names and the namespace.
+pub fn path_segment_problems(name: &str) -> Option<String> {
+    let mut problems = Vec::new();
+    if name == "." || name == ".." {
+        problems.push(format!("may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            problems.push(format!("may not contain '{bad}'"));
+        }
+    }
+    (!problems.is_empty()).then(|| problems.join(", "))
+}
+
+/// Everything but RFC 3986's unreserved characters: what Go's `url.PathEscape` escapes in a
+/// name that passed [`path_segment_problems`] (a space, `?`, `#`).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `name` escaped as one segment of an API path, as kubectl sends it (`a b` as `a%20b`): a
+/// name or namespace a user typed reaches the server as it was typed, never as a malformed
+/// request.
+pub fn path_segment(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, PATH_SEGMENT).to_string()
 }
 
 /// Whether `arg` (a path that does not exist) is meant as `TYPE/NAME`: it starts with a type
@@ -302,6 +341,9 @@ pub fn parse_target(arg: &str) -> Result<Target, TargetError> {
     let resource = lookup(&word).ok_or_else(|| TargetError::UnknownType(word.clone()))?;
     if !resource.is_workload() {
         return Err(TargetError::NotAWorkload(arg.to_string()));
+    }
+    if let Some(why) = path_segment_problems(name) {
+        return Err(TargetError::InvalidName(name.to_string(), why));
     }
     Ok(Target {
         resource,
@@ -362,6 +404,22 @@ mod tests {
             parse_target("svc/web"),
             Err(TargetError::NotAWorkload(_))
         ));
+        // Names no request can carry, in kubectl 1.32's words; a space or `?` is sent escaped.
+        for (arg, line) in [
+            (
+                "deployment/a%b",
+                r#"invalid resource name "a%b": [may not contain '%']"#,
+            ),
+            ("pod/..", r#"invalid resource name "..": [may not be '..']"#),
+            ("pod/.", r#"invalid resource name ".": [may not be '.']"#),
+        ] {
+            assert_eq!(parse_target(arg).unwrap_err().to_string(), line);
+        }
+        assert_eq!(parse_target("deployment/a b?").unwrap().name, "a b?");
+        assert_eq!(
+            path_segment_problems("a/%"),
+            Some("may not contain '/', may not contain '%'".into())
+        );
     }
 
     #[test]
@@ -386,6 +444,12 @@ mod tests {
             "/apis/apps/v1/namespaces/shop/deployments"
         );
         assert_eq!(POD.collection_path(None), "/api/v1/pods");
+        // A namespace as typed reaches the server escaped, as kubectl sends it.
+        assert_eq!(
+            POD.collection_path(Some("a b?")),
+            "/api/v1/namespaces/a%20b%3F/pods"
+        );
+        assert_eq!(path_segment("web-7d4f.x_2~k"), "web-7d4f.x_2~k");
         assert_eq!(DEPLOYMENT.group_resource(), "deployments.apps");
         assert_eq!(CRON_JOB.api_version(), "batch/v1");
     }

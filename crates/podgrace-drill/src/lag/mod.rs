@@ -249,9 +249,13 @@ pub async fn prepare(
     server_minor: u32,
     say: &mut dyn FnMut(String),
 ) -> Result<Prepared, LagError> {
-    let deployments: kube::Api<Deployment> = kube::Api::namespaced(client.clone(), &cfg.namespace);
+    // As typed, escaped as kubectl sends it: a name or namespace no object has is a 404 here,
+    // and nothing later runs.
+    use podgrace_cluster::resources::path_segment;
+    let deployments: kube::Api<Deployment> =
+        kube::Api::namespaced(client.clone(), &path_segment(&cfg.namespace));
     let d = deployments
-        .get(&cfg.deployment)
+        .get(&path_segment(&cfg.deployment))
         .await
         .map_err(api(format!("reading deployment/{}", cfg.deployment)))?;
     let replicas = d.spec.replicas.unwrap_or(1);

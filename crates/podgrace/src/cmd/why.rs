@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
+use podgrace_cluster::resources::path_segment;
 use podgrace_cluster::{api_error, ClusterError, ClusterOptions};
 use podgrace_core::forensics::{self, Forensics, Parsed};
 
@@ -77,7 +78,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 fn pod_argument(target: &str) -> Result<&str, String> {
     use podgrace_cluster::resources::{parse_target, TargetError, POD};
     if !target.contains('/') {
-        return forensics::pod_name(target).map_err(|e| e.to_string());
+        let name = forensics::pod_name(target).map_err(|e| e.to_string())?;
+        if let Some(why) = podgrace_cluster::resources::path_segment_problems(name) {
+            return Err(TargetError::InvalidName(name.to_string(), why).to_string());
+        }
+        return Ok(name);
     }
     match parse_target(target) {
         Ok(t) if t.resource == POD => Ok(&target[target.len() - t.name.len()..]),
@@ -92,8 +97,11 @@ fn pod_argument(target: &str) -> Result<&str, String> {
 /// The pod and its events from the cluster; a pod that is gone is read from its events alone.
 async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterError> {
     let c = podgrace_cluster::connect(opts).await?;
-    let pods: kube::Api<Pod> = kube::Api::namespaced(c.client.clone(), &c.namespace);
-    let pod = match pods.get(name).await {
+    // Typed names reach the server escaped, as kubectl sends them (`a b` is a 404, not a
+    // malformed request).
+    let ns = path_segment(&c.namespace);
+    let pods: kube::Api<Pod> = kube::Api::namespaced(c.client.clone(), &ns);
+    let pod = match pods.get(&path_segment(name)).await {
         Ok(p) => Some(p),
         Err(e) => {
             let e = api_error(&c.server, e);
@@ -103,10 +111,15 @@ async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterErr
             None
         }
     };
-    let events_api: kube::Api<Event> = kube::Api::namespaced(c.client.clone(), &c.namespace);
+    let events_api: kube::Api<Event> = kube::Api::namespaced(c.client.clone(), &ns);
+    // The name as a field selector's value, escaped as upstream's `fields.EscapeValue` does.
+    let value = name
+        .replace('\\', "\\\\")
+        .replace(',', "\\,")
+        .replace('=', "\\=");
     let mut lp = ListParams::default()
         .fields(&format!(
-            "involvedObject.kind=Pod,involvedObject.name={name}"
+            "involvedObject.kind=Pod,involvedObject.name={value}"
         ))
         .limit(500);
     let mut events = Vec::new();
