@@ -58,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         kubeconfig: a.kubeconfig.clone(),
         context: a.context.clone(),
         namespace: None,
+        ..ClusterOptions::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
