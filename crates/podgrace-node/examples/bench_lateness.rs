@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! bench_lateness --runner node|run|tini|dumb-init|timeout [--pods N] [--grace SECONDS]
-//!                [--pre-stop SECONDS] [--probe PATH] [--podgrace PATH]
+//!                [--pre-stop SECONDS] [--probe PATH] [--podgrace PATH] [--settle MS]
 //! ```
 //!
 //! # The workload
@@ -75,8 +75,6 @@ type BoxError = Box<dyn Error + Send + Sync>;
 const MIN_STOP_SECONDS: u64 = 2;
 /// How often the node runner samples its resident memory.
 const RSS_EVERY: Duration = Duration::from_millis(50);
-/// How long the probes run before the burst of deletes.
-const SETTLE: Duration = Duration::from_millis(500);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Runner {
@@ -94,11 +92,14 @@ struct Args {
     pre_stop: u64,
     probe: PathBuf,
     podgrace: PathBuf,
+    /// How long the probes run before the burst of deletes (`--settle MS`, default 500; a
+    /// profiler can be attached meanwhile).
+    settle: Duration,
 }
 
 fn usage() -> &'static str {
     "usage: bench_lateness --runner node|run|tini|dumb-init|timeout [--pods N] [--grace SECONDS] \
-     [--pre-stop SECONDS] [--probe PATH] [--podgrace PATH]"
+     [--pre-stop SECONDS] [--probe PATH] [--podgrace PATH] [--settle MS]"
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -111,6 +112,7 @@ fn parse_args() -> Result<Args, BoxError> {
         pre_stop: 0,
         probe: dir.join("lateness_probe"),
         podgrace: dir.join("../podgrace"),
+        settle: Duration::from_millis(500),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -134,6 +136,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--pre-stop" => out.pre_stop = value()?.parse()?,
             "--probe" => out.probe = value()?.into(),
             "--podgrace" => out.podgrace = value()?.into(),
+            "--settle" => out.settle = Duration::from_millis(value()?.parse()?),
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -376,11 +379,9 @@ fn observe(
                             t.started += 1;
                         }
                     }
-                    "T" => {
-                        if p.term.is_none() {
-                            p.term = Some(a.parse()?);
-                            t.termed += 1;
-                        }
+                    "T" if p.term.is_none() => {
+                        p.term = Some(a.parse()?);
+                        t.termed += 1;
                     }
                     _ => {}
                 }
@@ -563,7 +564,8 @@ async fn node_async(a: &Args, obs: &Observer) -> Result<(), BoxError> {
     let n = a.pods;
     tokio::task::block_in_place(|| obs.wait("probes running", start_limit(n), |t| t.started >= n))?;
     let start_all = started.elapsed();
-    tokio::time::sleep(SETTLE).await;
+    eprintln!("all running; deleting in {} ms", a.settle.as_millis());
+    tokio::time::sleep(a.settle).await;
 
     let mut deleted = Vec::with_capacity(n);
     for h in &handles {
@@ -754,7 +756,8 @@ fn processes(a: &Args, obs: &Observer) -> Result<(), BoxError> {
             .collect();
     }
     let start_all = started.elapsed();
-    std::thread::sleep(SETTLE);
+    eprintln!("all running; SIGTERM in {} ms", a.settle.as_millis());
+    std::thread::sleep(a.settle);
     let mut sent = Vec::with_capacity(n);
     for c in &kids.children {
         let pid = Pid::from_raw(i32::try_from(c.id())?).ok_or("pid 0")?;
