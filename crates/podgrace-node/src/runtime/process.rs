@@ -102,6 +102,22 @@ fn record(events: &Mutex<Vec<StopEvent>>, at: Instant, kind: StopEventKind) {
     lock(events).push(StopEvent { at, kind });
 }
 
+/// Records the deadline thread's SIGKILL, if it reached the process, at the instant it was sent.
+fn record_kill(events: &Mutex<Vec<StopEvent>>, f: crate::deadlines::Fired) {
+    if f.sent == Ok(true) {
+        // In time order: the exit it caused may have been recorded first.
+        let mut ev = lock(events);
+        let at = ev.iter().position(|e| e.at > f.at).unwrap_or(ev.len());
+        ev.insert(
+            at,
+            StopEvent {
+                at: f.at,
+                kind: StopEventKind::KillSent,
+            },
+        );
+    }
+}
+
 impl ProcessRuntime {
     /// A runtime and the stream of all its containers' output lines.
     pub fn new(network: NetworkConfig) -> (Self, mpsc::UnboundedReceiver<OutputLine>) {
@@ -181,6 +197,47 @@ impl ProcessRuntime {
             Ok(())
         } else {
             Err(RuntimeError::StopContainerCancelled { id: id.into() })
+        }
+    }
+
+    /// The rest of a StopContainer whose SIGKILL is armed on the deadline thread: the exit
+    /// before the deadline (the SIGKILL is cancelled), or the SIGKILL (recorded when it was
+    /// sent) and then the exit, or the caller's context ending first.
+    async fn killed_at_deadline(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process: &ContainerProcess,
+        events: &Mutex<Vec<StopEvent>>,
+        mut armed: crate::deadlines::Armed,
+    ) -> Result<(), RuntimeError> {
+        let fired = tokio::select! {
+            _ = Self::wait_exit(process, events) => armed.cancel(),
+            _ = ctx.done() => {
+                if let Some(f) = armed.cancel() {
+                    record_kill(events, f);
+                }
+                return Err(RuntimeError::StopContainerCancelled { id: id.into() });
+            }
+            f = armed.fired() => Some(f),
+        };
+        if let Some(f) = fired {
+            record_kill(events, f);
+            if let Err(e) = f.sent {
+                return Err(RuntimeError::StopContainerSignal {
+                    id: id.into(),
+                    signal: 9,
+                    source: crate::process::ProcessError::Signal {
+                        pid: process.pid(),
+                        signal: 9,
+                        source: e.into(),
+                    },
+                });
+            }
+        }
+        tokio::select! {
+            _ = Self::wait_exit(process, events) => self.returned(ctx, id).await,
+            _ = ctx.done() => Err(RuntimeError::StopContainerCancelled { id: id.into() }),
         }
     }
 
@@ -533,10 +590,27 @@ impl RuntimeService for ProcessRuntime {
                     },
                 );
             }
+            if self.latency.is_none() {
+                // The deadline thread sends the SIGKILL at the deadline, in one batch with every
+                // other container due then.
+                if let Some(armed) =
+                    process
+                        .signal_at(deadline.into_std(), 9)
+                        .map_err(|source| RuntimeError::StopContainerSignal {
+                            id: id.into(),
+                            signal: 9,
+                            source,
+                        })?
+                {
+                    return self
+                        .killed_at_deadline(ctx, id, &process, &events, armed)
+                        .await;
+                }
+            }
             tokio::select! {
                 _ = Self::wait_exit(&process, &events) => return self.returned(ctx, id).await,
                 _ = ctx.done() => return Err(RuntimeError::StopContainerCancelled { id: id.into() }),
-                _ = tokio::time::sleep_until(deadline) => {}
+                _ = crate::deadlines::sleep_until(deadline.into_std()) => {}
             }
             // A real runtime's SIGKILL lands this long after the deadline.
             if self.latency.is_some() {

@@ -399,6 +399,8 @@ struct Pod<R> {
     probe_kill_rx: mpsc::UnboundedReceiver<(usize, Termination)>,
     /// Cancels the probe kills in flight when the pod terminates.
     probe_kill_cancel: Vec<Canceller>,
+    /// The `StartContainer` call in flight, if any (finished before a termination starts).
+    start_in_flight: Option<start::StartInFlight>,
 }
 
 impl<R: RuntimeService + 'static> Pod<R> {
@@ -509,6 +511,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             probe_kill_tx,
             probe_kill_rx,
             probe_kill_cancel: Vec::new(),
+            start_in_flight: None,
         })
     }
 
@@ -596,6 +599,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
             }
             if self.terminating() && self.in_flight.is_none() && self.pod_killer.is_empty() {
+                // SyncPod returns only once its StartContainer call has: the container it
+                // started is killed with the rest.
+                self.finish_start_in_flight().await;
                 if self.all_stopped() {
                     break;
                 }
