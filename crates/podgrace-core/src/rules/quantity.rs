@@ -213,6 +213,95 @@ impl Quantity {
     }
 }
 
+/// How `ParseQuantity` records the suffix a quantity was written with (`Quantity.Format`),
+/// which `String()` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `Ki` … `Ei`.
+    BinarySi,
+    /// `e3`, `E-2`.
+    DecimalExponent,
+    /// No suffix, or `n u m k M G T P E`.
+    DecimalSi,
+}
+
+/// `Quantity.String()` of `s`: the API server's canonical form, in which it prints a quantity
+/// in messages and stores it (`2048Mi` is `2Gi`, `0.5` is `500m`, `1000` is `1k`, `1e3`
+/// stays `1e3`, `1.5Gi` is `1536Mi`, `512Ki`… a binary value that is not a whole number of
+/// bytes, or is below 1024, is written in decimal SI).
+///
+/// Upstream: `Quantity.CanonicalizeBytes`, `int64Amount.AsCanonicalBytes` and
+/// `AsCanonicalBase1024Bytes` (`staging/src/k8s.io/apimachinery/pkg/api/resource`,
+/// unchanged from 1.18 to 1.36). Values beyond the SI suffixes (above `E`) are written with
+/// a decimal exponent.
+///
+/// # Errors
+/// As [`Quantity::parse`].
+pub fn canonical(s: &str) -> Result<String, QuantityError> {
+    let q = Quantity::parse(s)?;
+    if q.is_zero() {
+        return Ok("0".into());
+    }
+    let suffix = s.trim_start_matches(|c: char| matches!(c, '+' | '-' | '.') || c.is_ascii_digit());
+    let mut format = if suffix.ends_with('i') {
+        Format::BinarySi
+    } else if suffix.starts_with(['e', 'E']) {
+        Format::DecimalExponent
+    } else {
+        Format::DecimalSi
+    };
+    let sign = if q.nanos < 0 { "-" } else { "" };
+    let abs = q.nanos.unsigned_abs();
+    if format == Format::BinarySi && (abs < 1024 * NANO as u128 || !abs.is_multiple_of(NANO as u128)) {
+        format = Format::DecimalSi;
+    }
+    if format == Format::BinarySi {
+        let mut v = abs / NANO as u128;
+        let mut exp = 0;
+        while v.is_multiple_of(1024) && exp < 6 {
+            v /= 1024;
+            exp += 1;
+        }
+        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][exp];
+        return Ok(format!("{sign}{v}{suffix}"));
+    }
+    let (mut amount, mut exp) = (abs, -9i32);
+    while amount.is_multiple_of(10) {
+        amount /= 10;
+        exp += 1;
+    }
+    match exp.rem_euclid(3) {
+        1 => {
+            amount *= 10;
+            exp -= 1;
+        }
+        2 => {
+            amount *= 100;
+            exp -= 2;
+        }
+        _ => {}
+    }
+    let si = match exp {
+        -9 => Some("n"),
+        -6 => Some("u"),
+        -3 => Some("m"),
+        0 => Some(""),
+        3 => Some("k"),
+        6 => Some("M"),
+        9 => Some("G"),
+        12 => Some("T"),
+        15 => Some("P"),
+        18 => Some("E"),
+        _ => None,
+    };
+    let suffix = match (format, si) {
+        (Format::DecimalSi, Some(si)) => si.to_string(),
+        (_, _) if exp == 0 => String::new(),
+        _ => format!("e{exp}"),
+    };
+    Ok(format!("{sign}{amount}{suffix}"))
+}
+
 impl std::ops::Add for Quantity {
     type Output = Quantity;
 
@@ -291,6 +380,37 @@ mod tests {
         }
         assert_eq!(q("0.5").to_string(), "0.5");
         assert_eq!(q("128Mi").to_string(), "134217728");
+    }
+
+    // Cases from upstream's quantity_test.go (TestQuantityCanonicalize, TestQuantityString).
+    #[test]
+    fn canonical_forms_are_quantity_string() {
+        for (input, want) in [
+            ("2048Mi", "2Gi"),
+            ("1Gi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("0.5Gi", "512Mi"),
+            ("512", "512"),
+            ("0.5Ki", "512"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("0.5", "500m"),
+            ("1.5", "1500m"),
+            ("0.1", "100m"),
+            ("100m", "100m"),
+            ("1m", "1m"),
+            ("1e3", "1e3"),
+            ("1E6", "1e6"),
+            ("12e-1", "1200e-3"),
+            ("1000000000", "1G"),
+            ("-1Gi", "-1Gi"),
+            ("0Mi", "0"),
+            ("1n", "1n"),
+            ("1.1Ki", "1126400m"),
+        ] {
+            assert_eq!(canonical(input).as_deref(), Ok(want), "{input}");
+        }
+        assert_eq!(canonical("1.2.3"), Err(QuantityError::FormatWrong));
     }
 
     #[test]

@@ -154,12 +154,14 @@ pub enum RuntimeError {
         /// The container's runtime id.
         id: String,
     },
-    /// The runtime's socket could not be reached.
-    #[error("cannot reach the container runtime at {socket}: {source}")]
+    /// The runtime's socket could not be reached. The message names the socket; the machine's
+    /// words are the source, once (`No such file or directory (os error 2)`, `no answer to CRI
+    /// Version within 10 s`), not the transport's nested wrappers.
+    #[error("cannot reach the container runtime at {socket}")]
     Connect {
         /// The runtime's socket (containerd's `containerd.sock`).
         socket: PathBuf,
-        /// The transport's error.
+        /// What the machine said: the innermost cause of the transport's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },

@@ -122,13 +122,16 @@ pub enum PodError {
         /// The volume's error.
         source: crate::kubelet::volumes::VolumeError,
     },
-    /// The runtime refused the sandbox.
-    #[error("pod {pod}: {source}")]
+    /// The runtime refused the sandbox (the kubelet's `FailedCreatePodSandBox`).
+    #[error("pod {pod}: {source}{}", hint.as_ref().map(|h| format!("\n{h}")).unwrap_or_default())]
     Sandbox {
         /// The pod, as the plan names it.
         pod: String,
         /// `RunPodSandbox`'s error.
         source: Box<RuntimeError>,
+        /// Why, when podgrace can tell (a memory limit too low for any container to start:
+        /// [`podgrace_core::rules::resources::memory_limit_too_low_hint`]).
+        hint: Option<String>,
     },
     /// The pod task ended abnormally.
     #[error("pod {pod}: the pod task failed: {reason}")]
@@ -485,6 +488,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
                 return Err(PodError::Sandbox {
                     pod: self.display.clone(),
+                    hint: self.memory_hint(&source.to_string()),
                     source: Box::new(source),
                 });
             }

@@ -260,9 +260,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
     /// (`StartError`/`RunContainerError`, exit code 128), the same restart decision and
     /// back-off as a crash ([`Pod::after_exit`]).
     pub(super) fn start_failed(&mut self, i: usize, error: &RuntimeError) {
+        let mut text = message::failed(error);
+        if let Some(hint) = self.memory_hint(&text) {
+            text = format!("{text}: {hint}");
+        }
         let c = &mut self.ctrs[i];
         self.events
-            .warning(reason::FAILED, Some(&c.plan.name), message::failed(error));
+            .warning(reason::FAILED, Some(&c.plan.name), text);
         let status = ExitStatus::Code(START_ERROR_EXIT_CODE);
         let now = Instant::now();
         // The attempt ran for no time: it never resets the back-off.
@@ -273,6 +277,25 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.want_start = false;
         c.probe_killed = false;
         self.after_exit(i, now, status);
+    }
+}
+
+impl<R: RuntimeService + 'static> Pod<R> {
+    /// Why a start failed, when a memory limit too low for any container explains the
+    /// runtime's `error` ([`podgrace_core::rules::resources::memory_limit_too_low_hint`]).
+    pub(super) fn memory_hint(&self, error: &str) -> Option<String> {
+        let limits = self
+            .plan
+            .init_containers
+            .iter()
+            .chain(self.plan.containers.iter())
+            .filter_map(|c| {
+                c.resources
+                    .limits
+                    .get("memory")
+                    .map(|m| (c.name.as_str(), m.as_str()))
+            });
+        podgrace_core::rules::resources::memory_limit_too_low_hint(limits, error)
     }
 }
 
