@@ -59,6 +59,18 @@ fn a_container_runtime_out_of_reach_exits_3_but_a_missing_file_exits_2() {
             "error: cannot reach the container runtime at /nonexistent/containerd.sock: --image-source containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)\nerror: No such file or directory (os error 2)\n"
         );
     }
+    // A path that is there but is no socket is said so (connect(2) would say "Connection
+    // refused" for a regular file and "Not a directory" below one).
+    let dir = file.parent().unwrap();
+    for (path, what) in [(&*file, "a regular file"), (dir, "a directory")] {
+        let runtime = format!("containerd:{}", path.display());
+        let out = podgrace(&["run", file.to_str().unwrap(), "--runtime", &runtime]);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            format!("error: cannot reach the container runtime at {p}: --runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)\nerror: {p} is {what}, not a Unix socket\n", p = path.display())
+        );
+    }
     let missing = podgrace(&["run", "/nonexistent/pod.yaml"]);
     assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
 }

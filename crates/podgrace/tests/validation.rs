@@ -65,7 +65,7 @@ fn manifests_kube_apiserver_refuses_are_refused_by_explain_lint_and_run() {
 /// What kube-apiserver accepts is accepted: a relative mountPath (the kubelet makes it
 /// absolute), a relative hostPath, a probe's named port that no container port has (the
 /// kubelet's probes then fail: lint says so), a fractional byte quantity (with the API server's
-/// warning, from every verb).
+/// warning, from every verb); lint says what a relative hostPath does on containerd.
 #[test]
 fn what_kube_apiserver_accepts_is_accepted_with_its_warnings() {
     let f = tmp_file(
@@ -105,6 +105,7 @@ spec:
     let out = stdout(&o);
     assert!(out.contains(&format!("{p}:11:24  warning  api-server-warning  the API server warns: spec.containers[0].resources.limits[memory]: fractional byte value \"1m\" is invalid, must be an integer")), "{out}");
     assert!(out.contains(&format!("{p}:15:5  error    probe-port-not-found  container app: the livenessProbe's port \"http\" is not a port name of the container (named ports: none)")), "{out}");
+    assert!(out.contains(&format!("{p}:19:3  error    hostpath-relative  volume \"data\": hostPath.path \"relative/dir\" is relative")), "{out}");
 }
 
 /// Runs podgrace in `dir`, so that messages name the file as given.

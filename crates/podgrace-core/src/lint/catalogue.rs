@@ -220,6 +220,12 @@ pub const CATALOGUE: &[Rule] = &[
         doc: "Without `lifecycle.stopSignal` the runtime sends the image's STOPSIGNAL: nginx 1.19.5+ and php-fpm SIGQUIT, httpd and php-apache SIGWINCH, haproxy SIGUSR1. podgrace infers it from the image name of the official images it knows; an image built FROM one of them inherits it.\n\nUpstream: containerd internal/cri/server/container_stop.go (the image config's StopSignal); the images' Dockerfiles.\nFix: nothing when intended; set lifecycle.stopSignal (with its feature gate) to make it explicit, and make sure the app handles that signal.\nAlso reported by `podgrace explain` under the same id.",
     },
     Rule {
+        id: "hostpath-relative",
+        severity: Severity::Error,
+        title: "a hostPath volume with a relative path",
+        doc: "The API server accepts a relative `hostPath.path` (it only refuses `..`), and the kubelet hands it to the runtime unchanged. containerd creates a missing host path relative to its own working directory, and runc then resolves it against the container's bundle directory, where it does not exist: every container that mounts the volume fails to start (`error mounting \".../<bundle>/PATH\" to rootfs ...: no such file or directory`, StartError). Recorded with containerd 1.6.20 and runc 1.1.5.\n\nUpstream: pkg/apis/core/validation/validation.go validateHostPathVolumeSource; pkg/kubelet/kubelet_pods.go makeMounts (the host path as given).\nFix: give the absolute path on the node.",
+    },
+    Rule {
         id: "kill-beyond-grace",
         severity: Severity::Warning,
         title: "SIGKILL can come later than terminationGracePeriodSeconds plus 2 s",

@@ -28,6 +28,7 @@ mod probes;
 mod sidecars;
 mod signals;
 mod traffic;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -169,6 +170,7 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
                 traffic::check(&cx, &mut sink);
                 sidecars::check(&cx, &mut sink);
                 kill::check(&cx, &mut sink);
+                volumes::check(&cx, &mut sink);
             }
             ObjectBody::Service(svc) => traffic::check_service(o, svc, &pods, &mut sink),
             _ => {}

@@ -841,7 +841,7 @@ fn volume(v: k8s_openapi::api::core::v1::Volume) -> Volume {
 }
 
 /// Pod-spec fields whose positions are kept for lint.
-const POD_FIELDS: &[&str] = &["terminationGracePeriodSeconds"];
+const POD_FIELDS: &[&str] = &["terminationGracePeriodSeconds", "volumes"];
 
 /// Container fields whose positions are kept for lint (paths below the container).
 const CONTAINER_FIELDS: &[&str] = &[

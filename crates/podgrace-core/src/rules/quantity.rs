@@ -252,7 +252,9 @@ pub fn canonical(s: &str) -> Result<String, QuantityError> {
     };
     let sign = if q.nanos < 0 { "-" } else { "" };
     let abs = q.nanos.unsigned_abs();
-    if format == Format::BinarySi && (abs < 1024 * NANO as u128 || !abs.is_multiple_of(NANO as u128)) {
+    if format == Format::BinarySi
+        && (abs < 1024 * NANO as u128 || !abs.is_multiple_of(NANO as u128))
+    {
         format = Format::DecimalSi;
     }
     if format == Format::BinarySi {

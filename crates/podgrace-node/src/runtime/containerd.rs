@@ -479,6 +479,24 @@ impl ContainerdRuntime {
             socket: socket.to_path_buf(),
             source: machine_words(e).into(),
         };
+        // A path that is there but is no socket: connect(2) would say only "Connection refused".
+        if let Ok(meta) = std::fs::metadata(socket) {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = meta.file_type();
+            if !kind.is_socket() {
+                let what = if kind.is_dir() {
+                    "a directory"
+                } else if kind.is_file() {
+                    "a regular file"
+                } else {
+                    "a special file"
+                };
+                return Err(RuntimeError::Connect {
+                    socket: socket.to_path_buf(),
+                    source: format!("{} is {what}, not a Unix socket", socket.display()).into(),
+                });
+            }
+        }
         let path = socket.to_path_buf();
         let channel = Endpoint::from_static("http://localhost")
             .connect_timeout(Duration::from_secs(5))
