@@ -49,7 +49,8 @@ pub fn memory_limit_too_low_hint<'a>(
         || e.contains("os error 12")
         || e.contains("device or resource busy")
         || e.contains("unable to set memory limit")
-        || e.contains("oom");
+        || e.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w.starts_with("oom"));
     if !memory_refusal {
         return None;
     }
@@ -524,6 +525,16 @@ mod tests {
         );
         assert_eq!(
             memory_limit_too_low_hint([("app", "1m")], "exec format error"),
+            None
+        );
+        // runc's init killed by the OOM killer, but not a word that only contains "oom".
+        assert!(memory_limit_too_low_hint(
+            [("app", "1m")],
+            "container init was OOM-killed (memory limit too low?)"
+        )
+        .is_some());
+        assert_eq!(
+            memory_limit_too_low_hint([("app", "1m")], "no room left in /var/lib/containerd"),
             None
         );
     }

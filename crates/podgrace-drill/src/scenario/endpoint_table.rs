@@ -126,6 +126,7 @@ mod tests {
             terminating_since: None,
             grace_period_seconds: None,
             last_delete: None,
+            waiting: Vec::new(),
         }
     }
 

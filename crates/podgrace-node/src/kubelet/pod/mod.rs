@@ -53,8 +53,8 @@ mod status;
 mod terminate;
 
 pub use status::{
-    ContainerReport, DeleteKubelet, DeleteRecord, Killer, PodReport, PodStatus, PodWorkerState,
-    Termination, TerminationReason,
+    ContainerReport, ContainerWaiting, DeleteKubelet, DeleteRecord, Killer, PodReport, PodStatus,
+    PodWorkerState, Termination, TerminationReason,
 };
 use terminate::LATE_HOOK_WAIT;
 
@@ -216,6 +216,7 @@ pub fn run_pod<R: RuntimeService + 'static>(
         terminating_since: None,
         grace_period_seconds: None,
         last_delete: None,
+        waiting: Vec::new(),
     });
     let name = plan.name.clone();
     let task = tokio::spawn(async move {
@@ -248,8 +249,12 @@ struct Ctr {
     /// Create-and-start attempts, failed ones included (a failed start counts as a run that
     /// exited, as the kubelet's restartCount does).
     attempts: u32,
-    /// Restart waiting for its back-off to end.
+    /// Restart waiting for its back-off to end, or the pod worker's next sync after a failed
+    /// create (a container in [`Ctr::waiting`]).
     restart_at: Option<Instant>,
+    /// Why it waits after the kubelet could not create it (`reasonCache`): the waiting reason
+    /// ([`crate::events::waiting`]) and message; cleared once an instance is created.
+    waiting: Option<(&'static str, String)>,
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
     /// never restarts, whatever its exit code.
     probe_killed: bool,
@@ -316,6 +321,8 @@ struct Pod<R> {
     kill_pod_now_deadline: Option<Instant>,
     /// The pod failed to start (an init container failed with restartPolicy Never).
     failed: bool,
+    /// The image manager's pull back-off and last pull error, per image.
+    images: start::ImagePulls,
     /// Probe results: (container index, kind, status).
     probe_tx: mpsc::UnboundedSender<(usize, ProbeKind, ProbeStatus)>,
     probe_rx: mpsc::UnboundedReceiver<(usize, ProbeKind, ProbeStatus)>,
@@ -369,6 +376,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         epoch: Instant::now(),
                         attempts: 0,
                         restart_at: None,
+                        waiting: None,
                         probe_killed: false,
                         definition_changed: false,
                         want_start: true,
@@ -428,6 +436,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             deletes: Vec::new(),
             kill_pod_now_deadline: None,
             failed: false,
+            images: start::ImagePulls::default(),
             probe_tx,
             probe_rx,
             probe_kill_tx,

@@ -92,6 +92,22 @@ pub struct PodStatus {
     pub grace_period_seconds: Option<i64>,
     /// The last delete and what came of it.
     pub last_delete: Option<DeleteRecord>,
+    /// The containers the kubelet could not create, and why they wait (in spec order).
+    pub waiting: Vec<ContainerWaiting>,
+}
+
+/// Why a container the kubelet could not create (or whose image it could not have) waits: its
+/// `state.waiting` reason and message, as the kubelet's `reasonCache` holds them after a failed
+/// `startContainer` (`pkg/kubelet/kubelet_pods.go` `convertToAPIContainerStatuses`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerWaiting {
+    /// The container's name in the spec.
+    pub container: String,
+    /// `ErrImagePull`, `ImagePullBackOff`, `CreateContainerConfigError` ...
+    /// ([`crate::events::waiting`]).
+    pub reason: &'static str,
+    /// The kubelet's message (the runtime's error, or `Back-off pulling image ...`).
+    pub message: String,
 }
 
 /// Why a container was terminated (the run JSON contract's `reason`).
@@ -223,6 +239,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
             grace_period_seconds: (self.worker.grace_period > 0)
                 .then_some(self.worker.grace_period),
             last_delete: self.deletes.last().copied(),
+            waiting: self
+                .ctrs
+                .iter()
+                .filter(|c| !c.running)
+                .filter_map(|c| {
+                    c.waiting
+                        .as_ref()
+                        .map(|(reason, message)| ContainerWaiting {
+                            container: c.plan.name.clone(),
+                            reason,
+                            message: message.clone(),
+                        })
+                })
+                .collect(),
         });
     }
 
@@ -239,6 +269,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     .all(|p| p.status().is_ready());
             let state = match (c.running, c.exit) {
                 (true, _) => ApiContainerState::Running,
+                (false, _) if c.waiting.is_some() => ApiContainerState::Waiting {
+                    reason: c
+                        .waiting
+                        .as_ref()
+                        .map(|(r, _)| r.to_string())
+                        .unwrap_or_default(),
+                },
                 (false, Some(e)) => ApiContainerState::Terminated(Terminated {
                     exit_code: e.code(),
                     reason: containerd_exit_reason(e.code(), c.oom_killed).to_string(),
