@@ -354,3 +354,58 @@ async fn containerd_an_image_that_cannot_be_pulled_waits_in_err_image_pull_then_
         report.object
     );
 }
+
+/// An entry point the image does not have: runc refuses it in StartContainer, the kubelet's
+/// `Failed` event is `Error: ` and containerd's message once (not the gRPC code, not the error
+/// chain twice), and the container is terminated as containerd reports it, `StartError` with
+/// exit code 128, which kubectl shows as the pod's STATUS; under `restartPolicy: Never` the pod
+/// is then Failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_an_entry_point_the_image_lacks_is_a_start_error() {
+    let Some(sock) = socket("containerd_an_entry_point_the_image_lacks_is_a_start_error") else {
+        return;
+    };
+    let rt = pods::runtime(&sock, "pod").await;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: nostart}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [/no/such/binary]\n"
+    );
+    let events = EventRecorder::new();
+    let m = manifest::load(&yaml, "nostart.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let pod = run_pod(
+        rt.clone(),
+        m.pods().next().expect("a pod").clone(),
+        PodOptions {
+            uid: Some(uid("s1")),
+            ..PodOptions::default()
+        },
+        events.clone(),
+    );
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("pod ended within 60 s")
+        .expect("pod report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .expect("remove sandbox");
+    }
+    let failed: Vec<String> = events
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "Failed")
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let m = &failed[0];
+    assert!(
+        m.starts_with("Error: failed to create containerd task: ")
+            && m.contains(
+                "exec: \"/no/such/binary\": stat /no/such/binary: no such file or directory"
+            )
+            && m.matches("failed to create containerd task").count() == 1,
+        "{m}"
+    );
+    let last = report.object.last().expect("a status");
+    assert_eq!(last.phase.as_str(), "Failed", "{:?}", report.object);
+    assert_eq!(last.row.status, "StartError", "{:?}", report.object);
+}

@@ -258,6 +258,10 @@ struct Ctr {
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
     /// never restarts, whatever its exit code.
     probe_killed: bool,
+    /// The last instance never ran: the runtime refused to start it. Its terminated state has
+    /// containerd's reason `StartError` and exit code 128 (`errorStartReason`,
+    /// `pkg/cri/server/container_start.go`, containerd 1.6 to 2.x), which kubectl shows.
+    start_error: bool,
     /// Killed by the kubelet because its definition (image) changed: restarts whatever the
     /// pod's `restartPolicy`, with a fresh back-off (the back-off key holds the container's
     /// hash).
@@ -378,6 +382,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         restart_at: None,
                         waiting: None,
                         probe_killed: false,
+                        start_error: false,
                         definition_changed: false,
                         want_start: true,
                         ever_started: false,

@@ -196,6 +196,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             c.want_start = false;
             c.ever_started = true;
             c.probe_killed = false;
+            c.start_error = false;
             c.started_at = Some(Instant::now());
             c.report.ids.push(id.clone());
             for p in &c.probes {
@@ -369,6 +370,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.running = false;
         c.exit = Some(status);
         c.oom_killed = false;
+        c.start_error = true;
         c.want_start = false;
         c.probe_killed = false;
         self.after_exit(i, now, status);

@@ -9,7 +9,9 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::podstatus::{
     ContainerState as ApiContainerState, ContainerStatus as ApiContainerStatus, Terminated,
 };
-use podgrace_core::rules::runtime::{containerd_exit_reason, Signal};
+use podgrace_core::rules::runtime::{
+    containerd_exit_reason, Signal, CONTAINERD_START_ERROR_REASON,
+};
 
 use super::{Ctr, Pod};
 use crate::events::Event;
@@ -278,7 +280,11 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 },
                 (false, Some(e)) => ApiContainerState::Terminated(Terminated {
                     exit_code: e.code(),
-                    reason: containerd_exit_reason(e.code(), c.oom_killed).to_string(),
+                    reason: if c.start_error {
+                        CONTAINERD_START_ERROR_REASON.to_string()
+                    } else {
+                        containerd_exit_reason(e.code(), c.oom_killed).to_string()
+                    },
                     signal: 0,
                     finished_at_ms: None,
                 }),
