@@ -72,6 +72,8 @@ start() {
     return
   fi
   mkdir -p "$dir/root" "$dir/state" "$dir/cni" "$dir/logs"
+  dir="$(cd "$dir" && pwd)"
+  sock="$dir/containerd.sock"
   local snapshotter=overlayfs
   # overlayfs on overlayfs (a container's own root) does not work everywhere; native always does.
   if ! grep -qw overlay /proc/filesystems; then snapshotter=native; fi
@@ -127,7 +129,8 @@ EOF
   ]
 }
 EOF
-  containerd --config "$dir/config.toml" >"$dir/logs/containerd.log" 2>&1 &
+  # Its working directory is DIR: containerd creates a missing relative hostPath there.
+  (cd "$dir" && exec containerd --config "$dir/config.toml") >"$dir/logs/containerd.log" 2>&1 &
   echo $! >"$dir/containerd.pid"
   for _ in $(seq 1 100); do
     if [ -S "$sock" ] && ctr -a "$sock" version >/dev/null 2>&1; then break; fi

@@ -257,8 +257,15 @@ pub async fn serve(
             .and_then(|s| s.pointer("/state/waiting/reason"))
             .and_then(Value::as_str)
             .unwrap_or("ContainerCreating");
+        // validateContainerLogStatus (pkg/kubelet/kubelet_pods.go) words the two image
+        // errors; any other reason is given as it is.
+        let why = match reason {
+            "ErrImagePull" => "image can't be pulled",
+            "ImagePullBackOff" => "trying and failing to pull image",
+            other => other,
+        };
         ApiError::bad_request(format!(
-            "container {container:?} in pod {name:?} is waiting to start: {reason}"
+            "container {container:?} in pod {name:?} is waiting to start: {why}"
         ))
     };
     let Some(st) = st else { return Err(waiting()) };

@@ -73,84 +73,25 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     meta.as_object_mut().expect("object")
 }
 
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+pub use podgrace_core::rules::validation::format::NameRule;
+use podgrace_core::rules::validation::format::{
+    is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
+};
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-/// `IsDNS1123Subdomain`'s messages for `s` (empty when it is one).
+/// `IsDNS1123Subdomain`'s messages for `s` (empty when it is one); podgrace-core's
+/// implementation, shared with the manifest loader.
 pub fn subdomain_messages(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > 253 {
-        out.push("must be no more than 253 characters".to_string());
-    }
-    if !s.split('.').all(|l| is_label(l, false)) {
-        out.push(SUBDOMAIN_MSG.to_string());
-    }
-    out
+    is_dns1123_subdomain(s)
 }
 
-const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_MSG: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// Whether `s` matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
-fn is_label_key_name(s: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    !s.is_empty()
-        && s.starts_with(alnum)
-        && s.ends_with(alnum)
-        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
-}
-
-/// `IsQualifiedName` (`content.IsLabelKey`): a label or annotation key, an optional DNS
-/// subdomain prefix and `/`, then a name part of at most 63 characters. The messages are
-/// upstream's (1.36 tree; releases before the `content` package say "a qualified name" where
-/// this says "a valid label key", for a key with more than one `/`).
+/// `IsQualifiedName` (`content.IsLabelKey`), podgrace-core's implementation.
 pub fn qualified_name_messages(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    subdomain_messages(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!("a valid label key {LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".to_string());
-    }
-    if !is_label_key_name(name) {
-        errs.push(format!("name part {LABEL_KEY_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{LABEL_KEY_FMT}')"));
-    }
-    errs
+    is_qualified_name(value)
 }
 
-/// `IsValidLabelValue` (`content.IsLabelValue`): empty, or at most 63 characters of the label
-/// key's name form.
+/// `IsValidLabelValue` (`content.IsLabelValue`), podgrace-core's implementation.
 pub fn label_value_messages(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_label_key_name(value) {
-        errs.push(format!("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({LABEL_KEY_FMT})?')"));
-    }
-    errs
+    is_valid_label_value(value)
 }
 
 /// The most annotations may hold, keys and values together (`TotalAnnotationSizeLimitB`,
@@ -211,66 +152,13 @@ pub fn validate_labels_and_annotations(meta: &Value, path: &str) -> Vec<Cause> {
     out
 }
 
-fn is_label(s: &str, first_alpha: bool) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.ends_with('-')
-        && if first_alpha {
-            s.starts_with(|c: char| c.is_ascii_lowercase())
-        } else {
-            !s.starts_with('-')
-        }
-}
-
-/// The kind of name a resource requires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// RFC 1123 subdomain (most kinds), at most 253 characters.
-    Subdomain,
-    /// RFC 1123 label (namespaces), at most 63.
-    Label,
-    /// RFC 1035 label (services), at most 63.
-    Dns1035,
-}
-
 /// The problems with `name` under `rule`, each an `Invalid value` body (without the path).
 pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
-    let mut out = Vec::new();
     let q = crate::status_quote(name);
-    match rule {
-        NameRule::Subdomain => {
-            if name.len() > 253 {
-                out.push(format!(
-                    "Invalid value: {q}: must be no more than 253 characters"
-                ));
-            }
-            if !name.split('.').all(|l| is_label(l, false)) {
-                out.push(format!("Invalid value: {q}: {SUBDOMAIN_MSG}"));
-            }
-        }
-        NameRule::Label => {
-            if name.len() > 63 {
-                out.push(format!(
-                    "Invalid value: {q}: must be no more than 63 characters"
-                ));
-            }
-            if !is_label(name, false) {
-                out.push(format!("Invalid value: {q}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')"));
-            }
-        }
-        NameRule::Dns1035 => {
-            if name.len() > 63 {
-                out.push(format!(
-                    "Invalid value: {q}: must be no more than 63 characters"
-                ));
-            }
-            if !is_label(name, true) {
-                out.push(format!("Invalid value: {q}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"));
-            }
-        }
-    }
-    out
+    rule.check(name, false)
+        .into_iter()
+        .map(|m| format!("Invalid value: {q}: {m}"))
+        .collect()
 }
 
 /// `ValidateObjectMeta` for what podgrace checks: the name (or `generateName`) and its format.

@@ -89,24 +89,30 @@ fn normalize_kind(r: &Resource, v: Value) -> Result<Value, String> {
 }
 
 /// Unknown and duplicate fields of `text` for kind `r` (paths from the object root), through
-/// the manifest loader's strict decoding.
+/// the manifest loader's strict decoding; its validation causes, type errors, and for pods and
+/// pod templates the API server's warnings (`GetWarningsForPod`).
 fn strict_issues(
     r: &Resource,
     text: &str,
     version: KubeVersion,
-) -> (Vec<String>, Vec<Cause>, Vec<String>) {
+) -> (Vec<String>, Vec<Cause>, Vec<String>, Vec<String>) {
     use k8s_openapi::api::coordination::v1 as coord;
     use k8s_openapi::api::core::v1 as core;
     use k8s_openapi::api::events::v1 as events;
+    let mut warnings = Vec::new();
     let errs = match (r.group, r.kind) {
-        ("", "Pod") | ("apps", "Deployment") | ("apps", "ReplicaSet") => manifest::load_with(
-            text,
-            "request",
-            &LoadOptions {
-                kube_version: version,
-            },
-        )
-        .err(),
+        ("", "Pod") | ("apps", "Deployment") | ("apps", "ReplicaSet") => {
+            let (m, errs) = manifest::load_partial(
+                text,
+                "request",
+                &LoadOptions {
+                    kube_version: version,
+                },
+            );
+            // kube-apiserver's `Warning` headers carry the message alone (path first).
+            warnings.extend(m.warnings.into_iter().map(|w| w.message));
+            (!errs.is_empty()).then_some(manifest::ManifestErrors(errs))
+        }
         ("", "Namespace") => manifest::load_typed::<core::Namespace>(text, "request").err(),
         ("", "Node") => manifest::load_typed::<core::Node>(text, "request").err(),
         ("", "Event") => manifest::load_typed::<core::Event>(text, "request").err(),
@@ -138,6 +144,13 @@ fn strict_issues(
             ManifestErrorKind::DuplicateField { .. } => {
                 unknown.push(format!("duplicate field {:?}", e.span.path))
             }
+            // The registry checks the name itself, after `generateName` made one
+            // (`meta::validate_name`), with the same podgrace-core rules.
+            ManifestErrorKind::Field(_)
+                if matches!(
+                    e.span.path.as_str(),
+                    "metadata.name" | "metadata.generateName"
+                ) => {}
             ManifestErrorKind::Field(kind) => {
                 let reason = match &kind {
                     FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
@@ -145,6 +158,7 @@ fn strict_issues(
                     FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
                     FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
                     FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
+                    FieldErrorKind::NotFound { .. } => "FieldValueNotFound",
                 };
                 invalid.push(Cause {
                     reason: reason.into(),
@@ -161,7 +175,7 @@ fn strict_issues(
             _ => {}
         }
     }
-    (unknown, invalid, types)
+    (unknown, invalid, types, warnings)
 }
 
 /// A decoded request body: the object (unknown fields dropped), the warnings to send, and
@@ -170,7 +184,9 @@ fn strict_issues(
 pub struct Decoded {
     /// The object as decoded, unknown and duplicate fields dropped.
     pub object: Value,
-    /// `Warning` header texts for field validation's `Warn` (`unknown field "spec.foo"`).
+    /// `Warning` header texts: field validation's `Warn` (`unknown field "spec.foo"`) and a
+    /// valid pod's warnings (`spec.containers[0].resources.limits[memory]: fractional byte
+    /// value "1m" is invalid, must be an integer`).
     pub warnings: Vec<String>,
     /// The causes of a 422 Invalid that podgrace-core's validation found (field path,
     /// reason, message), answered after defaulting as the registry strategy's `Validate` is.
@@ -224,7 +240,7 @@ pub fn decode(
     map.insert("apiVersion".into(), json!(r.api_version()));
     map.insert("kind".into(), json!(r.kind));
     let text = serde_json::to_string(&value).map_err(ApiError::internal)?;
-    let (unknown, invalid, types) = strict_issues(r, &text, version);
+    let (unknown, invalid, types, pod_warnings) = strict_issues(r, &text, version);
     if let Some(t) = types.first() {
         return Err(ApiError::bad_request(format!("{handled}: {t}")));
     }
@@ -241,6 +257,7 @@ pub fn decode(
             FieldValidation::Ignore => {}
         }
     }
+    warnings.extend(pod_warnings);
     let object =
         normalize_kind(r, value).map_err(|e| ApiError::bad_request(format!("{handled}: {e}")))?;
     Ok(Decoded {
@@ -729,6 +746,53 @@ mod tests {
             e.causes[0].field,
             "spec.containers[0].lifecycle.preStop.sleep"
         );
+    }
+
+    /// The same checks as `explain`/`lint`/`run` (podgrace-core's loader), as a 422 whose causes
+    /// carry kube-apiserver's reasons, fields and messages; a valid pod's warnings become
+    /// `Warning` headers.
+    #[test]
+    fn pods_get_validate_pods_checks_as_causes_and_warnings() {
+        let pods = find("", "v1", "pods").unwrap();
+        let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
+            "spec":{"containers":[{"name":"app","image":"x","imagePullPolicy":"Sometimes",
+            "ports":[{"containerPort":70000}],
+            "resources":{"requests":{"memory":"2Gi"},"limits":{"memory":"1Gi"}},
+            "volumeMounts":[{"name":"data","mountPath":"/data"}]}],
+            "volumes":[{"name":"cfg","configMap":{"name":"c","defaultMode":99999}}]}}"#;
+        let d = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap();
+        let e = prepare_create(pods, "default", d, &cx()).unwrap_err();
+        assert_eq!(e.code, 422);
+        let causes: Vec<(&str, &str, &str)> = e
+            .causes
+            .iter()
+            .map(|c| (c.reason.as_str(), c.field.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            causes,
+            vec![
+                ("FieldValueInvalid", "spec.volumes[0].configMap.defaultMode", "Invalid value: 99999: must be a number between 0 and 0777 (octal), both inclusive"),
+                ("FieldValueInvalid", "spec.containers[0].ports[0].containerPort", "Invalid value: 70000: must be between 1 and 65535, inclusive"),
+                ("FieldValueNotFound", "spec.containers[0].volumeMounts[0].name", "Not found: \"data\""),
+                ("FieldValueNotSupported", "spec.containers[0].imagePullPolicy", "Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\""),
+                ("FieldValueInvalid", "spec.containers[0].resources.requests", "Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi"),
+            ]
+        );
+        // A name is checked once, by the registry, after generateName.
+        let body =
+            br#"{"metadata":{"name":"Web_1"},"spec":{"containers":[{"name":"app","image":"x"}]}}"#;
+        let d = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap();
+        let e = prepare_create(pods, "default", d, &cx()).unwrap_err();
+        assert_eq!(e.causes.len(), 1, "{:?}", e.causes);
+        assert_eq!(e.causes[0].field, "metadata.name");
+        let body = br#"{"metadata":{"name":"web"},"spec":{"containers":[{"name":"app","image":"x",
+            "resources":{"limits":{"memory":"1m"}}}]}}"#;
+        let d = decode(pods, body, FieldValidation::Strict, KubeVersion::default()).unwrap();
+        assert_eq!(
+            d.warnings,
+            vec!["spec.containers[0].resources.limits[memory]: fractional byte value \"1m\" is invalid, must be an integer"]
+        );
+        assert!(prepare_create(pods, "default", d, &cx()).is_ok());
     }
 
     #[test]

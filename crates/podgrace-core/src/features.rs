@@ -39,6 +39,20 @@ impl KubeVersion {
         self.at_least(1, 33)
     }
 
+    /// `RelaxedEnvironmentVariableValidation`: env var names (and `envFrom` prefixes) may be
+    /// any printable ASCII but `=`, instead of `[-._a-zA-Z][-._a-zA-Z0-9]*`. Alpha 1.30 (off),
+    /// beta and on by default from 1.32, GA 1.34.
+    pub const fn relaxed_environment_variable_validation(self) -> bool {
+        self.at_least(1, 32)
+    }
+
+    /// `EnvFiles`: env vars from a file of an emptyDir (`valueFrom.fileKeyRef`); the API
+    /// server's message for a `valueFrom` without a source names it. Alpha 1.34 (off), beta and
+    /// on by default from 1.35.
+    pub const fn env_files(self) -> bool {
+        self.at_least(1, 35)
+    }
+
     /// `KubeletEnsureSecretPulledImages` (KEP-2535): the kubelet re-checks credentials for
     /// images already present, and its `Pulled` event says "... and can be accessed by the
     /// pod". Alpha 1.33 (off), beta and on by default from 1.35.

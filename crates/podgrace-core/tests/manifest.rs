@@ -118,6 +118,7 @@ fn r14_sleep_longer_than_default_tgps_is_rejected() {
         deploy(&format!(
             "      containers:
       - name: app
+        image: app
         lifecycle:
           preStop:
             sleep:
@@ -127,11 +128,11 @@ fn r14_sleep_longer_than_default_tgps_is_rejected() {
     };
     assert_eq!(
         errors(&hook(60)),
-        vec!["t.yaml:17:15: spec.template.spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be non-negative and less than terminationGracePeriodSeconds (30)"]
+        vec!["t.yaml:18:15: spec.template.spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be non-negative and less than terminationGracePeriodSeconds (30)"]
     );
     assert_eq!(
         errors_v(&hook(60), KubeVersion::new(1, 30)),
-        vec!["t.yaml:17:15: spec.template.spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be greater than 0 and less than terminationGracePeriodSeconds (30)"]
+        vec!["t.yaml:18:15: spec.template.spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be greater than 0 and less than terminationGracePeriodSeconds (30)"]
     );
     assert!(errors(&hook(30)).is_empty());
     assert!(errors_v(&hook(0), KubeVersion::new(1, 33)).is_empty());
@@ -149,6 +150,7 @@ fn probe_grace_period_rules() {
     let text = deploy(
         "      containers:
       - name: app
+        image: app
         livenessProbe:
           tcpSocket: {port: 80}
           terminationGracePeriodSeconds: 0
@@ -160,8 +162,8 @@ fn probe_grace_period_rules() {
     assert_eq!(
         errors(&text),
         vec![
-            "t.yaml:16:42: spec.template.spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 0: must be greater than 0",
-            "t.yaml:19:42: spec.template.spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
+            "t.yaml:17:42: spec.template.spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 0: must be greater than 0",
+            "t.yaml:20:42: spec.template.spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
         ]
     );
 }
@@ -171,9 +173,11 @@ fn container_names_and_handlers() {
     let text = deploy(
         "      containers:
       - name: app
+        image: app
         lifecycle:
           preStop: {}
       - name: app
+        image: app
         lifecycle:
           postStart:
             exec: {command: [a]}
@@ -183,9 +187,9 @@ fn container_names_and_handlers() {
     assert_eq!(
         errors(&text),
         vec![
-            "t.yaml:15:20: spec.template.spec.containers[0].lifecycle.preStop: Required value: must specify a handler type",
-            "t.yaml:16:15: spec.template.spec.containers[1].name: Duplicate value: \"app\"",
-            "t.yaml:20:20: spec.template.spec.containers[1].lifecycle.postStart.sleep: Forbidden: may not specify more than 1 handler type",
+            "t.yaml:16:20: spec.template.spec.containers[0].lifecycle.preStop: Required value: must specify a handler type",
+            "t.yaml:17:15: spec.template.spec.containers[1].name: Duplicate value: \"app\"",
+            "t.yaml:22:20: spec.template.spec.containers[1].lifecycle.postStart.sleep: Forbidden: may not specify more than 1 handler type",
         ]
     );
     let text = deploy("      containers:\n      - image: nginx\n");
@@ -200,15 +204,16 @@ fn stop_signal_needs_os() {
     let text = deploy(
         "      containers:
       - name: app
+        image: app
         lifecycle:
           stopSignal: SIGUSR1
 ",
     );
     assert_eq!(
         errors(&text),
-        vec!["t.yaml:15:23: spec.template.spec.containers[0].lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`"]
+        vec!["t.yaml:16:23: spec.template.spec.containers[0].lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`"]
     );
-    let ok = deploy("      os: {name: linux}\n      containers:\n      - name: app\n        lifecycle:\n          stopSignal: SIGUSR1\n");
+    let ok = deploy("      os: {name: linux}\n      containers:\n      - name: app\n        image: app\n        lifecycle:\n          stopSignal: SIGUSR1\n");
     assert!(errors(&ok).is_empty());
 }
 
@@ -244,10 +249,13 @@ fn defaults_are_applied() {
     let text = deploy(
         "      initContainers:
       - name: proxy
+        image: proxy
         restartPolicy: Always
       - name: migrate
+        image: migrate
       containers:
       - name: app
+        image: app
         ports: [{containerPort: 80}]
         readinessProbe:
           httpGet: {port: 80}
@@ -263,7 +271,7 @@ fn defaults_are_applied() {
     assert_eq!(pod.init_containers[0].role, ContainerRole::Sidecar);
     assert_eq!(pod.init_containers[1].role, ContainerRole::Init);
     let app = &pod.containers[0];
-    assert_eq!((app.span.line, app.span.column), (17, 9));
+    assert_eq!((app.span.line, app.span.column), (19, 9));
     assert_eq!(app.span.path, "spec.template.spec.containers[0]");
     assert_eq!(app.ports[0].protocol, "TCP");
     let p = app.readiness_probe.as_ref().unwrap();
@@ -286,7 +294,7 @@ fn defaults_are_applied() {
 
 #[test]
 fn multi_document_list_and_json() {
-    let text = "---\n# empty\n---\nnull\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec: {containers: [{name: c}]}\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s}\n  spec: {selector: {app: a}, publishNotReadyAddresses: true}\n";
+    let text = "---\n# empty\n---\nnull\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec: {containers: [{name: c, image: x}]}\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s}\n  spec: {selector: {app: a}, publishNotReadyAddresses: true}\n";
     let m = manifest::load(text, "t.yaml").unwrap();
     assert_eq!(m.objects.len(), 2);
     assert_eq!(m.pods().next().map(|p| p.name.as_str()), Some("a"));
@@ -304,10 +312,10 @@ fn multi_document_list_and_json() {
     assert_eq!(pod.termination_grace_period_seconds, 45);
     assert!(!pod.termination_grace_period_defaulted);
     let bad = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"},
-  "spec": {"containers": [{"name": "c", "lifecycle": {"preStop": {"sleep": {"seconds": 99}}}}]}}"#;
+  "spec": {"containers": [{"name": "c", "image": "x", "lifecycle": {"preStop": {"sleep": {"seconds": 99}}}}]}}"#;
     assert_eq!(
         errors(bad),
-        vec!["t.yaml:2:76: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 99: must be non-negative and less than terminationGracePeriodSeconds (30)"]
+        vec!["t.yaml:2:90: spec.containers[0].lifecycle.preStop.sleep: Invalid value: 99: must be non-negative and less than terminationGracePeriodSeconds (30)"]
     );
 }
 
@@ -435,6 +443,7 @@ fn resource_quantities_are_parsed_as_the_api_server_does() {
     let text = deploy(
         "      containers:
       - name: app
+        image: app
         resources:
           requests: {cpu: 500m, memory: 1Kb}
           limits: {cpu: \"-1\", memory: 64Mi}
@@ -442,14 +451,18 @@ fn resource_quantities_are_parsed_as_the_api_server_does() {
     );
     assert_eq!(
         errors(&text),
+        // Upstream's order: the limits, then the requests (each checked against its limit,
+        // reported at `resources.requests` with the canonical quantities).
         vec![
-            "t.yaml:15:41: spec.template.spec.containers[0].resources.requests.memory: Invalid value: \"1Kb\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-            "t.yaml:16:25: spec.template.spec.containers[0].resources.limits.cpu: Invalid value: \"-1\": must be greater than or equal to 0",
+            "t.yaml:17:25: spec.template.spec.containers[0].resources.limits[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+            "t.yaml:16:27: spec.template.spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of -1",
+            "t.yaml:16:41: spec.template.spec.containers[0].resources.requests[memory]: Invalid value: \"1Kb\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
         ]
     );
     let ok = deploy(
         "      containers:
       - name: app
+        image: app
         resources:
           requests: {cpu: \"0.5\"}
           limits: {cpu: \"1000m\", memory: 64Mi}

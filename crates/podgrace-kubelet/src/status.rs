@@ -63,6 +63,11 @@ pub struct ContainerView {
     /// `ContainerStatus.image.image` and `image_ref`); `None` (the spec's image, imageID
     /// empty) before the first instance or on a runtime without images.
     pub image: Option<(String, String)>,
+    /// The kubelet could not create its next instance (or have its image): the waiting
+    /// `(reason, message)` of its `reasonCache` entry (`ErrImagePull`, `ImagePullBackOff`,
+    /// `CreateContainerConfigError` ...), shown instead of the default waiting reason or the
+    /// last exit, which becomes `lastState`.
+    pub waiting: Option<(String, String)>,
 }
 
 /// Everything [`generate`] reads.
@@ -220,6 +225,21 @@ fn container_status(
                 }
             }
         }
+    }
+    // convertToAPIContainerStatuses: a container that should be (re)started and has a
+    // reasonCache entry waits with its reason; its last exit, if any, is lastState.
+    if let Some((reason, message)) = c
+        .and_then(|c| c.waiting.as_ref())
+        .filter(|_| !running && !view.pod_is_terminal)
+    {
+        if let Some((id, exited @ Instance::Exited { .. })) = current {
+            last_json = json!({"terminated": terminated_json(view.runtime_type, id, exited)});
+            last_core = core_terminated(exited);
+        }
+        state_json = json!({"waiting": {"reason": reason, "message": message}});
+        core_state = ContainerState::Waiting {
+            reason: reason.clone(),
+        };
     }
     // A regular init container is "ready" once it completed (exit 0), as the kubelet marks it.
     let ready = match role {
@@ -672,6 +692,7 @@ mod tests {
             ready: true,
             back_off_seconds: None,
             image: None,
+            waiting: None,
         }];
         let (s, phase) = generate(&view(&p, &running, &old));
         assert_eq!(phase, PodPhase::Running);
@@ -740,6 +761,7 @@ mod tests {
             ready: false,
             back_off_seconds: Some(10),
             image: None,
+            waiting: None,
         }];
         let (s, phase) = generate(&view(&p, &cs, &json!({})));
         assert_eq!(phase, PodPhase::Running);

@@ -787,6 +787,11 @@ async fn compute<S: RuntimeSource, R: RuntimeService>(
             ready: running && (st.ready || !has_probe),
             instances,
             back_off_seconds: back_off,
+            waiting: st
+                .waiting
+                .iter()
+                .find(|w| w.container == c.name)
+                .map(|w| (w.reason.to_string(), w.message.clone())),
             image,
         });
     }

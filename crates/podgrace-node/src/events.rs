@@ -87,6 +87,30 @@ pub mod reason {
     /// A volume could not be set up (`events.FailedMountVolume`, the volume manager's
     /// `MountVolume.SetUp failed for volume ...`).
     pub const FAILED_MOUNT: &str = "FailedMount";
+    /// `FailedToInspectImage` (Warning), see [`super::message::failed_to_inspect`].
+    pub const INSPECT_FAILED: &str = "InspectFailed";
+    /// `BackOffPullImage` (Normal; the same reason as [`BACK_OFF`]), see
+    /// [`super::message::back_off_pulling`].
+    pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
+}
+
+/// Why a container the kubelet could not create waits: the `reason` of its waiting state, the
+/// error `startContainer` returned (`reasonCache`; `pkg/kubelet/images/types.go`,
+/// `pkg/kubelet/kuberuntime/kuberuntime_container.go`), also the `Error: REASON` of its
+/// `Failed` event for the image errors. Kubernetes 1.20 to 1.37.
+pub mod waiting {
+    /// `ErrImagePull`: the pull failed.
+    pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+    /// `ImagePullBackOff`: a pull failed less than the image back-off ago.
+    pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+    /// `ErrImageNeverPull`: absent with `imagePullPolicy: Never`.
+    pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+    /// `ImageInspectError`: `ImageStatus` failed.
+    pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
+    /// `CreateContainerConfigError`: the container's config could not be made (its mounts).
+    pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+    /// `CreateContainerError`: CRI `CreateContainer` failed.
+    pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
 }
 
 /// The kubelet's event messages, each with the upstream place that emits it.
@@ -203,10 +227,24 @@ pub mod message {
         format!("Container image {image:?} is not present with pull policy of Never")
     }
 
-    /// `Failed` after a failed pull: `"Failed to pull image \"IMAGE\": ERR"`
-    /// (`image_manager.go` `pullImage`).
+    /// `Failed` after a failed pull: `"Failed to pull image \"IMAGE\": ERR"`, ERR as grpc-go
+    /// prints it (`rpc error: code = Unknown desc = ...`; `image_manager.go`
+    /// `EnsureImageExists`).
     pub fn failed_to_pull(image: &str, error: &impl std::fmt::Display) -> String {
         format!("Failed to pull image {image:?}: {error}")
+    }
+
+    /// `BackOff` while a failed pull's back-off runs: `"Back-off pulling image \"IMAGE\""`
+    /// (`image_manager.go` `EnsureImageExists`).
+    pub fn back_off_pulling(image: &str) -> String {
+        format!("Back-off pulling image {image:?}")
+    }
+
+    /// `InspectFailed`: `"Failed to inspect image \"REF\": ERR"` (`image_manager.go`
+    /// `imagePullPrecheck`). Upstream formats the image reference `GetImageRef` returned, which
+    /// is empty when it failed, so the event reads `Failed to inspect image "": ...`.
+    pub fn failed_to_inspect(image_ref: &str, error: &impl std::fmt::Display) -> String {
+        format!("Failed to inspect image {image_ref:?}: {error}")
     }
 
     /// Go's `time.Duration.String()` for durations under an hour: `1.234567s`, `523.1ms`,

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use containerd_support::{socket, BUSYBOX};
 use podgrace_core::manifest;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::EventRecorder;
-use podgrace_node::kubelet::{run_pod, PodHandle, PodOptions};
-use podgrace_node::runtime::{cgroup, ContainerdRuntime};
+use podgrace_node::kubelet::{run_pod, PodCommand, PodHandle, PodOptions};
+use podgrace_node::runtime::{cgroup, CallContext, ContainerdRuntime, RuntimeService};
 use pods::{delete, pids_with_env, uid};
 
 /// Starts the pod of `yaml` with `uid` and waits until it runs.
@@ -214,4 +215,197 @@ async fn containerd_host_path_volumes_with_the_kubelets_type_checks() {
         "a hostPath is the host's: it stays"
     );
     let _ = std::fs::remove_dir_all(&host);
+}
+
+/// An image that cannot be had keeps its container waiting, as the kubelet's image manager and
+/// pod worker do: a failed pull is `Failed to pull image "IMAGE": rpc error: code = ... desc =
+/// ...` and `Error: ErrImagePull` (the container waits with reason `ErrImagePull`), the pod
+/// worker's next sync 10 s later pulls again (the image back-off of 10 s has passed), and the
+/// one after that, within the doubled back-off, records `Back-off pulling image` and waits with
+/// `ImagePullBackOff` and the last pull's error. An absent image under `imagePullPolicy:
+/// Never` waits with `ErrImageNeverPull`. Nothing ran, so nothing is restarted or counted, and
+/// `restartPolicy: Never` does not end the pod: it stays Pending until deleted, then is Failed
+/// with its containers `ContainerStatusUnknown` (the status manager's `TerminatePod`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_an_image_that_cannot_be_pulled_waits_in_err_image_pull_then_back_off() {
+    let Some(sock) =
+        socket("containerd_an_image_that_cannot_be_pulled_waits_in_err_image_pull_then_back_off")
+    else {
+        return;
+    };
+    let rt = pods::runtime(&sock, "pod").await;
+    // A registry that refuses at once (no DNS, no network needed).
+    let absent = "127.0.0.1:1/podgrace/absent:1";
+    let never = "127.0.0.1:1/podgrace/absent:2";
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: nopull}}\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {absent}\n    imagePullPolicy: IfNotPresent\n  - name: never\n    image: {never}\n    imagePullPolicy: Never\n"
+    );
+    let m = manifest::load(&yaml, "nopull.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let plan = m.pods().next().expect("a pod").clone();
+    let events = EventRecorder::new();
+    let pod = run_pod(
+        rt.clone(),
+        plan,
+        PodOptions {
+            uid: Some(uid("n1")),
+            ..PodOptions::default()
+        },
+        events.clone(),
+    );
+    let mut st = pod.status();
+    let reason_of = |s: &podgrace_node::kubelet::PodStatus, c: &str| {
+        s.waiting
+            .iter()
+            .find(|w| w.container == c)
+            .map(|w| (w.reason, w.message.clone()))
+    };
+    let waits = tokio::time::timeout(
+        Duration::from_secs(30),
+        st.wait_for(|s| reason_of(s, "app").is_some() && reason_of(s, "never").is_some()),
+    )
+    .await
+    .expect("both containers waiting within 30 s")
+    .expect("status")
+    .clone();
+    let first_failure = std::time::Instant::now();
+    let (reason, message) = reason_of(&waits, "app").unwrap();
+    assert_eq!(reason, "ErrImagePull");
+    assert!(message.starts_with("rpc error: code = "), "{message}");
+    assert_eq!(
+        reason_of(&waits, "never").unwrap(),
+        (
+            "ErrImageNeverPull",
+            format!("Container image \"{never}\" is not present with pull policy of Never")
+        )
+    );
+    let of = |reason: &str, container: &str| -> Vec<String> {
+        events
+            .events()
+            .into_iter()
+            .filter(|e| e.reason == reason && e.container.as_deref() == Some(container))
+            .map(|e| e.message)
+            .collect()
+    };
+    let failed = of("Failed", "app");
+    assert!(
+        failed[0].starts_with(&format!(
+            "Failed to pull image \"{absent}\": rpc error: code = "
+        )),
+        "{failed:?}"
+    );
+    assert_eq!(failed[1], "Error: ErrImagePull");
+    assert_eq!(of("Failed", "never"), ["Error: ErrImageNeverPull"]);
+    // The next syncs: a second pull about 10 s later, then the back-off.
+    let backed_off = tokio::time::timeout(
+        Duration::from_secs(40),
+        st.wait_for(|s| reason_of(s, "app").is_some_and(|(r, _)| r == "ImagePullBackOff")),
+    )
+    .await
+    .expect("ImagePullBackOff within 40 s")
+    .expect("status")
+    .clone();
+    let took = first_failure.elapsed();
+    assert!(
+        took >= Duration::from_secs(19) && took < Duration::from_secs(25),
+        "ImagePullBackOff {took:?} after the first failed pull (want about 20 s)"
+    );
+    let (_, message) = reason_of(&backed_off, "app").unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "Back-off pulling image \"{absent}\": ErrImagePull: rpc error: code = "
+        )),
+        "{message}"
+    );
+    assert_eq!(of("Pulling", "app").len(), 2);
+    assert_eq!(
+        of("BackOff", "app"),
+        [format!("Back-off pulling image \"{absent}\"")]
+    );
+    assert_eq!(
+        of("Failed", "app").last().unwrap(),
+        "Error: ImagePullBackOff"
+    );
+    assert!(of("Created", "app").is_empty() && of("Started", "never").is_empty());
+    assert_ne!(
+        st.borrow().phase,
+        podgrace_node::kubelet::PodWorkerState::Terminated
+    );
+    // A graceful delete: the kubelet's own terminal status then reaches the object.
+    pod.send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("pod ended within 60 s")
+        .expect("pod report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .expect("remove sandbox");
+    }
+    for c in &report.containers {
+        assert_eq!(c.restarts, 0, "{}", c.name);
+    }
+    let before = &report.object[0];
+    assert_eq!(before.phase.as_str(), "Pending", "{:?}", report.object);
+    let terminal = &report.object[1];
+    assert_eq!(terminal.phase.as_str(), "Failed", "{:?}", report.object);
+    assert_eq!(
+        terminal.row.status, "ContainerStatusUnknown",
+        "{:?}",
+        report.object
+    );
+}
+
+/// An entry point the image does not have: runc refuses it in StartContainer, the kubelet's
+/// `Failed` event is `Error: ` and containerd's message once (not the gRPC code, not the error
+/// chain twice), and the container is terminated as containerd reports it, `StartError` with
+/// exit code 128, which kubectl shows as the pod's STATUS; under `restartPolicy: Never` the pod
+/// is then Failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_an_entry_point_the_image_lacks_is_a_start_error() {
+    let Some(sock) = socket("containerd_an_entry_point_the_image_lacks_is_a_start_error") else {
+        return;
+    };
+    let rt = pods::runtime(&sock, "pod").await;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: nostart}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [/no/such/binary]\n"
+    );
+    let events = EventRecorder::new();
+    let m = manifest::load(&yaml, "nostart.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let pod = run_pod(
+        rt.clone(),
+        m.pods().next().expect("a pod").clone(),
+        PodOptions {
+            uid: Some(uid("s1")),
+            ..PodOptions::default()
+        },
+        events.clone(),
+    );
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("pod ended within 60 s")
+        .expect("pod report");
+    if let Some(sb) = &report.sandbox {
+        rt.remove_pod_sandbox(&CallContext::background(), sb)
+            .await
+            .expect("remove sandbox");
+    }
+    let failed: Vec<String> = events
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "Failed")
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let m = &failed[0];
+    assert!(
+        m.starts_with("Error: failed to create containerd task: ")
+            && m.contains(
+                "exec: \"/no/such/binary\": stat /no/such/binary: no such file or directory"
+            )
+            && m.matches("failed to create containerd task").count() == 1,
+        "{m}"
+    );
+    let last = report.object.last().expect("a status");
+    assert_eq!(last.phase.as_str(), "Failed", "{:?}", report.object);
+    assert_eq!(last.row.status, "StartError", "{:?}", report.object);
 }

@@ -162,7 +162,7 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
     ] {
         let marker = format!("PODGRACE_PCG_{qos}_{}", std::process::id());
         let yaml = format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: pcg-{qos}}}\nspec:\n  containers:\n  - name: app\n    command: [sleep, \"1000\"]\n    env: [{{name: {marker}, value: '1'}}]\n    resources: {resources}\n"
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: pcg-{qos}}}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n    env: [{{name: {marker}, value: '1'}}]\n    resources: {resources}\n"
         );
         let uid = uid(if qos == "burstable" { "p1" } else { "p2" });
         let pod_cg = if qos == "guaranteed" {
@@ -238,7 +238,7 @@ async fn process_a_container_over_its_memory_limit_is_oom_killed() {
     let rt = Arc::new(rt);
     let marker = std::env::temp_dir().join(format!("podgrace-oom-prestop-{}", std::process::id()));
     let yaml = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: oom}}\nspec:\n  restartPolicy: OnFailure\n  containers:\n  - name: hog\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n    lifecycle:\n      preStop:\n        exec: {{command: [touch, {}]}}\n    resources: {{limits: {{memory: 32Mi}}}}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: oom}}\nspec:\n  restartPolicy: OnFailure\n  containers:\n  - name: hog\n    image: python:3\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n    lifecycle:\n      preStop:\n        exec: {{command: [touch, {}]}}\n    resources: {{limits: {{memory: 32Mi}}}}\n",
         marker.display()
     );
     let uid = uid("o2");

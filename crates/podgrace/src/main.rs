@@ -192,6 +192,24 @@ fn main() -> ExitCode {
     exit(result)
 }
 
+/// The lines an error is printed as: podgrace's words first, then each cause under it on a line
+/// of its own (the machine's words: `listening on 127.0.0.1:6443` / `Address already in use (os
+/// error 98)`), each once: a cause that only repeats what the line above already says (a
+/// library that prints its source inside its own message) is left out.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            if out.iter().any(|prev| prev.contains(line)) {
+                continue;
+            }
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
 /// The exit code of a verb's result; errors are printed to stderr.
 fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
@@ -199,7 +217,7 @@ fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
         Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(e) => {
-            for line in format!("{e:#}").lines() {
+            for line in error_lines(&e) {
                 eprintln!("error: {line}");
             }
             ExitCode::from(exit_code(&e))

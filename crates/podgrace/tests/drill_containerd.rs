@@ -46,3 +46,27 @@ fn the_demo_drill_on_containerd_loses_requests_without_the_fix_and_none_with_it(
     assert_eq!(failed[2], 0, "prestop-wait loses none: {text}");
     assert_eq!(demo_containers(&sock), 0, "nothing left behind");
 }
+
+/// A drill whose pods cannot start (their image cannot be pulled) says why, exits 2 at once
+/// (not after the 30 s readiness window), and leaves no sandbox behind (containerd holds no
+/// container of its pods): the pods it made are deleted and their sandboxes removed first.
+#[test]
+fn a_drill_whose_image_cannot_be_pulled_fails_at_once_and_leaves_nothing() {
+    let Some(sock) = socket("a_drill_whose_image_cannot_be_pulled") else {
+        return;
+    };
+    let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nopull}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: nopull}}\n  template:\n    metadata: {labels: {app: nopull}}\n    spec:\n      containers:\n      - name: app\n        image: 127.0.0.1:1/podgrace/nopull:1\n        ports: [{containerPort: 8080}]\n";
+    let file = common::tmp_file("drill-nopull", "nopull.yaml", yaml);
+    let runtime = format!("containerd:{}", sock.display());
+    let t0 = std::time::Instant::now();
+    let out = common::podgrace(&["drill", file.to_str().unwrap(), "--runtime", &runtime]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{err}");
+    assert!(
+        err.contains("error: pod nopull-1: container app could not start: Failed to pull image \"127.0.0.1:1/podgrace/nopull:1\": rpc error: code = "),
+        "{err}"
+    );
+    let left = containers(&sock, "labels.\"io.kubernetes.pod.name\"~=^nopull-");
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -511,8 +511,8 @@ fn errors_quote_a_short_excerpt_of_the_input() {
         stderr(&out),
         format!(
             "error: {path}:5:34: spec.terminationGracePeriodSeconds: invalid type: string \"{cut}\", expected an integer\n\
+             error: {path}:13:23: spec.containers[0].name: Invalid value: \"{cut}\": must be no more than 63 characters\n\
              error: {path}:12:18: spec.restartPolicy: Unsupported value: \"{cut}\": supported values: \"Always\", \"Never\", \"OnFailure\"\n\
-             error: {path}:13:23: spec.containers[0].name: Invalid value: \"{cut}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n\
              error: {path}:22:7: spec.containers[0].{cut_key}: unknown field \"{cut_key}\"\n"
         )
     );

@@ -907,6 +907,24 @@ fn kubectl_sees_label_uid_and_node_port_errors_in_kube_apiservers_words() {
         "{}",
         err(&o)
     );
+    // ValidatePod's container checks, with the loader's code (issue 15): kubectl shows the
+    // causes as kube-apiserver words them.
+    let f = s.file(
+        "pod.yaml",
+        &POD.replace(
+            "    command: [sleep, '100']\n",
+            "    command: [sleep, '100']\n    imagePullPolicy: Sometimes\n    volumeMounts: [{name: data, mountPath: /data}]\n",
+        ),
+    );
+    let o = s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        err(&o).contains(r#"The Pod "web" is invalid: "#)
+            && err(&o).contains(r#"spec.containers[0].volumeMounts[0].name: Not found: "data""#)
+            && err(&o).contains(r#"spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never""#),
+        "{}",
+        err(&o)
+    );
     let f = s.file("pod.yaml", POD);
     assert_ok(
         &s.kubectl_with(&bin, &["apply", "-f", f.to_str().unwrap()]),

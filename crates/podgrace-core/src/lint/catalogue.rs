@@ -58,6 +58,12 @@ pub const CATALOGUE: &[Rule] = &[
         doc: "The API server validates `lifecycle.preStop.sleep.seconds` (and postStart): it must be > 0 and not above terminationGracePeriodSeconds (the message says \"less than\", the code accepts equality). From Kubernetes 1.33 (PodLifecycleSleepActionAllowZero, on by default) 0 is accepted. The object cannot be applied at all. `--kubernetes-version` selects the rule. The same delay written as exec `sleep N` is accepted and silently cut at the budget (see prestop-exceeds-grace).\n\nUpstream: pkg/apis/core/validation/validation.go validateSleepAction.\nCases: zalando-incubator/kubernetes-on-aws#9426 (R14).\nFix: keep sleep.seconds ≤ terminationGracePeriodSeconds, or raise terminationGracePeriodSeconds.",
     },
     Rule {
+        id: "api-server-warning",
+        severity: Severity::Warning,
+        title: "the API server accepts the object with a warning",
+        doc: "kube-apiserver accepts some fields it knows to be wrong and says so in a `Warning` header (kubectl prints `Warning: ...`): a memory or ephemeral-storage quantity that is not a whole number of bytes (`memory: 1m` is a thousandth of a byte; the kubelet rounds it up to 1 byte, and no container can start in a cgroup of one page), an environment variable defined twice (the later one hides the earlier; `kubectl apply` may drop one of them). The finding carries the API server's own words. (The warning for a negative terminationGracePeriodSeconds is `negative-grace-period`.)\n\nUpstream: pkg/api/pod/warnings.go warningsForPodSpecAndMeta.\nFix: write memory in whole bytes (`64Mi`, `128M`), and define each variable once.",
+    },
+    Rule {
         id: "negative-grace-period",
         severity: Severity::Error,
         title: "a negative terminationGracePeriodSeconds, which Kubernetes treats as 1 s",
@@ -151,6 +157,12 @@ pub const CATALOGUE: &[Rule] = &[
         doc: "When a liveness or startup probe fails, the kubelet kills the container with the pod's terminationGracePeriodSeconds unless the probe sets its own (KEP-2238, GA 1.25). A hung app then stays unavailable for the whole (large) grace period before SIGKILL and restart. Reported when the pod's value is above 60 s.\n\nUpstream: kuberuntime_container.go setTerminationGracePeriod.\nFix: set `livenessProbe.terminationGracePeriodSeconds` (and startupProbe's) to a few seconds.\nAlso reported by `podgrace explain --trigger liveness:C` under the same id.",
     },
     Rule {
+        id: "probe-port-not-found",
+        severity: Severity::Error,
+        title: "a probe's named port that the container does not declare",
+        doc: "An httpGet or tcpSocket probe may name its port (`port: http`). The API server does not check that the container declares a port of that name; the kubelet resolves it at every probe (ResolveContainerPort: the name among the container's ports, else the name as a number) and, finding none, the probe errors and counts as a failure. A liveness or startup probe then kills the container after failureThreshold × periodSeconds, with its grace, again and again (CrashLoopBackOff); a readiness probe keeps the pod out of its Services for ever.\n\nUpstream: pkg/probe/util.go ResolveContainerPort, findPortByName; pkg/kubelet/prober/prober.go (\"probe errored and resulted in failure state\").\nFix: declare the port with that name in the container's ports, or give the probe the port number.",
+    },
+    Rule {
         id: "probe-grace-exceeds-pod-grace",
         severity: Severity::Warning,
         title: "a probe's terminationGracePeriodSeconds is larger than the pod's",
@@ -206,6 +218,12 @@ pub const CATALOGUE: &[Rule] = &[
         severity: Severity::Info,
         title: "the stop signal comes from the official image's STOPSIGNAL, not SIGTERM",
         doc: "Without `lifecycle.stopSignal` the runtime sends the image's STOPSIGNAL: nginx 1.19.5+ and php-fpm SIGQUIT, httpd and php-apache SIGWINCH, haproxy SIGUSR1. podgrace infers it from the image name of the official images it knows; an image built FROM one of them inherits it.\n\nUpstream: containerd internal/cri/server/container_stop.go (the image config's StopSignal); the images' Dockerfiles.\nFix: nothing when intended; set lifecycle.stopSignal (with its feature gate) to make it explicit, and make sure the app handles that signal.\nAlso reported by `podgrace explain` under the same id.",
+    },
+    Rule {
+        id: "hostpath-relative",
+        severity: Severity::Error,
+        title: "a hostPath volume with a relative path",
+        doc: "The API server accepts a relative `hostPath.path` (it only refuses `..`), and the kubelet hands it to the runtime unchanged. containerd creates a missing host path relative to its own working directory, and runc then resolves it against the container's bundle directory, where it does not exist: every container that mounts the volume fails to start (`error mounting \".../<bundle>/PATH\" to rootfs ...: no such file or directory`, StartError). Recorded with containerd 1.6.20 and runc 1.1.5.\n\nUpstream: pkg/apis/core/validation/validation.go validateHostPathVolumeSource; pkg/kubelet/kubelet_pods.go makeMounts (the host path as given).\nFix: give the absolute path on the node.",
     },
     Rule {
         id: "kill-beyond-grace",

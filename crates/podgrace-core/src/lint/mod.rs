@@ -28,6 +28,7 @@ mod probes;
 mod sidecars;
 mod signals;
 mod traffic;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -120,11 +121,34 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
         out: Vec::new(),
         opts,
     };
+    let warnings: Vec<_> = manifests.iter().flat_map(|m| m.warnings.iter()).collect();
     for o in &objects {
         let start = sink.out.len();
+        // The API server's warnings, in its words; the negative grace period has its own rule.
+        for w in warnings.iter().filter(|w| w.object_span == o.span) {
+            if w.span.path.ends_with("terminationGracePeriodSeconds") {
+                continue;
+            }
+            sink.push_at(
+                "api-server-warning",
+                None,
+                format!("the API server warns: {}", w.message),
+                w.span.clone(),
+                w.object.clone(),
+                w.object_span.clone(),
+                container_of_path(&w.span.path),
+            );
+        }
         match &o.body {
             ObjectBody::Workload(pod) => {
                 let Ok(tl) = timeline::explain(pod, &Trigger::Delete, &topts) else {
+                    sink.out[start..].sort_by(|a, b| {
+                        (a.span.line, a.span.column, a.rule).cmp(&(
+                            b.span.line,
+                            b.span.column,
+                            b.rule,
+                        ))
+                    });
                     continue;
                 };
                 let by_name = tl
@@ -149,6 +173,7 @@ pub fn lint(manifests: &[Manifest], opts: &LintOptions) -> Vec<LintFinding> {
                 traffic::check(&cx, &mut sink);
                 sidecars::check(&cx, &mut sink);
                 kill::check(&cx, &mut sink);
+                volumes::check(&cx, &mut sink);
             }
             ObjectBody::Service(svc) => traffic::check_service(o, svc, &pods, &mut sink),
             _ => {}

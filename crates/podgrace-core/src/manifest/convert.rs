@@ -49,6 +49,8 @@ const KNOWN_KINDS: &[(&str, &str)] = &[
 pub(crate) struct Loader<'f> {
     pub file: &'f str,
     pub options: &'f LoadOptions,
+    /// The API server's warnings for the objects loaded ([`super::ManifestWarning`]).
+    pub warnings: std::cell::RefCell<Vec<super::ManifestWarning>>,
 }
 
 /// What a document's `apiVersion`/`kind` pair is.
@@ -382,6 +384,7 @@ impl Loader<'_> {
         kind: WorkloadKind,
         errors: &mut Vec<ManifestError>,
     ) -> Option<PodPlan> {
+        let mut claim_volumes: Vec<String> = Vec::new();
         let (meta, template, (replicas, min_ready_seconds), prefix): WorkloadParts = match kind {
             WorkloadKind::Pod => {
                 let p: Pod = self.typed(doc, errors)?;
@@ -403,6 +406,15 @@ impl Loader<'_> {
             }
             WorkloadKind::StatefulSet => {
                 let d: StatefulSet = self.typed(doc, errors)?;
+                // Each volumeClaimTemplate is a volume of the pods (a claim of that name), as
+                // `ValidateStatefulSetSpec` adds it before validating the template.
+                claim_volumes = d
+                    .spec
+                    .volume_claim_templates
+                    .iter()
+                    .flatten()
+                    .filter_map(|t| t.metadata.name.clone())
+                    .collect();
                 (
                     d.metadata,
                     Some(d.spec.template),
@@ -471,6 +483,12 @@ impl Loader<'_> {
             ));
             return None;
         }
+        let meta_at = SpecAt {
+            node: doc.get("metadata"),
+            fallback: doc.pos,
+            prefix: &["metadata"],
+        };
+        let meta_errors = validate::object_meta(&meta, kind, &meta_at);
         let Some(template) = template else {
             let path = if kind == WorkloadKind::CronJob {
                 "spec.jobTemplate.spec"
@@ -494,7 +512,14 @@ impl Loader<'_> {
             fallback: doc.pos,
             prefix,
         };
-        let field_errors = validate::pod_spec(&spec, kind, &at, self.options.kube_version);
+        let mut field_errors = meta_errors;
+        field_errors.extend(validate::pod_spec(
+            &spec,
+            kind,
+            &at,
+            self.options.kube_version,
+            &claim_volumes,
+        ));
         if !field_errors.is_empty() {
             let object = super::ObjectRef {
                 kind: kind.as_str().to_string(),
@@ -510,6 +535,25 @@ impl Loader<'_> {
             }
             return None;
         }
+        let object = super::ObjectRef {
+            kind: kind.as_str().to_string(),
+            namespace: meta.namespace.clone(),
+            name: meta
+                .name
+                .clone()
+                .or(meta.generate_name.clone())
+                .unwrap_or_default(),
+        };
+        self.warnings
+            .borrow_mut()
+            .extend(validate::pod_warnings(&spec, &at).into_iter().map(|w| {
+                super::ManifestWarning {
+                    span: self.span(w.pos, w.path),
+                    message: w.message,
+                    object: object.clone(),
+                    object_span: self.span(doc.pos, String::new()),
+                }
+            }));
         let labels = template
             .metadata
             .as_ref()
@@ -797,7 +841,7 @@ fn volume(v: k8s_openapi::api::core::v1::Volume) -> Volume {
 }
 
 /// Pod-spec fields whose positions are kept for lint.
-const POD_FIELDS: &[&str] = &["terminationGracePeriodSeconds"];
+const POD_FIELDS: &[&str] = &["terminationGracePeriodSeconds", "volumes"];
 
 /// Container fields whose positions are kept for lint (paths below the container).
 const CONTAINER_FIELDS: &[&str] = &[

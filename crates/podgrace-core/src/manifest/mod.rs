@@ -45,6 +45,28 @@ pub struct LoadOptions {
 pub struct Manifest {
     /// The objects, in document order.
     pub objects: Vec<Object>,
+    /// What the API server would accept but warn about (its `Warning` headers), in document
+    /// order.
+    pub warnings: Vec<ManifestWarning>,
+}
+
+/// A warning of the API server about an object it accepts (`GetWarningsForPod`: a fractional
+/// byte quantity, an env var defined twice, a negative grace period), placed at the field.
+///
+/// `Display`: `FILE:LINE:COLUMN: MESSAGE`, the message as kube-apiserver words it (it starts
+/// with the field path: `spec.containers[0].resources.limits[memory]: fractional byte value
+/// "1m" is invalid, must be an integer`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{}:{}: {message}", span.file, span.line, span.column)]
+pub struct ManifestWarning {
+    /// Where: file, line and column of the field, and its path (which the message repeats).
+    pub span: SourceSpan,
+    /// The API server's warning text, path first.
+    pub message: String,
+    /// The object warned about.
+    pub object: ObjectRef,
+    /// Where that object starts (its first key; `path` empty).
+    pub object_span: SourceSpan,
 }
 
 impl Manifest {
@@ -327,12 +349,18 @@ pub fn load_partial(
     let (docs, syntax) = tree::parse_documents(text);
     let mut manifest = Manifest {
         objects: Vec::with_capacity(docs.len()),
+        warnings: Vec::new(),
     };
     let mut errors = Vec::new();
-    let loader = convert::Loader { file, options };
+    let loader = convert::Loader {
+        file,
+        options,
+        warnings: Default::default(),
+    };
     for doc in &docs {
         loader.document(doc, &mut manifest.objects, &mut errors);
     }
+    manifest.warnings = loader.warnings.into_inner();
     if let Some(e) = syntax {
         errors.push(syntax_error(file, e));
     }
@@ -387,6 +415,7 @@ pub(crate) fn load_typed_at<T: serde::de::DeserializeOwned, R>(
     let loader = convert::Loader {
         file,
         options: &LoadOptions::default(),
+        warnings: Default::default(),
     };
     let mut errors = Vec::new();
     if let Some(e) = syntax {

@@ -328,6 +328,18 @@ impl Quantity {
     }
 }
 
+/// `Quantity.String()` of `s`: the API server's canonical form, in which it prints a quantity
+/// in messages and stores it (`2048Mi` is `2Gi`, `0.5` is `500m`, `1000` is `1k`, `1e3`
+/// stays `1e3`, `1.5Gi` is `1536Mi`): [`Quantity::parse_with_format`] then
+/// [`Quantity::canonical`].
+///
+/// # Errors
+/// As [`Quantity::parse`].
+pub fn canonical(s: &str) -> Result<String, QuantityError> {
+    let (q, format) = Quantity::parse_with_format(s)?;
+    Ok(q.canonical(format))
+}
+
 impl std::ops::Add for Quantity {
     type Output = Quantity;
 
@@ -450,6 +462,37 @@ mod tests {
         assert_eq!(Quantity::binary_si(94_371_841), "94371841");
         assert_eq!(Quantity::binary_si(500), "500");
         assert_eq!(Quantity::binary_si(0), "0");
+    }
+
+    // Cases from upstream's quantity_test.go (TestQuantityCanonicalize, TestQuantityString).
+    #[test]
+    fn canonical_forms_are_quantity_string() {
+        for (input, want) in [
+            ("2048Mi", "2Gi"),
+            ("1Gi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("0.5Gi", "512Mi"),
+            ("512", "512"),
+            ("0.5Ki", "512"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("0.5", "500m"),
+            ("1.5", "1500m"),
+            ("0.1", "100m"),
+            ("100m", "100m"),
+            ("1m", "1m"),
+            ("1e3", "1e3"),
+            ("1E6", "1e6"),
+            ("12e-1", "1200e-3"),
+            ("1000000000", "1G"),
+            ("-1Gi", "-1Gi"),
+            ("0Mi", "0"),
+            ("1n", "1n"),
+            ("1.1Ki", "1126400m"),
+        ] {
+            assert_eq!(canonical(input).as_deref(), Ok(want), "{input}");
+        }
+        assert_eq!(canonical("1.2.3"), Err(QuantityError::FormatWrong));
     }
 
     #[test]

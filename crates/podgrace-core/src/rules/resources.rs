@@ -24,6 +24,55 @@ use super::quantity::Quantity;
 /// A `v1.ResourceList`: quantities by resource name (`cpu`, `memory`, ...).
 pub type ResourceList = BTreeMap<String, Quantity>;
 
+/// The smallest memory limit a container can start under, in bytes: 6 MiB, Docker's minimum
+/// since runc's start itself needs a few MiB (moby/moby#41168, opencontainers/runc#1980);
+/// CRI-O refuses limits under 12 MiB (`minMemoryLimit`). Neither the API server nor the kubelet
+/// refuses a smaller one: the container fails at its start, with the kernel's error.
+pub const MIN_STARTABLE_MEMORY_BYTES: i64 = 6 << 20;
+
+/// What to tell the user when a runtime failed to start a container (or the sandbox) of a pod
+/// whose containers have a memory limit below [`MIN_STARTABLE_MEMORY_BYTES`], and `error` is
+/// the kernel's refusal to create or fill its memory cgroup (ENOMEM, "cannot allocate memory";
+/// EBUSY, runc's "unable to set memory limit", or an OOM kill of runc's init):
+/// `containers` are `(name, limits.memory as written)`. `None` when the error is something
+/// else or no limit is that low.
+///
+/// Upstream: the kubelet passes the limit on (`generateLinuxContainerResources`), and the
+/// failure comes back as `RunContainerError`/`CreateContainerError` or
+/// `FailedCreatePodSandBox` with runc's words; this says why.
+pub fn memory_limit_too_low_hint<'a>(
+    containers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    error: &str,
+) -> Option<String> {
+    let e = error.to_ascii_lowercase();
+    let memory_refusal = e.contains("cannot allocate memory")
+        || e.contains("os error 12")
+        || e.contains("device or resource busy")
+        || e.contains("unable to set memory limit")
+        || e.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w.starts_with("oom"));
+    if !memory_refusal {
+        return None;
+    }
+    let low: Vec<String> = containers
+        .into_iter()
+        .filter_map(|(name, written)| {
+            let bytes = Quantity::parse(written).ok()?.value();
+            (bytes > 0 && bytes < MIN_STARTABLE_MEMORY_BYTES).then(|| {
+                let unit = if bytes == 1 { "byte" } else { "bytes" };
+                format!("container {name}: limits.memory {written:?} = {bytes} {unit}")
+            })
+        })
+        .collect();
+    if low.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the memory limit is too low for any container to start ({}): the kernel refuses to create or charge its cgroup; runc alone needs a few MiB to start a container (Docker refuses limits under 6 MiB, CRI-O under 12 MiB); give it at least what the app needs, in whole bytes (64Mi)",
+        low.join(", ")
+    ))
+}
+
 /// A container's `resources` (`v1.ResourceRequirements`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceRequirements {
@@ -462,6 +511,34 @@ pub fn sandbox_resources(pod: &PodResources, node: &NodeResources) -> LinuxConta
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tiny_memory_limit_explains_the_kernels_refusal() {
+        let hint = memory_limit_too_low_hint(
+            [("app", "1m"), ("side", "64Mi")],
+            "mkdir /sys/fs/cgroup/memory/kubepods/pod1/abc: cannot allocate memory: unknown",
+        )
+        .expect("a hint");
+        assert!(hint.starts_with("the memory limit is too low for any container to start (container app: limits.memory \"1m\" = 1 byte)"), "{hint}");
+        assert_eq!(
+            memory_limit_too_low_hint([("app", "64Mi")], "cannot allocate memory"),
+            None
+        );
+        assert_eq!(
+            memory_limit_too_low_hint([("app", "1m")], "exec format error"),
+            None
+        );
+        // runc's init killed by the OOM killer, but not a word that only contains "oom".
+        assert!(memory_limit_too_low_hint(
+            [("app", "1m")],
+            "container init was OOM-killed (memory limit too low?)"
+        )
+        .is_some());
+        assert_eq!(
+            memory_limit_too_low_hint([("app", "1m")], "no room left in /var/lib/containerd"),
+            None
+        );
+    }
+
     use super::*;
 
     fn q(s: &str) -> Quantity {

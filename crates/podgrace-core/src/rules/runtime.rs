@@ -278,6 +278,12 @@ pub fn docker_default_stop_timeout_seconds(os: NodeOs) -> i64 {
     }
 }
 
+/// The `reason` containerd's CRI reports for a container whose StartContainer failed (runc
+/// could not exec its entry point, a mount failed ...), with exit code 128; kubectl shows it as
+/// the pod's STATUS. Source: containerd `pkg/cri/server/container_start.go`
+/// (`errorStartReason`, `errorStartExitCode`), containerd 1.6 to 2.x.
+pub const CONTAINERD_START_ERROR_REASON: &str = "StartError";
+
 /// The `reason` containerd's CRI reports for an exited container, which the kubelet copies
 /// into `state.terminated.reason`: `OOMKilled` when the kernel's OOM killer ended it, else
 /// `Completed` for exit code 0 and `Error` for any other (a SIGKILLed container exits 137:

@@ -128,6 +128,7 @@ mod tests {
             last_delete: None,
             killed: None,
             container_ids: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 

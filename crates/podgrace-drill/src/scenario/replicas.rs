@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use podgrace_core::plan::PodPlan;
+use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_node::events::{EventRecorder, EventType};
 use podgrace_node::kubelet::{
-    run_pod, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState,
+    run_pod, PodCommand, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState,
 };
-use podgrace_node::runtime::RuntimeService;
+use podgrace_node::runtime::{CallContext, RuntimeService};
 use tokio::sync::mpsc;
 
 use super::{DrillConfig, DrillError};
@@ -96,6 +97,32 @@ impl<R: RuntimeService + 'static> Replicas<R> {
             status,
         });
         self.all.len() - 1
+    }
+
+    /// A drill that cannot go on (a pod that does not get ready) leaves nothing behind: every
+    /// replica is deleted with `--grace-period=0 --force` and its sandbox removed once it has
+    /// stopped (on containerd a sandbox outlives the pod task otherwise, with its pause
+    /// container and network namespace).
+    pub async fn abandon(self) {
+        let (runtime, pods) = self.into_parts();
+        let force = KubectlDeleteFlags {
+            grace_period: 0,
+            force: true,
+            now: false,
+        };
+        for r in &pods {
+            r.handle.send(PodCommand::Delete(force));
+        }
+        for r in pods {
+            if let Ok(PodReport {
+                sandbox: Some(sb), ..
+            }) = r.handle.wait().await
+            {
+                let _ = runtime
+                    .remove_pod_sandbox(&CallContext::background(), &sb)
+                    .await;
+            }
+        }
     }
 
     /// How many replicas were started.

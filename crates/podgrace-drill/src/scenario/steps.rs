@@ -112,8 +112,11 @@ pub(super) async fn start<R: RuntimeService + 'static>(
     for _ in 0..config.replicas.max(1) {
         replicas.start_pod();
     }
-    for r in replicas.all() {
-        wait_ready(r, config.port).await?;
+    for i in 0..replicas.len() {
+        if let Err(e) = wait_ready(replicas.get(i), config.port).await {
+            replicas.abandon().await;
+            return Err(e);
+        }
     }
     say_proxy(cx, &plan);
     // The initial endpoints are in place before the load starts. The statuses queued while the

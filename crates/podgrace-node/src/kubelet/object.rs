@@ -20,7 +20,9 @@ use podgrace_core::plan::{ContainerRole, PodPlan};
 use podgrace_core::rules::apiserver::{
     self, DeletionState, KubectlDeleteRequest, PodForDelete, PodPhase as ApiPhase, StoredPod,
 };
-use podgrace_core::rules::podstatus::{self, ContainerStatus, PhaseSpec};
+use podgrace_core::rules::podstatus::{
+    self, ContainerState, ContainerStatus, PhaseSpec, Terminated,
+};
 use podgrace_core::rules::printers::{self, PodForPrint, PodRow};
 use podgrace_core::KubeVersion;
 
@@ -232,6 +234,16 @@ impl ApiObject {
         init: Vec<ContainerStatus>,
         containers: Vec<ContainerStatus>,
     ) {
+        // generateAPIPodStatus: getPhase with podIsTerminal false; a pod none of whose regular
+        // containers has started (its image cannot be pulled, say) is Pending.
+        let has_initialized = containers.iter().any(|c| {
+            !matches!(c.state, ContainerState::Waiting { .. }) || c.last_terminated.is_some()
+        });
+        let mut all = init.clone();
+        all.extend(containers.iter().cloned());
+        let phase = podstatus::get_phase(&self.spec, &all, false, has_initialized, self.version);
+        self.status.phase = phase;
+        self.stored.pod.phase = phase;
         self.status.ready = ready;
         self.status.init_containers = init;
         self.status.containers = containers;
@@ -293,10 +305,34 @@ impl ApiObject {
         let mut all = init.clone();
         all.extend(containers.iter().cloned());
         let computed = podstatus::get_phase(&self.spec, &all, true, true, self.version);
-        let (phase, reason, message) = match killed {
+        let (mut phase, reason, message) = match killed {
             Some(k) => k.after_kill(computed, self.version),
             None => (computed, String::new(), String::new()),
         };
+        // The status manager's TerminatePod (SyncTerminatedPod): a container that never ran
+        // (waiting on its image, say) is terminated with ContainerStatusUnknown, exit code
+        // 137, and a phase that is not terminal yet becomes Failed.
+        // Only once the pod has initialized (hasPodInitialized: no init containers, or a
+        // regular container has left waiting); init containers are left as they are.
+        let mut containers = containers;
+        if !matches!(phase, ApiPhase::Failed | ApiPhase::Succeeded) {
+            let initialized = self.spec.init_containers.is_empty()
+                || containers.iter().any(|c| {
+                    !matches!(c.state, ContainerState::Waiting { .. })
+                        || c.last_terminated.is_some()
+                });
+            for c in containers.iter_mut().filter(|_| initialized) {
+                if !matches!(c.state, ContainerState::Terminated(_)) {
+                    c.state = ContainerState::Terminated(Terminated {
+                        exit_code: 137,
+                        reason: "ContainerStatusUnknown".into(),
+                        signal: 0,
+                        finished_at_ms: None,
+                    });
+                }
+            }
+            phase = ApiPhase::Failed;
+        }
         self.status = KubeletStatus {
             phase,
             reason,

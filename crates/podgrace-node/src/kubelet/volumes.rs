@@ -192,6 +192,27 @@ fn write_data(
     Ok(())
 }
 
+/// A `mountPath` as the kubelet hands it to the runtime: a relative one is made absolute
+/// (`makeMounts`: `volumeutil.MakeAbsolutePath`, `filepath.Clean("/" + path)` on Linux; the
+/// API server accepts relative mount paths).
+fn absolute_in_container(mount_path: &str) -> PathBuf {
+    if mount_path.starts_with('/') {
+        return PathBuf::from(mount_path);
+    }
+    // `filepath.Clean` of `/` + path: `.` and empty elements go, `..` climbs (never above `/`).
+    let mut parts: Vec<&str> = Vec::new();
+    for part in mount_path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    PathBuf::from(format!("/{}", parts.join("/")))
+}
+
 /// `p` when it is relative and stays inside its base (no `..`, not absolute).
 fn relative_within(p: &str) -> Option<&Path> {
     let path = Path::new(p);
@@ -287,7 +308,7 @@ impl PodVolumes {
                 }
             };
             out.push(Mount {
-                container_path: PathBuf::from(&m.mount_path),
+                container_path: absolute_in_container(&m.mount_path),
                 host_path,
                 readonly: m.read_only,
             });
@@ -325,4 +346,17 @@ pub fn remove_orphaned(pid: u32, uid: &str) {
     let root = root_of(pid);
     let _ = std::fs::remove_dir_all(root.join(uid));
     let _ = std::fs::remove_dir(root);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_mount_paths_are_made_absolute_as_the_kubelet_does() {
+        assert_eq!(absolute_in_container("/data"), PathBuf::from("/data"));
+        assert_eq!(absolute_in_container("data"), PathBuf::from("/data"));
+        assert_eq!(absolute_in_container("./a//b/"), PathBuf::from("/a/b"));
+        assert_eq!(absolute_in_container("../../etc"), PathBuf::from("/etc"));
+    }
 }

@@ -436,6 +436,33 @@ fn tail_log(
     })
 }
 
+/// How long `connect` waits for containerd's answer to CRI `Version`, in seconds.
+const VERSION_TIMEOUT_SECONDS: u64 = 10;
+
+/// What the machine said, once: the innermost cause of a transport error (`No such file or
+/// directory (os error 2)`, `Connection refused (os error 111)`), or for a gRPC status its code
+/// and message (a timeout: `no answer to CRI Version within 10 s`). tonic's errors repeat their
+/// source in their own text and print a status with its metadata; none of that is kept.
+fn machine_words(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(status) = e.downcast_ref::<tonic::Status>() {
+        // tonic's client-side deadline (`GrpcTimeout`): `Cancelled`, "Timeout expired".
+        let timed_out =
+            status.code() == tonic::Code::DeadlineExceeded || status.message() == "Timeout expired";
+        if timed_out {
+            return format!("no answer to CRI Version within {VERSION_TIMEOUT_SECONDS} s");
+        }
+        if let Some(inner) = std::error::Error::source(status) {
+            return machine_words(inner);
+        }
+        return format!("CRI Version: {}: {}", status.code(), status.message());
+    }
+    let mut root = e;
+    while let Some(next) = root.source() {
+        root = next;
+    }
+    root.to_string()
+}
+
 impl ContainerdRuntime {
     /// Connects to containerd's CRI at `socket` and asks its `Version`; returns the runtime and
     /// the stream of every container's output lines (from the CRI log files under `log_root`,
@@ -448,11 +475,28 @@ impl ContainerdRuntime {
         socket: &Path,
         log_root: &Path,
     ) -> Result<(Self, mpsc::UnboundedReceiver<OutputLine>), RuntimeError> {
-        let connect_err =
-            |source: Box<dyn std::error::Error + Send + Sync>| RuntimeError::Connect {
-                socket: socket.to_path_buf(),
-                source,
-            };
+        let connect_err = |e: &(dyn std::error::Error + 'static)| RuntimeError::Connect {
+            socket: socket.to_path_buf(),
+            source: machine_words(e).into(),
+        };
+        // A path that is there but is no socket: connect(2) would say only "Connection refused".
+        if let Ok(meta) = std::fs::metadata(socket) {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = meta.file_type();
+            if !kind.is_socket() {
+                let what = if kind.is_dir() {
+                    "a directory"
+                } else if kind.is_file() {
+                    "a regular file"
+                } else {
+                    "a special file"
+                };
+                return Err(RuntimeError::Connect {
+                    socket: socket.to_path_buf(),
+                    source: format!("{} is {what}, not a Unix socket", socket.display()).into(),
+                });
+            }
+        }
         let path = socket.to_path_buf();
         let channel = Endpoint::from_static("http://localhost")
             .connect_timeout(Duration::from_secs(5))
@@ -464,16 +508,16 @@ impl ContainerdRuntime {
                 }
             }))
             .await
-            .map_err(|e| connect_err(Box::new(e)))?;
+            .map_err(|e| connect_err(&e))?;
         let mut client = RuntimeServiceClient::new(channel.clone());
         let mut req = tonic::Request::new(cri::VersionRequest {
             version: "v1".into(),
         });
-        req.set_timeout(Duration::from_secs(10));
+        req.set_timeout(Duration::from_secs(VERSION_TIMEOUT_SECONDS));
         let v = client
             .version(req)
             .await
-            .map_err(|e| connect_err(Box::new(e)))?
+            .map_err(|e| connect_err(&e))?
             .into_inner();
         let version = RuntimeVersion {
             runtime_name: v.runtime_name,
@@ -496,7 +540,7 @@ impl ContainerdRuntime {
                 false,
                 tokio::spawn(relist(channel.clone(), Arc::clone(&state), clock)),
             ),
-            Err(e) => return Err(connect_err(Box::new(e))),
+            Err(e) => return Err(connect_err(&e)),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         Ok((

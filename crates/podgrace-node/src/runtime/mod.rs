@@ -154,12 +154,14 @@ pub enum RuntimeError {
         /// The container's runtime id.
         id: String,
     },
-    /// The runtime's socket could not be reached.
-    #[error("cannot reach the container runtime at {socket}: {source}")]
+    /// The runtime's socket could not be reached. The message names the socket; the machine's
+    /// words are the source, once (`No such file or directory (os error 2)`, `no answer to CRI
+    /// Version within 10 s`), not the transport's nested wrappers.
+    #[error("cannot reach the container runtime at {socket}")]
     Connect {
         /// The runtime's socket (containerd's `containerd.sock`).
         socket: PathBuf,
-        /// The transport's error.
+        /// What the machine said: the innermost cause of the transport's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -195,6 +197,45 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl RuntimeError {
+    /// What the kubelet takes from a failed call for its `"Error: ..."` event and the
+    /// container's waiting message: `grpcstatus.FromError(err).Message()`, the runtime's own
+    /// message without the gRPC code (`failed to create containerd task: ...`); this error's
+    /// text for a runtime that is not remote (the process runtime).
+    ///
+    /// Upstream: `pkg/kubelet/kuberuntime/kuberuntime_container.go` `startContainer`.
+    pub fn status_message(&self) -> String {
+        match self {
+            RuntimeError::Cri { status, .. } => status.message().to_string(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The error as grpc-go prints it, as the kubelet's `Failed to pull image "IMAGE": ERR`
+    /// shows it: `rpc error: code = NotFound desc = failed to pull and unpack image ...`
+    /// (`status.Error`'s `Error()`, the code in Go's spelling); this error's text for a
+    /// runtime that is not remote.
+    pub fn grpc_text(&self) -> String {
+        match self {
+            RuntimeError::Cri { status, .. } => format!(
+                "rpc error: code = {} desc = {}",
+                go_code_name(status.code()),
+                status.message()
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// grpc-go's `codes.Code.String()`: the names tonic's `Debug` gives, except `OK` and `Canceled`.
+fn go_code_name(code: tonic::Code) -> String {
+    match code {
+        tonic::Code::Ok => "OK".into(),
+        tonic::Code::Cancelled => "Canceled".into(),
+        other => format!("{other:?}"),
+    }
 }
 
 /// CRI `PodSandboxConfig`, the parts podgrace uses, as the kubelet's
@@ -481,6 +522,39 @@ pub enum StopEventKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kubelet's two renderings of a CRI error: grpc-go's `Error()` for `Failed to pull
+    /// image`, the status message alone for `Error: ...`.
+    #[test]
+    fn cri_errors_as_the_kubelet_words_them() {
+        let e = |code, msg: &str| RuntimeError::Cri {
+            call: "PullImage",
+            status: Box::new(tonic::Status::new(code, msg)),
+        };
+        let pull = e(
+            tonic::Code::NotFound,
+            "failed to pull and unpack image \"x\"",
+        );
+        assert_eq!(
+            pull.grpc_text(),
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"x\""
+        );
+        assert_eq!(
+            pull.status_message(),
+            "failed to pull and unpack image \"x\""
+        );
+        assert_eq!(
+            e(tonic::Code::Cancelled, "context canceled").grpc_text(),
+            "rpc error: code = Canceled desc = context canceled"
+        );
+        assert_eq!(
+            e(tonic::Code::Unknown, "m").grpc_text(),
+            "rpc error: code = Unknown desc = m"
+        );
+        let host = RuntimeError::ContainerNotFound { id: "c1".into() };
+        assert_eq!(host.grpc_text(), "container c1 not found");
+        assert_eq!(host.status_message(), "container c1 not found");
+    }
 
     #[test]
     fn runtime_choices() {

@@ -517,6 +517,7 @@ fn load_template(
         },
     )
     .map_err(|e| BadInput(e.to_string()))?;
+    super::print_warnings(&m);
     let plans: Vec<&PodPlan> = m.pods().collect();
     let plan = match plans.as_slice() {
         [one] => m

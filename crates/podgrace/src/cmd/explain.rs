@@ -217,6 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         if bad {
             problems.extend(input::template_hint(doc).map(InputError::general));
         }
+        super::print_warnings(&m);
         manifests.push(m);
     }
     let mut pods: Vec<PodPlan> = manifests.iter().flat_map(|m| m.pods().cloned()).collect();

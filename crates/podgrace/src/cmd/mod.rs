@@ -72,7 +72,7 @@ pub async fn connect_containerd(
     );
     let (rt, output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
         .await
-        .on_machine(|| "--runtime containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)".into())?;
+        .map_err(|e| unreachable_runtime("--runtime", e))?;
     let rt = rt.with_pull_progress();
     let v = rt.version();
     eprintln!(
@@ -149,6 +149,32 @@ pub struct ImageSourceArgs {
     pub image_source: ImageSource,
 }
 
+/// A containerd that `flag` (`--runtime`, `--image-source`) names and that cannot be reached:
+/// a failure of the machine (exit 3), printed as podgrace's words with the hint, then the
+/// machine's (`error: cannot reach the container runtime at /run/containerd/containerd.sock
+/// (--runtime containerd: …)` / `error: No such file or directory (os error 2)`).
+fn unreachable_runtime(flag: &str, e: podgrace_node::runtime::RuntimeError) -> anyhow::Error {
+    let hint = format!("{flag} containerd: is containerd running, and is its socket readable? (sudo; or start a private one with .ci/containerd.sh start)");
+    match e {
+        podgrace_node::runtime::RuntimeError::Connect { socket, source } => {
+            anyhow::Error::from_boxed(source).context(crate::MachineFailure(format!(
+                "cannot reach the container runtime at {}: {hint}",
+                socket.display()
+            )))
+        }
+        other => anyhow::Error::new(other).context(crate::MachineFailure(hint)),
+    }
+}
+
+/// Prints the API server's warnings about the objects of `m` on stderr, as kubectl prints the
+/// `Warning` headers of a create (`warning: deploy.yaml:21:21: spec.template.spec.containers[0].
+/// resources.limits[memory]: fractional byte value "1m" is invalid, must be an integer`).
+pub fn print_warnings(m: &podgrace_core::manifest::Manifest) {
+    for w in &m.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
 /// With `--image-source containerd`, reads the STOPSIGNAL of every container's image from
 /// containerd into the plans ([`podgrace_core::plan::ContainerPlan::image_config_stop_signal`]);
 /// an image containerd does not hold keeps the table of known images, with a note on stderr.
@@ -170,7 +196,7 @@ pub fn read_image_stop_signals<'a>(
         let logs = std::env::temp_dir().join(format!("podgrace-images-{}", std::process::id()));
         let (cri, _output) = podgrace_node::runtime::ContainerdRuntime::connect(socket, &logs)
             .await
-            .on_machine(|| "--image-source containerd: is containerd running, and is its socket readable?".into())?;
+            .map_err(|e| unreachable_runtime("--image-source", e))?;
         let ctx = podgrace_node::runtime::CallContext::background();
         let mut absent = std::collections::BTreeSet::new();
         for pod in pods {

@@ -341,6 +341,7 @@ fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {
         }
         BadInput(msg)
     })?;
+    super::print_warnings(&m);
     let pods: Vec<&PodPlan> = m.pods().collect();
     let chosen = match (&args.pod, pods.as_slice()) {
         (_, []) => {

@@ -115,6 +115,18 @@ pub(crate) fn summary(r: &RunReport) -> String {
             match (failed, never_started(&c.name), waits_for) {
                 (Some(e), _, _) => {
                     let _ = writeln!(out, "    never started: {}", e.message);
+                    // `Error: ErrImagePull` or `ImagePullBackOff` says what, the last pull's
+                    // `Failed to pull image ...` why.
+                    let image_error = ["Error: ErrImagePull", "Error: ImagePullBackOff"]
+                        .contains(&e.message.as_str());
+                    let pull = r.events.iter().rev().find(|p| {
+                        p.container.as_deref() == Some(c.name.as_str())
+                            && p.reason == podgrace_node::events::reason::FAILED
+                            && p.message.starts_with("Failed to pull image ")
+                    });
+                    if let (true, Some(p)) = (image_error, pull) {
+                        let _ = writeln!(out, "      {}", p.message);
+                    }
                 }
                 (None, true, Some(b)) => {
                     let why = if never_started(&b.name) {
@@ -194,6 +206,14 @@ pub(crate) fn summary(r: &RunReport) -> String {
             out,
             "  the pod object (kubectl get pods -w --output-watch-events):"
         );
+        // The STATUS column as wide as its longest value (ContainerStatusUnknown), as kubectl's.
+        let width = r
+            .object
+            .iter()
+            .map(|e| e.table.status.len())
+            .max()
+            .unwrap_or(0)
+            .max(12);
         for e in &r.object {
             let mut meta = Vec::new();
             if let Some(dt) = &e.deletion_timestamp {
@@ -208,7 +228,7 @@ pub(crate) fn summary(r: &RunReport) -> String {
             }
             let _ = writeln!(
                 out,
-                "    {:>8.3} s  {:8}  {:5} {:12} {}",
+                "    {:>8.3} s  {:8}  {:5} {:width$} {}",
                 e.seconds,
                 e.kind,
                 e.table.ready,

@@ -53,8 +53,8 @@ mod status;
 mod terminate;
 
 pub use status::{
-    ContainerReport, DeleteKubelet, DeleteRecord, Killer, PodReport, PodStatus, PodWorkerState,
-    Termination, TerminationReason,
+    ContainerReport, ContainerWaiting, DeleteKubelet, DeleteRecord, Killer, PodReport, PodStatus,
+    PodWorkerState, Termination, TerminationReason,
 };
 use terminate::LATE_HOOK_WAIT;
 
@@ -180,13 +180,16 @@ pub enum PodError {
         /// The volume's error.
         source: crate::kubelet::volumes::VolumeError,
     },
-    /// The runtime refused the sandbox.
-    #[error("pod {pod}: {source}")]
+    /// The runtime refused the sandbox (the kubelet's `FailedCreatePodSandBox`).
+    #[error("pod {pod}: {source}{}", hint.as_ref().map(|h| format!("\n{h}")).unwrap_or_default())]
     Sandbox {
         /// The pod, as the plan names it.
         pod: String,
         /// `RunPodSandbox`'s error.
         source: Box<RuntimeError>,
+        /// Why, when podgrace can tell (a memory limit too low for any container to start:
+        /// [`podgrace_core::rules::resources::memory_limit_too_low_hint`]).
+        hint: Option<String>,
     },
     /// The pod task ended abnormally.
     #[error("pod {pod}: the pod task failed: {reason}")]
@@ -273,6 +276,7 @@ pub fn run_pod<R: RuntimeService + 'static>(
         last_delete: None,
         killed: None,
         container_ids: Vec::new(),
+        waiting: Vec::new(),
     });
     let name = plan.name.clone();
     let commands = cmd_tx.clone();
@@ -321,11 +325,19 @@ struct Ctr {
     /// Create-and-start attempts, failed ones included (a failed start counts as a run that
     /// exited, as the kubelet's restartCount does).
     attempts: u32,
-    /// Restart waiting for its back-off to end.
+    /// Restart waiting for its back-off to end, or the pod worker's next sync after a failed
+    /// create (a container in [`Ctr::waiting`]).
     restart_at: Option<Instant>,
+    /// Why it waits after the kubelet could not create it (`reasonCache`): the waiting reason
+    /// ([`crate::events::waiting`]) and message; cleared once an instance is created.
+    waiting: Option<(&'static str, String)>,
     /// Killed by the kubelet after a liveness or startup failure: restarts unless the pod
     /// never restarts, whatever its exit code.
     probe_killed: bool,
+    /// The last instance never ran: the runtime refused to start it. Its terminated state has
+    /// containerd's reason `StartError` and exit code 128 (`errorStartReason`,
+    /// `pkg/cri/server/container_start.go`, containerd 1.6 to 2.x), which kubectl shows.
+    start_error: bool,
     /// Killed by the kubelet because its definition (image) changed: restarts whatever the
     /// pod's `restartPolicy`, with a fresh back-off (the back-off key holds the container's
     /// hash).
@@ -391,6 +403,8 @@ struct Pod<R> {
     kill_pod_now_deadline: Option<Instant>,
     /// The pod failed to start (an init container failed with restartPolicy Never).
     failed: bool,
+    /// The image manager's pull back-off and last pull error, per image.
+    images: start::ImagePulls,
     /// Probe results: (container index, kind, status).
     probe_tx: mpsc::UnboundedSender<(usize, ProbeKind, ProbeStatus)>,
     probe_rx: mpsc::UnboundedReceiver<(usize, ProbeKind, ProbeStatus)>,
@@ -446,7 +460,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
                         epoch: Instant::now(),
                         attempts: 0,
                         restart_at: None,
+                        waiting: None,
                         probe_killed: false,
+                        start_error: false,
                         definition_changed: false,
                         want_start: true,
                         ever_started: false,
@@ -506,6 +522,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             deletes: Vec::new(),
             kill_pod_now_deadline: None,
             failed: false,
+            images: start::ImagePulls::default(),
             probe_tx,
             probe_rx,
             probe_kill_tx,
@@ -567,6 +584,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
                 return Err(PodError::Sandbox {
                     pod: self.display.clone(),
+                    hint: self.memory_hint(&source.to_string()),
                     source: Box::new(source),
                 });
             }

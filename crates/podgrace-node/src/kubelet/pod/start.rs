@@ -4,16 +4,18 @@
 //! Upstream: `pkg/kubelet/kuberuntime/kuberuntime_manager.go` (`SyncPod`),
 //! `kuberuntime_container.go` (`startContainer`), `kuberuntime_image.go` (`EnsureImageExists`).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use podgrace_core::plan::{ContainerPlan, ContainerRole};
+use podgrace_core::rules::backoff::Backoff;
 use podgrace_core::rules::runtime::Signal;
 use tokio::task::JoinHandle;
 
 use super::status::PodWorkerState;
 use super::Pod;
-use crate::events::{message, reason};
+use crate::events::{message, reason, waiting};
 use crate::hooks::{run_handler, HookTarget};
 use crate::probes::{ContainerRun as ProbeRun, ProbeKind, ProbeState};
 use crate::process::ExitStatus;
@@ -40,6 +42,47 @@ async fn joined<T>(
 
 /// The exit code the runtime reports for a container it could not start (`StartError`).
 pub(super) const START_ERROR_EXIT_CODE: i32 = 128;
+
+/// The pod worker's wait before it syncs a pod again after a sync that failed: `backOffPeriod`,
+/// 10 s (`pkg/kubelet/kubelet.go`; `completeWork` in `pkg/kubelet/pod_workers.go` adds up to
+/// 50 % jitter, left out here). A container whose image could not be had, or that could not be
+/// created, is tried again then. Kubernetes 1.20 to 1.37.
+pub(super) const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
+
+/// The image manager's state for one pod: the pull back-off per image (`imageBackOff`,
+/// `flowcontrol.NewBackOff(imageBackOffPeriod 10 s, MaxImageBackOff 300 s)`, keyed by pod and
+/// image upstream) and the last failed pull's error (`prevPullErrMsg`), milliseconds since the
+/// pod's start.
+#[derive(Debug, Default)]
+pub(super) struct ImagePulls {
+    back_off: HashMap<String, Backoff>,
+    last_error: HashMap<String, String>,
+}
+
+impl ImagePulls {
+    fn now_ms(&self, epoch: Instant) -> u64 {
+        u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// `IsInBackOffSinceUpdate(key, now)`.
+    fn in_back_off(&self, image: &str, now_ms: u64) -> bool {
+        self.back_off
+            .get(image)
+            .is_some_and(|b| b.is_in_back_off_since_update(now_ms))
+    }
+
+    /// A pull failed: `Next(key, now)` and the error kept as `ErrImagePull: ERR`.
+    fn failed(&mut self, image: &str, now_ms: u64, error: &str) {
+        self.back_off
+            .entry(image.to_string())
+            .or_insert_with(Backoff::crash_loop)
+            .next(now_ms, now_ms);
+        self.last_error.insert(
+            image.to_string(),
+            format!("{}: {error}", waiting::ERR_IMAGE_PULL),
+        );
+    }
+}
 
 impl<R: RuntimeService + 'static> Pod<R> {
     /// Starts what may start now, as `SyncPod` does: init containers and native sidecars one
@@ -117,35 +160,33 @@ impl<R: RuntimeService + 'static> Pod<R> {
             restart_count,
             self.api.deletion().deletion_grace_period_seconds,
         );
+        // `startContainer`: the image first, then the config (its mounts), then the container.
+        if self.rt.uses_images() {
+            if let Err((reason, text)) = self.ensure_image(&ctx, &name, &config).await {
+                self.create_failed(i, reason, text);
+                return;
+            }
+        }
         if let Some(v) = &self.volumes {
             match v.mounts(&self.ctrs[i].plan) {
                 Ok(m) => config.mounts = m,
                 Err(e) => {
-                    // `CreateContainerConfigError`, as makeMounts' errors are.
-                    let e = RuntimeError::Host {
-                        what: "CreateContainerConfigError".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    };
-                    self.start_failed(i, &e);
+                    // makeMounts' errors fail `generateContainerConfig`.
+                    self.create_failed(i, waiting::CREATE_CONTAINER_CONFIG_ERROR, e.to_string());
                     return;
                 }
             }
         }
-        if self.rt.uses_images() {
-            if let Err(e) = self.ensure_image(&ctx, &name, &config).await {
-                self.start_failed(i, &e);
-                return;
-            }
-        }
-        self.ctrs[i].attempts += 1;
         let id = match self.rt.create_container(&ctx, &sandbox, config).await {
             Ok(id) => id,
             Err(e) => {
                 tracing::debug!(container = %name, error = %e, "CreateContainer failed");
-                self.start_failed(i, &e);
+                self.create_failed(i, waiting::CREATE_CONTAINER_ERROR, e.status_message());
                 return;
             }
         };
+        self.ctrs[i].attempts += 1;
+        self.ctrs[i].waiting = None;
         self.events
             .normal(reason::CREATED, Some(&name), message::created(&name));
         if self.rt.uses_images() {
@@ -189,6 +230,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.want_start = false;
         c.ever_started = true;
         c.probe_killed = false;
+        c.start_error = false;
         c.started_at = Some(Instant::now());
         c.report.ids.push(id.to_string());
         for p in &c.probes {
@@ -267,20 +309,34 @@ impl<R: RuntimeService + 'static> Pod<R> {
     }
 
     /// `EnsureImageExists` (`pkg/kubelet/images/image_manager.go`): per `imagePullPolicy`,
-    /// the `Pulled` (already present), `Pulling`/`Pulled`, `Failed` or `ErrImageNeverPull`
-    /// events, and the pull itself.
+    /// the `Pulled` (already present), `Pulling`/`Pulled`, `Failed`, `ErrImageNeverPull` or
+    /// `InspectFailed` events, the pull itself, and the image back-off: after a failed pull the
+    /// next attempts within the back-off (10 s doubling to 300 s, per image) do not pull but
+    /// record `BackOff` ("Back-off pulling image") and fail with `ImagePullBackOff`.
+    ///
+    /// # Errors
+    /// The waiting reason ([`waiting`]) and its message, when the image cannot be had now.
     pub(super) async fn ensure_image(
-        &self,
+        &mut self,
         ctx: &CallContext,
         container: &str,
         config: &crate::runtime::ContainerConfig,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<(), (&'static str, String)> {
         use crate::runtime::PullPolicy;
         let image = config.image.as_str();
         let present = if config.pull_policy == PullPolicy::Always {
             None
         } else {
-            self.rt.image_status(ctx, image).await?
+            match self.rt.image_status(ctx, image).await {
+                Ok(p) => p,
+                Err(e) => {
+                    // imagePullPrecheck formats the reference GetImageRef returned: "" here.
+                    let text = message::failed_to_inspect("", &e.grpc_text());
+                    self.events
+                        .warning(reason::INSPECT_FAILED, Some(container), text.clone());
+                    return Err((waiting::IMAGE_INSPECT_ERROR, text));
+                }
+            }
         };
         if present.is_some() {
             self.events.normal(
@@ -291,15 +347,22 @@ impl<R: RuntimeService + 'static> Pod<R> {
             return Ok(());
         }
         if config.pull_policy == PullPolicy::Never {
-            let e = RuntimeError::ImageNeverPull {
-                image: image.to_string(),
+            let text = message::image_never_pull(image);
+            self.events
+                .warning(reason::ERR_IMAGE_NEVER_PULL, Some(container), text.clone());
+            return Err((waiting::ERR_IMAGE_NEVER_PULL, text));
+        }
+        let now_ms = self.images.now_ms(self.started);
+        if self.images.in_back_off(image, now_ms) {
+            let text = message::back_off_pulling(image);
+            self.events
+                .normal(reason::BACK_OFF_PULL_IMAGE, Some(container), text.clone());
+            // From 1.32 the waiting message carries the last pull's error (kubernetes#127918).
+            let text = match self.images.last_error.get(image) {
+                Some(prev) if self.opts.version.at_least(1, 32) => format!("{text}: {prev}"),
+                _ => text,
             };
-            self.events.warning(
-                reason::ERR_IMAGE_NEVER_PULL,
-                Some(container),
-                message::image_never_pull(image),
-            );
-            return Err(e);
+            return Err((waiting::IMAGE_PULL_BACK_OFF, text));
         }
         self.events
             .normal(reason::PULLING, Some(container), message::pulling(image));
@@ -322,14 +385,47 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 Ok(())
             }
             Err(e) => {
+                let err = e.grpc_text();
                 self.events.warning(
                     reason::FAILED,
                     Some(container),
-                    message::failed_to_pull(image, &e),
+                    message::failed_to_pull(image, &err),
                 );
-                Err(e)
+                let now_ms = self.images.now_ms(self.started);
+                self.images.failed(image, now_ms, &err);
+                Err((waiting::ERR_IMAGE_PULL, err))
             }
         }
+    }
+
+    /// `startContainer` failed before the container existed (its image, its config, or CRI
+    /// `CreateContainer`): the `Failed` warning (`"Error: ErrImagePull"` for the image errors,
+    /// the error's message for the others), the container waits with `reason` (as
+    /// `convertToAPIContainerStatuses` shows the `reasonCache` entry), and the pod worker tries
+    /// again at its next sync, [`SYNC_ERROR_RETRY`] later. No instance ran, so nothing counts as
+    /// a restart, and `restartPolicy` does not apply: a container that never existed is always
+    /// started (`ShouldContainerBeRestarted`), so the pod stays Pending, whatever its policy.
+    pub(super) fn create_failed(&mut self, i: usize, reason: &'static str, text: String) {
+        let image_error = matches!(
+            reason,
+            waiting::ERR_IMAGE_PULL
+                | waiting::IMAGE_PULL_BACK_OFF
+                | waiting::ERR_IMAGE_NEVER_PULL
+                | waiting::IMAGE_INSPECT_ERROR
+        );
+        // `"Error: %v"` of the error's gRPC message: for the image errors the error itself.
+        let event = if image_error {
+            message::failed(&reason)
+        } else {
+            message::failed(&text)
+        };
+        let c = &mut self.ctrs[i];
+        self.events
+            .warning(reason::FAILED, Some(&c.plan.name), event);
+        c.waiting = Some((reason, text));
+        c.restart_at = Some(Instant::now() + SYNC_ERROR_RETRY);
+        c.want_start = true;
+        self.publish_current();
     }
 
     /// The runtime could not create or start container `i`: the `Failed` warning
@@ -338,9 +434,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
     /// (`StartError`/`RunContainerError`, exit code 128), the same restart decision and
     /// back-off as a crash ([`Pod::after_exit`]).
     pub(super) fn start_failed(&mut self, i: usize, error: &RuntimeError) {
+        let mut text = message::failed(&error.status_message());
+        if let Some(hint) = self.memory_hint(&text) {
+            text = format!("{text}: {hint}");
+        }
         let c = &mut self.ctrs[i];
         self.events
-            .warning(reason::FAILED, Some(&c.plan.name), message::failed(error));
+            .warning(reason::FAILED, Some(&c.plan.name), text);
         let status = ExitStatus::Code(START_ERROR_EXIT_CODE);
         let now = Instant::now();
         // The attempt ran for no time: it never resets the back-off.
@@ -348,9 +448,29 @@ impl<R: RuntimeService + 'static> Pod<R> {
         c.running = false;
         c.exit = Some(status);
         c.oom_killed = false;
+        c.start_error = true;
         c.want_start = false;
         c.probe_killed = false;
         self.after_exit(i, now, status);
+    }
+}
+
+impl<R: RuntimeService + 'static> Pod<R> {
+    /// Why a start failed, when a memory limit too low for any container explains the
+    /// runtime's `error` ([`podgrace_core::rules::resources::memory_limit_too_low_hint`]).
+    pub(super) fn memory_hint(&self, error: &str) -> Option<String> {
+        let limits = self
+            .plan
+            .init_containers
+            .iter()
+            .chain(self.plan.containers.iter())
+            .filter_map(|c| {
+                c.resources
+                    .limits
+                    .get("memory")
+                    .map(|m| (c.name.as_str(), m.as_str()))
+            });
+        podgrace_core::rules::resources::memory_limit_too_low_hint(limits, error)
     }
 }
 

@@ -9,7 +9,9 @@ use podgrace_core::rules::apiserver::KubectlDeleteFlags;
 use podgrace_core::rules::podstatus::{
     ContainerState as ApiContainerState, ContainerStatus as ApiContainerStatus, Terminated,
 };
-use podgrace_core::rules::runtime::{containerd_exit_reason, Signal};
+use podgrace_core::rules::runtime::{
+    containerd_exit_reason, Signal, CONTAINERD_START_ERROR_REASON,
+};
 
 use super::{Ctr, Pod};
 use crate::events::Event;
@@ -99,6 +101,22 @@ pub struct PodStatus {
     /// The running containers' runtime ids, by container name (their cgroups hold their
     /// memory statistics).
     pub container_ids: Vec<(String, String)>,
+    /// The containers the kubelet could not create, and why they wait (in spec order).
+    pub waiting: Vec<ContainerWaiting>,
+}
+
+/// Why a container the kubelet could not create (or whose image it could not have) waits: its
+/// `state.waiting` reason and message, as the kubelet's `reasonCache` holds them after a failed
+/// `startContainer` (`pkg/kubelet/kubelet_pods.go` `convertToAPIContainerStatuses`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerWaiting {
+    /// The container's name in the spec.
+    pub container: String,
+    /// `ErrImagePull`, `ImagePullBackOff`, `CreateContainerConfigError` ...
+    /// ([`crate::events::waiting`]).
+    pub reason: &'static str,
+    /// The kubelet's message (the runtime's error, or `Back-off pulling image ...`).
+    pub message: String,
 }
 
 /// Why a container was terminated (the run JSON contract's `reason`).
@@ -241,6 +259,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 .filter(|c| c.running)
                 .filter_map(|c| Some((c.plan.name.clone(), c.id.clone()?)))
                 .collect(),
+            waiting: self
+                .ctrs
+                .iter()
+                .filter(|c| !c.running)
+                .filter_map(|c| {
+                    c.waiting
+                        .as_ref()
+                        .map(|(reason, message)| ContainerWaiting {
+                            container: c.plan.name.clone(),
+                            reason,
+                            message: message.clone(),
+                        })
+                })
+                .collect(),
         });
     }
 
@@ -257,9 +289,20 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     .all(|p| p.status().is_ready());
             let state = match (c.running, c.exit) {
                 (true, _) => ApiContainerState::Running,
+                (false, _) if c.waiting.is_some() => ApiContainerState::Waiting {
+                    reason: c
+                        .waiting
+                        .as_ref()
+                        .map(|(r, _)| r.to_string())
+                        .unwrap_or_default(),
+                },
                 (false, Some(e)) => ApiContainerState::Terminated(Terminated {
                     exit_code: e.code(),
-                    reason: containerd_exit_reason(e.code(), c.oom_killed).to_string(),
+                    reason: if c.start_error {
+                        CONTAINERD_START_ERROR_REASON.to_string()
+                    } else {
+                        containerd_exit_reason(e.code(), c.oom_killed).to_string()
+                    },
                     signal: 0,
                     finished_at_ms: None,
                 }),

@@ -9,6 +9,8 @@
 //! publishes with [`validate_endpoint_ip`], and pod ranges are checked with it before any pod
 //! gets an address.
 
+pub mod format;
+
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
