@@ -51,6 +51,10 @@ pub struct ApiConfig {
     pub min_request_timeout: Duration,
     /// The largest request body accepted, bytes (kube-apiserver: 3 MiB).
     pub max_body_bytes: usize,
+    /// How long a request body may take to arrive (kube-apiserver's `--request-timeout`,
+    /// 1 min): a client that sends it slower gets `504 Timeout`, as the API server's timeout
+    /// filter answers a request that has not completed.
+    pub request_timeout: Duration,
     /// Where the kubelet writes container logs (`<ns>_<pod>_<uid>/<container>/<n>.log`).
     pub log_dir: Option<PathBuf>,
     /// The first address and prefix length of the Service ClusterIP range.
@@ -88,6 +92,7 @@ impl Default for ApiConfig {
             bookmark_interval: Duration::from_secs(60),
             min_request_timeout: Duration::from_secs(1800),
             max_body_bytes: podgrace_core::manifest::MAX_OBJECT_BYTES,
+            request_timeout: Duration::from_secs(60),
             log_dir: None,
             service_cidr: (Ipv4Addr::new(127, 96, 0, 0), 12),
             claims: None,

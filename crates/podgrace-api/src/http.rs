@@ -237,20 +237,27 @@ async fn read_options_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
 /// Reads the request body up to the limit (3 MiB by default; 413 above it). An oversized body
 /// is still read and discarded up to 8 times the limit (for at most 2 s) before the answer, so
 /// that an HTTP/2 client gets the 413 instead of a reset stream; past that the stream is reset.
+/// A body that has not arrived within the request timeout (1 min) is a 504 `Timeout`, as
+/// kube-apiserver's timeout filter answers: a client sending its body a byte at a time does not
+/// hold the request for ever.
 async fn read_body(api: &Api, req: Request) -> Result<Bytes, ApiError> {
     let limit = api.config().max_body_bytes;
     let mut body = req.into_body();
     let mut buf = bytes::BytesMut::new();
     let mut total = 0usize;
+    let timeout = tokio::time::Instant::now() + api.config().request_timeout;
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
         let frame = if total > limit {
-            match tokio::time::timeout_at(deadline, body.frame()).await {
+            match tokio::time::timeout_at(deadline.min(timeout), body.frame()).await {
                 Ok(f) => f,
                 Err(_) => break,
             }
         } else {
-            body.frame().await
+            match tokio::time::timeout_at(timeout, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => return Err(ApiError::request_timeout()),
+            }
         };
         match frame {
             None => break,

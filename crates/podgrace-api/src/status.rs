@@ -274,6 +274,18 @@ impl ApiError {
         e
     }
 
+    /// The timeout filter's 504 for a request that did not complete within `--request-timeout`
+    /// (`WithTimeoutForNonLongRunningRequests`: `NewTimeoutError(..., 0)`, no retry).
+    pub fn request_timeout() -> ApiError {
+        let mut e = ApiError::new(
+            504,
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+        );
+        e.details = Some(Box::default());
+        e
+    }
+
     /// 403 with a preformatted message (`X "name" is forbidden: why`).
     pub fn forbidden_message(message: impl Into<String>) -> ApiError {
         ApiError::new(403, "Forbidden", message)

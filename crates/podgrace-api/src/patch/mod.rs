@@ -66,7 +66,12 @@ fn sub(p: Option<&'static Prop>) -> Option<&'static Def> {
 #[error("{0}")]
 pub struct PatchError(pub String);
 
-/// Applies an RFC 6902 JSON patch.
+/// Applies an RFC 6902 JSON patch to a copy of `doc`.
+///
+/// The copy is patched without `json-patch`'s undo log (`patch_unsafe`): on an error it is
+/// dropped, so nothing needs undoing, and the crate's undo panics (`unreachable!`, json-patch
+/// 4.2) when a `move` fails half-way after earlier operations touched what it moved (found by
+/// `fuzz/fuzz_targets/api_patch.rs`).
 ///
 /// # Errors
 /// The operation that failed, worded by the `json-patch` crate.
@@ -74,7 +79,7 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     let p: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError(format!("json: cannot unmarshal patch: {e}")))?;
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &p).map_err(|e| PatchError(e.to_string()))?;
+    json_patch::patch_unsafe(&mut out, &p).map_err(|e| PatchError(e.to_string()))?;
     Ok(out)
 }
 
@@ -346,5 +351,22 @@ mod tests {
             merge_patch(&doc, &json!({"a": null, "l": [9]})),
             json!({"l": [9]})
         );
+    }
+
+    /// The fuzzer's crash (json-patch's undo panicked): a `move` whose target's parent is
+    /// missing, after an `add` into the object it moves. An error, the original unchanged.
+    #[test]
+    fn a_move_that_fails_after_an_add_into_what_it_moves_is_an_error_not_a_panic() {
+        let doc =
+            json!({"kind": "StatefulSet", "metadata": {"name": "web", "labels": {"app": "nginx"}}});
+        let p = json!([
+            {"op": "add", "path": "/metadata/labels/x", "value": "y"},
+            {"op": "replace", "path": "/metadata/name", "value": "z"},
+            {"op": "test", "path": "/kind", "value": "StatefulSet"},
+            {"op": "move", "from": "/metadata/labels", "path": "/metada2ta/annotations"}
+        ]);
+        let e = json_patch(&doc, &p).unwrap_err();
+        assert!(e.0.contains("operation '/3'"), "{e}");
+        assert_eq!(doc["metadata"]["labels"], json!({"app": "nginx"}));
     }
 }

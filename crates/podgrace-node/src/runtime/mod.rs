@@ -19,6 +19,7 @@ pub mod cgroup;
 pub mod containerd;
 pub mod oci;
 mod process;
+pub mod stale_cgroups;
 
 pub use containerd::ContainerdRuntime;
 pub use process::ProcessRuntime;

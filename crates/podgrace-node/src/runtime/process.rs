@@ -759,8 +759,17 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
         return Ok(None);
     };
     let path = format!("{}{parent}", super::cgroup::process_root());
+    static STALE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    STALE.get_or_init(|| {
+        for cg in super::stale_cgroups::cleanup() {
+            tracing::info!(cgroup = %cg, "removed the pod cgroup of a podgrace that no longer runs");
+        }
+    });
     let cg = match OwnedCgroup::create(&path) {
-        Ok(cg) => cg,
+        Ok(cg) => {
+            super::stale_cgroups::record(&path);
+            cg
+        }
         Err((dir, source)) if !no_cgroups(&source) => {
             return Err(RuntimeError::Host {
                 what: format!("create the pod cgroup {}", dir.display()),
@@ -815,6 +824,7 @@ fn no_cgroups(e: &std::io::Error) -> bool {
 async fn remove_cgroup(cg: OwnedCgroup) {
     for _ in 0..50 {
         if cg.remove() {
+            super::stale_cgroups::forget(cg.path());
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

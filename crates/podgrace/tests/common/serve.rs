@@ -49,9 +49,16 @@ pub struct Serve {
 impl Serve {
     /// Starts `podgrace serve --bind 127.0.0.1:0 --kubeconfig-out DIR/kubeconfig EXTRA...` and
     /// waits for its start-up lines (the API's address, `export KUBECONFIG=`, kube-proxy's).
-    /// `{dir}` in `extra` stands for the harness's directory; `tag` names it. Panics with
-    /// serve's stderr when it does not start.
+    /// `{dir}` in `extra` stands for the harness's directory; `tag` names it; a `--bind` in
+    /// `extra` is used instead of `127.0.0.1:0`. Panics with serve's stderr when it does not
+    /// start.
     pub fn start(tag: &str, extra: &[&str]) -> Serve {
+        Serve::start_under(tag, &[], extra)
+    }
+
+    /// [`Serve::start`] with serve run by `wrapper` (`["prlimit", "--nofile=64:64"]`: the
+    /// wrapper's arguments, then serve's command line).
+    pub fn start_under(tag: &str, wrapper: &[&str], extra: &[&str]) -> Serve {
         let tmp = super::tempdir(&format!("serve-{tag}"));
         let dir = tmp.path().to_path_buf();
         let extra: Vec<String> = extra
@@ -66,8 +73,24 @@ impl Serve {
             .find(|(flag, _)| *flag == "--runtime")
             .and_then(|(_, v)| v.strip_prefix("containerd:"))
             .map(PathBuf::from);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_podgrace"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--kubeconfig-out"])
+        // `--bind` in `extra` replaces the harness's `127.0.0.1:0`.
+        let bind: &[&str] = if extra.iter().any(|a| a == "--bind") {
+            &[]
+        } else {
+            &["--bind", "127.0.0.1:0"]
+        };
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(env!("CARGO_BIN_EXE_podgrace"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_podgrace")),
+        };
+        let mut child = cmd
+            .arg("serve")
+            .args(bind)
+            .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .args(&extra)
             .stdin(Stdio::null())
