@@ -10,7 +10,7 @@
 //! `staging/src/k8s.io/endpointslice/util/trigger_time_tracker.go`; decisions in
 //! podgrace-core `rules::endpointslice`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -27,6 +27,10 @@ use crate::queue::{self, Queue, Synced};
 /// once (never one Service by two workers).
 pub const WORKERS: usize = 5;
 
+/// When a Service whose sync found the cache stale is looked at again if no event of its
+/// slices came meanwhile.
+const STALE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A slice as this controller last wrote it (`EndpointSliceTracker`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
@@ -36,9 +40,16 @@ enum Written {
     Deleted,
 }
 
-/// The slices this controller wrote, by Service key and slice name.
+/// The slices this controller wrote, by Service key and slice name, and the Services whose
+/// last sync found the cache behind those writes (synced again when the cache catches up).
 #[derive(Default)]
-struct Tracker(Mutex<HashMap<String, HashMap<String, Written>>>);
+struct Tracker(Mutex<Tracked>);
+
+#[derive(Default)]
+struct Tracked {
+    written: HashMap<String, HashMap<String, Written>>,
+    waiting: HashSet<String>,
+}
 
 fn rv(s: &EndpointSlice) -> u64 {
     s.metadata
@@ -51,7 +62,8 @@ fn rv(s: &EndpointSlice) -> u64 {
 impl Tracker {
     fn record(&self, svc: &str, slice: &str, w: Written) {
         if let Ok(mut m) = self.0.lock() {
-            m.entry(svc.to_string())
+            m.written
+                .entry(svc.to_string())
                 .or_default()
                 .insert(slice.to_string(), w);
         }
@@ -61,21 +73,35 @@ impl Tracker {
     fn should_sync(&self, svc: &str, c: &Change<'_, EndpointSlice>) -> bool {
         let Ok(m) = self.0.lock() else { return true };
         let name = c.object().metadata.name.as_deref().unwrap_or("");
-        let w = m.get(svc).and_then(|s| s.get(name)).copied();
+        let w = m.written.get(svc).and_then(|s| s.get(name)).copied();
         match c {
             Change::Deleted(_) => w != Some(Written::Deleted),
             _ => w != Some(Written::At(rv(c.object()))),
         }
     }
 
+    /// Whether a Service waited for the cache (see [`Tracker::fresh`]); forgets it.
+    fn take_waiting(&self, svc: &str) -> bool {
+        self.0.lock().is_ok_and(|mut m| m.waiting.remove(svc))
+    }
+
     /// `StaleSlices`: whether the cache has not yet seen a write of this controller to the
-    /// Service's slices (a sync now would work on what it already changed).
-    fn stale(&self, svc: &str, cached: &[Arc<EndpointSlice>]) -> bool {
-        let Ok(mut m) = self.0.lock() else {
-            return false;
-        };
-        let Some(own) = m.get_mut(svc) else {
-            return false;
+    /// Service's slices (a sync now would work on what it already changed). A stale Service
+    /// waits: the cache's event of that write queues it again. `read` gives the Service's
+    /// slices from the cache; it is read under the tracker's lock, so that the event of a
+    /// write either is in what it gives or comes after the Service is marked waiting (the
+    /// informer updates its cache before it calls the handlers, which take this lock).
+    /// Returns the slices read, or `None` when stale.
+    fn fresh(
+        &self,
+        svc: &str,
+        read: impl FnOnce() -> Vec<Arc<EndpointSlice>>,
+    ) -> Option<Vec<Arc<EndpointSlice>>> {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let cached = read();
+        let m = &mut *guard;
+        let Some(own) = m.written.get_mut(svc) else {
+            return Some(cached);
         };
         let find = |n: &str| {
             cached
@@ -86,15 +112,18 @@ impl Tracker {
             Written::At(at) => find(n).is_none_or(|s| rv(s) < *at),
             Written::Deleted => find(n).is_some(),
         });
-        if !stale {
-            own.retain(|_, w| *w != Written::Deleted);
+        if stale {
+            m.waiting.insert(svc.to_string());
+            return None;
         }
-        stale
+        own.retain(|_, w| *w != Written::Deleted);
+        Some(cached)
     }
 
     fn forget(&self, svc: &str) {
         if let Ok(mut m) = self.0.lock() {
-            m.remove(svc);
+            m.written.remove(svc);
+            m.waiting.remove(svc);
         }
     }
 }
@@ -193,7 +222,8 @@ pub async fn run(informers: Informers) -> JoinSet<()> {
         let (q, tracker) = (q.clone(), tracker.clone());
         slices.add_handler(move |c| {
             if let Some(k) = service_of_slice(c.object()) {
-                if tracker.should_sync(&k, c) {
+                // Not its own write, or its own write that a stale sync waited for.
+                if tracker.should_sync(&k, c) || tracker.take_waiting(&k) {
                     q.add(k);
                 }
             }
@@ -258,20 +288,21 @@ impl Ctl {
             .into_iter()
             .filter(|p| selector.matches(&podutil::labels(&p.metadata)))
             .collect();
-        let own: Vec<Arc<EndpointSlice>> = self
-            .slices
-            .in_namespace(ns)
-            .into_iter()
-            .filter(|s| {
-                service_of_slice(s).as_deref() == Some(key)
-                    && s.metadata.deletion_timestamp.is_none()
-            })
-            .collect();
-        if self.tracker.stale(key, &own) {
-            // The cache has not seen this controller's last write yet: its event brings the
-            // Service back (or the back-off does).
-            return Synced::Retry;
-        }
+        let read = || {
+            self.slices
+                .in_namespace(ns)
+                .into_iter()
+                .filter(|s| {
+                    service_of_slice(s).as_deref() == Some(key)
+                        && s.metadata.deletion_timestamp.is_none()
+                })
+                .collect()
+        };
+        let Some(own) = self.tracker.fresh(key, read) else {
+            // The cache has not seen this controller's last write yet: that write's event
+            // brings the Service back (a second look after a second, should it never come).
+            return Synced::After(STALE_RECHECK);
+        };
         let pod_refs: Vec<&Pod> = svc_pods.iter().map(|p| &**p).collect();
         let previous = self.triggers.lock().ok().and_then(|t| t.get(key).cloned());
         let (trigger, state) = rules::trigger_time(previous.as_ref(), &svc, &pod_refs);
