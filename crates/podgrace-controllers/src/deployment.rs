@@ -24,56 +24,106 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, Repli
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
-use kube::runtime::reflector::Store;
 use podgrace_core::rules::deployment::{self as rules, reason};
 use podgrace_core::rules::podutil;
 use podgrace_core::rules::replicaset::Features;
-use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::events::{Recorder, DEPLOYMENT_CONTROLLER};
-use crate::{informer, now_ms, Config};
+use crate::informer::{self, Change, Informer, Informers};
+use crate::queue::{self, Queue, Synced};
+use crate::{now_ms, Config};
 
-/// Runs the controller on `client` until the task is dropped.
-pub async fn run(client: kube::Client, cfg: Config) {
-    let wake = Arc::new(Notify::new());
-    let ds: Store<Deployment> = informer::start(&client, wake.clone());
-    let rss: Store<ReplicaSet> = informer::start(&client, wake.clone());
-    let pods: Store<Pod> = informer::start(&client, wake.clone());
-    let _ = ds.wait_until_ready().await;
-    let _ = rss.wait_until_ready().await;
-    let _ = pods.wait_until_ready().await;
-    let c = Ctl {
-        client: client.clone(),
-        rec: Recorder::new(client, DEPLOYMENT_CONTROLLER),
-        f: Features::of(cfg.kube_version),
-    };
-    loop {
-        let mut next = None;
-        for d in ds.state() {
-            let own: Vec<ReplicaSet> =
-                informer::in_namespace(&rss, d.metadata.namespace.as_deref().unwrap_or(""))
-                    .iter()
-                    .filter(|r| {
-                        podutil::is_controlled_by(
-                            &r.metadata,
-                            d.metadata.uid.as_deref().unwrap_or(""),
-                        )
-                    })
-                    .map(|r| (**r).clone())
-                    .collect();
-            match c.sync(&d, own, &pods).await {
-                Ok(n) => next = crate::earlier(next, n),
-                Err(e) => tracing::debug!("deployment {:?}: {e}", d.metadata.name),
-            }
-        }
-        crate::wait(&wake, next).await;
+/// kube-controller-manager's `--concurrent-deployment-syncs` default: Deployments synced at
+/// once (never one Deployment by two workers).
+pub const WORKERS: usize = 5;
+
+/// Starts the controller on the shared informers: a Deployment is synced when it changes,
+/// when one of its ReplicaSets is added, changes or goes, when a pod of a Recreate Deployment
+/// goes, and when a timer it asked for fires (the progress deadline). Runs until the returned
+/// set is dropped.
+pub async fn run(informers: Informers, cfg: Config) -> JoinSet<()> {
+    let ds = informers.get::<Deployment>();
+    let rss = informers.get::<ReplicaSet>();
+    let pods = informers.get::<Pod>();
+    let q = Queue::new();
+    {
+        let q = q.clone();
+        ds.add_handler(move |c| q.add(informer::key_of(c.object())));
     }
+    {
+        let (q, ds) = (q.clone(), ds.clone());
+        rss.add_handler(move |c| {
+            // `addReplicaSet`, `updateReplicaSet`, `deleteReplicaSet`: its controller, before
+            // and after the change.
+            let mut keys: Vec<String> = [Some(c.object()), c.old()]
+                .into_iter()
+                .flatten()
+                .filter_map(|rs| owner_key(&ds, &rs.metadata))
+                .collect();
+            keys.dedup();
+            for k in keys {
+                q.add(k);
+            }
+        });
+    }
+    {
+        let (q, ds, rss) = (q.clone(), ds.clone(), rss.clone());
+        pods.add_handler(move |c| {
+            // `deletePod`: a Recreate Deployment waits for its old pods to be gone.
+            let Change::Deleted(p) = c else { return };
+            let Some(r) = podutil::controller_of(&p.metadata) else {
+                return;
+            };
+            let ns = p.metadata.namespace.as_deref().unwrap_or("");
+            let Some(rs) = rss.get(ns, &r.name) else {
+                return;
+            };
+            if let Some(k) = owner_key(&ds, &rs.metadata) {
+                let (dns, dn) = informer::split_key(&k);
+                if ds
+                    .get(dns, dn)
+                    .is_some_and(|d| rules::strategy_type(&d) == "Recreate")
+                {
+                    q.add(k);
+                }
+            }
+        });
+    }
+    ds.synced().await;
+    rss.synced().await;
+    pods.synced().await;
+    let c = Arc::new(Ctl {
+        client: informers.client().clone(),
+        rec: Recorder::new(informers.client().clone(), DEPLOYMENT_CONTROLLER),
+        f: Features::of(cfg.kube_version),
+        ds,
+        rss,
+        pods,
+    });
+    queue::run_workers(&q, WORKERS, move |key| {
+        let c = c.clone();
+        async move { c.sync_key(&key).await }
+    })
+}
+
+/// The key of the Deployment that controls an object with metadata `m`, if it is in the cache.
+fn owner_key(ds: &Informer<Deployment>, m: &ObjectMeta) -> Option<String> {
+    let r = podutil::controller_of(m)?;
+    if r.kind != "Deployment" {
+        return None;
+    }
+    let d = ds.get(m.namespace.as_deref().unwrap_or(""), &r.name)?;
+    (d.metadata.uid.as_deref() == Some(r.uid.as_str())).then(|| informer::key_of(&*d))
 }
 
 struct Ctl {
     client: kube::Client,
     rec: Recorder,
     f: Features,
+    ds: Arc<Informer<Deployment>>,
+    rss: Arc<Informer<ReplicaSet>>,
+    pods: Arc<Informer<Pod>>,
 }
 
 type Res<T> = Result<T, kube::Error>;
@@ -87,6 +137,33 @@ fn refs(v: &[ReplicaSet]) -> Vec<&ReplicaSet> {
 }
 
 impl Ctl {
+    /// `syncDeployment` of the Deployment `key`, with its ReplicaSets from the cache.
+    async fn sync_key(&self, key: &str) -> Synced {
+        let (ns, name) = informer::split_key(key);
+        let Some(d) = self.ds.get(ns, name) else {
+            return Synced::Done;
+        };
+        let uid = d.metadata.uid.as_deref().unwrap_or("");
+        let own: Vec<ReplicaSet> = self
+            .rss
+            .in_namespace(ns)
+            .iter()
+            .filter(|r| podutil::is_controlled_by(&r.metadata, uid))
+            .map(|r| (**r).clone())
+            .collect();
+        match self.sync(&d, own).await {
+            Ok(n) => Synced::after(n),
+            Err(e) => {
+                tracing::debug!("deployment {key}: {e}");
+                if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                    Synced::Done
+                } else {
+                    Synced::Retry
+                }
+            }
+        }
+    }
+
     fn rs_api(&self, ns: &str) -> kube::Api<ReplicaSet> {
         kube::Api::namespaced(self.client.clone(), ns)
     }
@@ -95,12 +172,7 @@ impl Ctl {
     }
 
     /// `syncDeployment`; when to look again.
-    async fn sync(
-        &self,
-        d: &Deployment,
-        rss: Vec<ReplicaSet>,
-        pods: &Store<Pod>,
-    ) -> Res<Option<Duration>> {
+    async fn sync(&self, d: &Deployment, rss: Vec<ReplicaSet>) -> Res<Option<Duration>> {
         let mut d = d.clone();
         let now = now_ms();
         if d.metadata.deletion_timestamp.is_some() {
@@ -122,7 +194,7 @@ impl Ctl {
             return self.scale_sync(&mut d, &rss).await.map(|_| None);
         }
         if rules::strategy_type(&d) == "Recreate" {
-            return self.recreate(&mut d, &rss, pods).await;
+            return self.recreate(&mut d, &rss).await;
         }
         self.rolling(&mut d, &rss).await
     }
@@ -493,12 +565,7 @@ impl Ctl {
     }
 
     /// `rolloutRecreate`.
-    async fn recreate(
-        &self,
-        d: &mut Deployment,
-        rss: &[ReplicaSet],
-        pods: &Store<Pod>,
-    ) -> Res<Option<Duration>> {
+    async fn recreate(&self, d: &mut Deployment, rss: &[ReplicaSet]) -> Res<Option<Duration>> {
         let (new, old) = self.get_all(d, rss, false).await?;
         let mut all: Vec<ReplicaSet> = old.iter().chain(new.iter()).cloned().collect();
         let mut scaled = false;
@@ -514,7 +581,7 @@ impl Ctl {
             return self.rollout_status(d, &all, new.as_ref()).await;
         }
         let ns = d.metadata.namespace.clone().unwrap_or_default();
-        let ns_pods = informer::in_namespace(pods, &ns);
+        let ns_pods = self.pods.in_namespace(&ns);
         let by_rs: Vec<(String, Vec<&Pod>)> = rss
             .iter()
             .map(|r| {

@@ -11,7 +11,6 @@
 //! `buildDisruptedPodMap`, `countHealthyPods`, `updatePdbStatus`, `failSafe`); decisions in
 //! podgrace-core `rules::disruption`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,59 +19,127 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::PostParams;
-use kube::runtime::reflector::Store;
 use podgrace_core::rules::{disruption as rules, labels, podutil};
-use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::events::{Recorder, DISRUPTION_CONTROLLER};
-use crate::{informer, now_ms};
+use crate::informer::{self, Change, Informer, Informers};
+use crate::now_ms;
+use crate::queue::{self, Queue, Synced};
 
 struct Stores {
-    pdbs: Store<PodDisruptionBudget>,
-    pods: Store<Pod>,
-    rss: Store<ReplicaSet>,
-    deployments: Store<Deployment>,
+    pdbs: Arc<Informer<PodDisruptionBudget>>,
+    pods: Arc<Informer<Pod>>,
+    rss: Arc<Informer<ReplicaSet>>,
+    deployments: Arc<Informer<Deployment>>,
 }
 
-/// Runs the controller on `client` until the task is dropped.
-pub async fn run(client: kube::Client) {
-    let wake = Arc::new(Notify::new());
+/// The keys of the budgets in the pod's namespace whose selector selects it (`getPdbForPod`,
+/// every one of them).
+fn budgets_of(pdbs: &Informer<PodDisruptionBudget>, pod: &Pod) -> Vec<String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    let l = podutil::labels(&pod.metadata);
+    pdbs.in_namespace(ns)
+        .iter()
+        .filter(|b| {
+            let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+            sel.is_some() && labels::selects(sel, &l)
+        })
+        .map(|b| informer::key_of(&**b))
+        .collect()
+}
+
+/// Queues every budget of namespace `ns` (a scale changed: percentages and maxUnavailable
+/// count from the controllers' scale).
+fn all_budgets(q: &Queue, pdbs: &Informer<PodDisruptionBudget>, ns: &str) {
+    for b in pdbs.in_namespace(ns) {
+        q.add(informer::key_of(&*b));
+    }
+}
+
+/// Starts the controller on the shared informers: a budget is synced when it changes, when a
+/// pod it selects is added, changes or goes, when a ReplicaSet or Deployment of its namespace
+/// is scaled, and when an eviction recorded in `disruptedPods` should have completed. Runs
+/// until the returned set is dropped.
+pub async fn run(informers: Informers) -> JoinSet<()> {
     let s = Stores {
-        pdbs: informer::start(&client, wake.clone()),
-        pods: informer::start(&client, wake.clone()),
-        rss: informer::start(&client, wake.clone()),
-        deployments: informer::start(&client, wake.clone()),
+        pdbs: informers.get(),
+        pods: informers.get(),
+        rss: informers.get(),
+        deployments: informers.get(),
     };
-    let _ = s.pdbs.wait_until_ready().await;
-    let _ = s.pods.wait_until_ready().await;
-    let _ = s.rss.wait_until_ready().await;
-    let _ = s.deployments.wait_until_ready().await;
-    let rec = Recorder::new(client.clone(), DISRUPTION_CONTROLLER);
-    // What each budget was last synced against (its and its pods' and controllers'
-    // resourceVersions), and when it asked to be rechecked.
-    let mut seen: BTreeMap<String, (String, Option<i64>)> = BTreeMap::new();
-    loop {
-        let mut next = None;
-        let now = now_ms();
-        for pdb in s.pdbs.state() {
-            let key = format!(
-                "{}/{}",
-                pdb.metadata.namespace.clone().unwrap_or_default(),
-                pdb.metadata.name.clone().unwrap_or_default()
-            );
-            let pods = pods_for(&pdb, &s.pods);
-            let fp = fingerprint(&pdb, &pods, &s);
-            if let Some((old, recheck)) = seen.get(&key) {
-                if *old == fp && recheck.is_none_or(|t| t > now) {
-                    next = crate::earlier(next, recheck.map(|t| ms(t - now)));
-                    continue;
-                }
+    let q = Queue::new();
+    {
+        let q = q.clone();
+        s.pdbs
+            .add_handler(move |c| q.add(informer::key_of(c.object())));
+    }
+    {
+        let (q, pdbs) = (q.clone(), s.pdbs.clone());
+        s.pods.add_handler(move |c| {
+            let mut keys = budgets_of(&pdbs, c.object());
+            if let Some(old) = c.old() {
+                keys.extend(budgets_of(&pdbs, old));
             }
-            let recheck = sync_one(&client, &rec, &pdb, &pods, &s).await;
-            next = crate::earlier(next, recheck.map(|t| ms(t - now)));
-            seen.insert(key, (fp, recheck));
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                q.add(k);
+            }
+        });
+    }
+    {
+        let (q, pdbs) = (q.clone(), s.pdbs.clone());
+        s.rss.add_handler(move |c| {
+            if scale_changed(c, |r: &ReplicaSet| r.spec.replicas) {
+                all_budgets(
+                    &q,
+                    &pdbs,
+                    c.object().metadata.namespace.as_deref().unwrap_or(""),
+                );
+            }
+        });
+    }
+    {
+        let (q, pdbs) = (q.clone(), s.pdbs.clone());
+        s.deployments.add_handler(move |c| {
+            if scale_changed(c, |d: &Deployment| d.spec.replicas) {
+                all_budgets(
+                    &q,
+                    &pdbs,
+                    c.object().metadata.namespace.as_deref().unwrap_or(""),
+                );
+            }
+        });
+    }
+    s.pdbs.synced().await;
+    s.pods.synced().await;
+    s.rss.synced().await;
+    s.deployments.synced().await;
+    let ctl = Arc::new((
+        informers.client().clone(),
+        Recorder::new(informers.client().clone(), DISRUPTION_CONTROLLER),
+        s,
+    ));
+    queue::run_workers(&q, 1, move |key| {
+        let ctl = ctl.clone();
+        async move {
+            let (client, rec, s) = &*ctl;
+            let (ns, name) = informer::split_key(&key);
+            let Some(pdb) = s.pdbs.get(ns, name) else {
+                return Synced::Done;
+            };
+            let pods = pods_for(&pdb, &s.pods);
+            sync_one(client, rec, &pdb, &pods, s).await
         }
-        crate::wait(&wake, next).await;
+    })
+}
+
+/// Whether a change added or removed a controller, or moved its scale.
+fn scale_changed<K>(c: &Change<'_, K>, scale: impl Fn(&K) -> Option<i32>) -> bool {
+    match c {
+        Change::Updated { old, new } => scale(old) != scale(new),
+        _ => true,
     }
 }
 
@@ -80,34 +147,17 @@ fn ms(v: i64) -> Duration {
     Duration::from_millis(u64::try_from(v.max(0)).unwrap_or(0) + 1)
 }
 
-fn pods_for(pdb: &PodDisruptionBudget, pods: &Store<Pod>) -> Vec<Arc<Pod>> {
+fn pods_for(pdb: &PodDisruptionBudget, pods: &Informer<Pod>) -> Vec<Arc<Pod>> {
     let ns = pdb.metadata.namespace.clone().unwrap_or_default();
     let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
     // `getPodsForPdb`: a nil selector selects nothing, an empty one everything.
     if sel.is_none() {
         return Vec::new();
     }
-    informer::in_namespace(pods, &ns)
+    pods.in_namespace(&ns)
         .into_iter()
         .filter(|p| labels::selects(sel, &podutil::labels(&p.metadata)))
         .collect()
-}
-
-fn fingerprint(pdb: &PodDisruptionBudget, pods: &[Arc<Pod>], s: &Stores) -> String {
-    let mut out = pdb.metadata.resource_version.clone().unwrap_or_default();
-    for p in pods {
-        out.push(',');
-        out.push_str(p.metadata.resource_version.as_deref().unwrap_or(""));
-    }
-    // The controllers' scales count for percentages and maxUnavailable.
-    let ns = pdb.metadata.namespace.clone().unwrap_or_default();
-    for r in informer::in_namespace(&s.rss, &ns) {
-        out.push_str(&format!(";{:?}", r.spec.replicas));
-    }
-    for d in informer::in_namespace(&s.deployments, &ns) {
-        out.push_str(&format!(";{:?}", d.spec.replicas));
-    }
-    out
 }
 
 /// The finders: a ReplicaSet's scale, or its Deployment's when one controls it.
@@ -115,14 +165,18 @@ fn scale_of(ns: &str, c: &OwnerReference, s: &Stores) -> Result<Option<(String, 
     if c.kind != "ReplicaSet" || !c.api_version.starts_with("apps/") {
         return Ok(None);
     }
-    let Some(rs) = informer::in_namespace(&s.rss, ns)
+    let Some(rs) = s
+        .rss
+        .in_namespace(ns)
         .into_iter()
         .find(|r| r.metadata.uid.as_deref() == Some(&c.uid))
     else {
         return Ok(None);
     };
     if let Some(dc) = podutil::controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") {
-        if let Some(d) = informer::in_namespace(&s.deployments, ns)
+        if let Some(d) = s
+            .deployments
+            .in_namespace(ns)
             .into_iter()
             .find(|d| d.metadata.uid.as_deref() == Some(&dc.uid))
         {
@@ -132,14 +186,15 @@ fn scale_of(ns: &str, c: &OwnerReference, s: &Stores) -> Result<Option<(String, 
     Ok(Some((c.uid.clone(), rs.spec.replicas.unwrap_or(1))))
 }
 
-/// `sync` of one budget: writes its status; returns the recheck time (ms since the epoch).
+/// `sync` of one budget: writes its status; a recheck when an eviction recorded in
+/// `disruptedPods` should have completed, or a retry when the status write conflicted.
 async fn sync_one(
     client: &kube::Client,
     rec: &Recorder,
     pdb: &PodDisruptionBudget,
     pods: &[Arc<Pod>],
     s: &Stores,
-) -> Option<i64> {
+) -> Synced {
     let ns = pdb.metadata.namespace.clone().unwrap_or_default();
     let name = pdb.metadata.name.clone().unwrap_or_default();
     let api: kube::Api<PodDisruptionBudget> = kube::Api::namespaced(client.clone(), &ns);
@@ -175,10 +230,13 @@ async fn sync_one(
                 )
                 .await;
                 let st = rules::fail_safe(pdb, &e, now);
-                let _ = api
+                return match api
                     .replace_status(&name, &PostParams::default(), &write(st))
-                    .await;
-                return None;
+                    .await
+                {
+                    Ok(_) => Synced::Done,
+                    Err(_) => Synced::Retry,
+                };
             }
         };
     if !unmanaged.is_empty() {
@@ -208,9 +266,9 @@ async fn sync_one(
             .await
         {
             tracing::debug!("pdb {ns}/{name} status: {e}");
-            // A conflict: the eviction wrote first; sync again at once.
-            return Some(now + 100);
+            // A conflict: the eviction wrote first; sync again after the back-off.
+            return Synced::Retry;
         }
     }
-    disrupted.recheck_at_ms
+    Synced::after(disrupted.recheck_at_ms.map(|t| ms(t - now)))
 }

@@ -9,19 +9,25 @@
 //! `processDeletingDependentsItem`, `orphanDependents`, `classifyReferences`,
 //! `isDangling`), `operations.go`; decisions in podgrace-core `rules::garbagecollector`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 
-use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
 use kube::Resource;
 use podgrace_core::rules::garbagecollector::{self as rules, Action, OwnerState};
-use tokio::sync::Notify;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+
+use crate::informer::{Change, Informers};
+use crate::queue::{self, Queue, Synced};
 
 /// The kinds followed: `(group, version, kind, plural, namespaced)`.
 const KINDS: &[(&str, &str, &str, &str, bool)] = &[
@@ -47,6 +53,9 @@ const KINDS: &[(&str, &str, &str, &str, bool)] = &[
     ),
 ];
 
+/// kube-controller-manager's `--concurrent-gc-syncs` default.
+pub const WORKERS: usize = 20;
+
 fn api_resource(k: &(&str, &str, &str, &str, bool)) -> ApiResource {
     let (group, version, kind, plural, _) = *k;
     ApiResource {
@@ -62,121 +71,228 @@ fn api_resource(k: &(&str, &str, &str, &str, bool)) -> ApiResource {
     }
 }
 
-fn start(client: &kube::Client, ar: &ApiResource, wake: Arc<Notify>) -> Store<DynamicObject> {
-    let api: kube::Api<DynamicObject> = kube::Api::all_with(client.clone(), ar);
-    let writer = reflector::store::Writer::new(ar.clone());
-    let reader = writer.as_reader();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(ev) = stream.next().await {
-            if ev.is_ok() {
-                wake.notify_one();
-            }
-        }
-    });
-    reader
+/// One object of the graph: its kind (an index into [`KINDS`]) and metadata.
+#[derive(Clone)]
+struct GNode {
+    kind: usize,
+    meta: ObjectMeta,
 }
 
-struct Node {
-    ar: usize,
-    obj: Arc<DynamicObject>,
+/// The ownership graph (`GraphBuilder`'s `uidToNode`): every object by uid, and the dependents
+/// of every owner uid (owners not seen yet included, as upstream's virtual nodes).
+#[derive(Default)]
+struct Graph {
+    nodes: HashMap<String, GNode>,
+    dependents: HashMap<String, BTreeSet<String>>,
 }
 
-/// Runs the collector on `client` until the task is dropped.
-pub async fn run(client: kube::Client) {
-    let wake = Arc::new(Notify::new());
-    let ars: Vec<ApiResource> = KINDS.iter().map(api_resource).collect();
-    let stores: Vec<Store<DynamicObject>> = ars
+fn owner_uids(m: &ObjectMeta) -> BTreeSet<String> {
+    m.owner_references
         .iter()
-        .map(|ar| start(&client, ar, wake.clone()))
-        .collect();
-    for s in &stores {
-        let _ = s.wait_until_ready().await;
-    }
-    loop {
-        sync(&client, &ars, &stores).await;
-        crate::wait(&wake, None).await;
-    }
+        .flatten()
+        .map(|r| r.uid.clone())
+        .collect()
 }
 
 fn has_finalizer(m: &ObjectMeta, f: &str) -> bool {
     m.finalizers.iter().flatten().any(|x| x == f)
 }
 
-/// One pass over the graph.
-async fn sync(client: &kube::Client, ars: &[ApiResource], stores: &[Store<DynamicObject>]) {
-    let mut by_uid: BTreeMap<String, Node> = BTreeMap::new();
-    for (i, s) in stores.iter().enumerate() {
-        for o in s.state() {
-            if let Some(uid) = o.meta().uid.clone() {
-                by_uid.insert(uid, Node { ar: i, obj: o });
-            }
-        }
-    }
-    // Dependents of each owner uid.
-    let mut dependents: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (uid, n) in &by_uid {
-        for r in n.obj.meta().owner_references.iter().flatten() {
-            dependents
-                .entry(r.uid.clone())
-                .or_default()
-                .push(uid.clone());
-        }
-    }
-    for (uid, n) in &by_uid {
-        let m = n.obj.meta();
-        let deps = dependents.get(uid).cloned().unwrap_or_default();
-        if m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_ORPHAN) {
-            // orphanDependents, then the finalizer goes; a dependent whose reference could not
-            // be removed (a conflict with a newer write) keeps the finalizer for the next pass,
-            // as upstream requeues the owner, or the dependent would be collected once the owner
-            // is gone.
-            let mut orphaned = true;
-            for d in &deps {
-                if let Some(dn) = by_uid.get(d) {
-                    orphaned &=
-                        remove_refs(client, &ars[dn.ar], &dn.obj, &BTreeSet::from([uid.clone()]))
-                            .await;
+fn foreground(m: &ObjectMeta) -> bool {
+    m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_FOREGROUND)
+}
+
+impl Graph {
+    /// Applies one change (`processGraphChanges`) and returns the uids to look at
+    /// (`attemptToDelete`/`attemptToOrphan`): the object when it has owners or waits on its
+    /// dependents; the dependents of an object that went, or that entered a foreground
+    /// deletion; the owners an object stopped referring to, or that it left by going.
+    fn apply(&mut self, kind: usize, m: &ObjectMeta, gone: bool) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let Some(uid) = m.uid.clone() else {
+            return out;
+        };
+        let old = self.nodes.get(&uid).map(|n| n.meta.clone());
+        let old_owners = old.as_ref().map(owner_uids).unwrap_or_default();
+        let new_owners = if gone { BTreeSet::new() } else { owner_uids(m) };
+        for o in old_owners.difference(&new_owners) {
+            if let Some(d) = self.dependents.get_mut(o) {
+                d.remove(&uid);
+                if d.is_empty() {
+                    self.dependents.remove(o);
                 }
             }
-            if orphaned {
-                remove_finalizer(client, &ars[n.ar], &n.obj, rules::FINALIZER_ORPHAN).await;
-            }
-            continue;
+            out.insert(o.clone());
         }
-        if m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_FOREGROUND) {
-            // processDeletingDependentsItem: blocking dependents are deleted (attemptToDelete
-            // below); once none blocks, the finalizer goes.
+        for o in &new_owners {
+            self.dependents
+                .entry(o.clone())
+                .or_default()
+                .insert(uid.clone());
+        }
+        let deps: Vec<String> = self
+            .dependents
+            .get(&uid)
+            .map(|d| d.iter().cloned().collect())
+            .unwrap_or_default();
+        if gone {
+            self.nodes.remove(&uid);
+            out.extend(deps);
+            return out;
+        }
+        if old.as_ref().is_none_or(|o| !foreground(o)) && foreground(m) {
+            out.extend(deps);
+        }
+        self.nodes.insert(
+            uid.clone(),
+            GNode {
+                kind,
+                meta: m.clone(),
+            },
+        );
+        let orphaning = m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_ORPHAN);
+        if !new_owners.is_empty() || orphaning || foreground(m) {
+            out.insert(uid);
+        }
+        out
+    }
+}
+
+struct Ctl {
+    client: kube::Client,
+    ars: Vec<ApiResource>,
+    graph: Arc<Mutex<Graph>>,
+}
+
+/// Feeds the changes of `K` (kind index `kind`) into the graph and the queue.
+fn follow<K>(informers: &Informers, kind: usize, graph: &Arc<Mutex<Graph>>, q: &Queue)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (graph, q) = (graph.clone(), q.clone());
+    informers.get::<K>().add_handler(move |c: &Change<'_, K>| {
+        let gone = matches!(c, Change::Deleted(_));
+        let uids = match graph.lock() {
+            Ok(mut g) => g.apply(kind, c.object().meta(), gone),
+            Err(_) => return,
+        };
+        for u in uids {
+            q.add(u);
+        }
+    });
+}
+
+/// Starts the collector on the shared informers: an object is looked at when it, one of its
+/// owners or one of its dependents changes (`attemptToDeleteItem`, `attemptToOrphan`,
+/// `processDeletingDependentsItem`), and again after a back-off when a write failed. Runs
+/// until the returned set is dropped.
+pub async fn run(informers: Informers) -> JoinSet<()> {
+    let graph: Arc<Mutex<Graph>> = Arc::default();
+    let q = Queue::new();
+    follow::<Pod>(&informers, 0, &graph, &q);
+    follow::<ReplicaSet>(&informers, 1, &graph, &q);
+    follow::<Deployment>(&informers, 2, &graph, &q);
+    follow::<EndpointSlice>(&informers, 3, &graph, &q);
+    follow::<Service>(&informers, 4, &graph, &q);
+    follow::<ConfigMap>(&informers, 5, &graph, &q);
+    follow::<Secret>(&informers, 6, &graph, &q);
+    follow::<PodDisruptionBudget>(&informers, 7, &graph, &q);
+    informers.get::<Pod>().synced().await;
+    informers.get::<ReplicaSet>().synced().await;
+    informers.get::<Deployment>().synced().await;
+    informers.get::<EndpointSlice>().synced().await;
+    informers.get::<Service>().synced().await;
+    informers.get::<ConfigMap>().synced().await;
+    informers.get::<Secret>().synced().await;
+    informers.get::<PodDisruptionBudget>().synced().await;
+    let ctl = Arc::new(Ctl {
+        client: informers.client().clone(),
+        ars: KINDS.iter().map(api_resource).collect(),
+        graph,
+    });
+    queue::run_workers(&q, WORKERS, move |uid| {
+        let ctl = ctl.clone();
+        async move { ctl.sync(&uid).await }
+    })
+}
+
+impl Ctl {
+    /// The object `uid`, its dependents, and what the graph knows of each owner.
+    fn read(&self, uid: &str) -> Option<(GNode, Vec<GNode>, HashMap<String, OwnerState>)> {
+        let g = self.graph.lock().ok()?;
+        let n = g.nodes.get(uid)?.clone();
+        let deps = g
+            .dependents
+            .get(uid)
+            .map(|d| d.iter().filter_map(|u| g.nodes.get(u).cloned()).collect())
+            .unwrap_or_default();
+        let owners = n
+            .meta
+            .owner_references
+            .iter()
+            .flatten()
+            .filter_map(|r| Some((r.uid.clone(), state_of(&g.nodes.get(&r.uid)?.meta))))
+            .collect();
+        Some((n, deps, owners))
+    }
+
+    /// One object's turn: orphaning its dependents, waiting on them in the foreground, or
+    /// deleting it (or removing its dangling references) when its owners are gone.
+    async fn sync(&self, uid: &str) -> Synced {
+        let Some((n, deps, known)) = self.read(uid) else {
+            return Synced::Done;
+        };
+        let (client, ars, m) = (&self.client, &self.ars, &n.meta);
+        if m.deletion_timestamp.is_some() && has_finalizer(m, rules::FINALIZER_ORPHAN) {
+            // orphanDependents, then the finalizer goes; a dependent whose reference could not
+            // be removed (a conflict with a newer write) keeps the owner waiting: retried.
+            let mut orphaned = true;
+            for d in &deps {
+                orphaned &= remove_refs(
+                    client,
+                    &ars[d.kind],
+                    &d.meta,
+                    &BTreeSet::from([uid.to_string()]),
+                )
+                .await;
+            }
+            if !orphaned {
+                return Synced::Retry;
+            }
+            return done(remove_finalizer(client, &ars[n.kind], m, rules::FINALIZER_ORPHAN).await);
+        }
+        if foreground(m) {
+            // processDeletingDependentsItem: blocking dependents are deleted (their own turn,
+            // queued when this one entered the foreground deletion); once none blocks, the
+            // finalizer goes. A dependent that goes brings this one back.
             let blocking = deps
                 .iter()
-                .filter_map(|d| by_uid.get(d))
-                .filter(|dn| {
-                    dn.obj
-                        .meta()
+                .filter(|d| {
+                    d.meta
                         .owner_references
                         .iter()
                         .flatten()
-                        .any(|r| &r.uid == uid && r.block_owner_deletion == Some(true))
+                        .any(|r| r.uid == uid && r.block_owner_deletion == Some(true))
                 })
                 .count();
             if rules::foreground_done(blocking) {
-                remove_finalizer(client, &ars[n.ar], &n.obj, rules::FINALIZER_FOREGROUND).await;
+                return done(
+                    remove_finalizer(client, &ars[n.kind], m, rules::FINALIZER_FOREGROUND).await,
+                );
             }
-            continue;
+            return Synced::Done;
         }
         if m.owner_references.as_ref().is_none_or(Vec::is_empty) || m.deletion_timestamp.is_some() {
-            continue;
+            return Synced::Done;
         }
         // classifyReferences, with absent owners confirmed by a live GET.
-        let mut states: BTreeMap<String, OwnerState> = BTreeMap::new();
+        let mut states: HashMap<String, OwnerState> = known;
         for r in m.owner_references.iter().flatten() {
-            let st = match by_uid.get(&r.uid) {
-                Some(on) => state_of(on.obj.meta()),
-                None => live_state(client, ars, m.namespace.as_deref().unwrap_or(""), r).await,
-            };
-            states.insert(r.uid.clone(), st);
+            if !states.contains_key(&r.uid) {
+                let st = live_state(client, ars, m.namespace.as_deref().unwrap_or(""), r).await;
+                states.insert(r.uid.clone(), st);
+            }
         }
         let action = rules::attempt_to_delete(
             m,
@@ -184,13 +300,12 @@ async fn sync(client: &kube::Client, ars: &[ApiResource], stores: &[Store<Dynami
             !deps.is_empty(),
         );
         match action {
-            Action::Keep => {}
+            Action::Keep => Synced::Done,
             Action::RemoveOwnerRefs(uids) => {
-                // A failed patch is retried on the next pass (the dependent keeps its refs).
-                let _ = remove_refs(client, &ars[n.ar], &n.obj, &uids.into_iter().collect()).await;
+                done(remove_refs(client, &ars[n.kind], m, &uids.into_iter().collect()).await)
             }
             Action::Delete(policy) => {
-                let api = namespaced(client, &ars[n.ar], m.namespace.as_deref());
+                let api = namespaced(client, &ars[n.kind], m.namespace.as_deref());
                 let dp = DeleteParams {
                     propagation_policy: Some(match policy {
                         "Foreground" => PropagationPolicy::Foreground,
@@ -203,11 +318,26 @@ async fn sync(client: &kube::Client, ars: &[ApiResource], stores: &[Store<Dynami
                     }),
                     ..Default::default()
                 };
-                if let Err(e) = api.delete(m.name.as_deref().unwrap_or(""), &dp).await {
-                    tracing::debug!("gc delete: {e}");
+                match api.delete(m.name.as_deref().unwrap_or(""), &dp).await {
+                    Ok(_) => Synced::Done,
+                    // Gone already, or changed since (its change brings it back).
+                    Err(e) if crate::is_conflict_or_gone(&e) => Synced::Done,
+                    Err(e) => {
+                        tracing::debug!("gc delete: {e}");
+                        Synced::Retry
+                    }
                 }
             }
         }
+    }
+}
+
+/// A write's result as the queue takes it: a failure is retried after the back-off.
+fn done(ok: bool) -> Synced {
+    if ok {
+        Synced::Done
+    } else {
+        Synced::Retry
     }
 }
 
@@ -262,10 +392,9 @@ fn namespaced(
 async fn remove_refs(
     client: &kube::Client,
     ar: &ApiResource,
-    obj: &DynamicObject,
+    m: &ObjectMeta,
     uids: &BTreeSet<String>,
 ) -> bool {
-    let m = obj.meta();
     let kept: Vec<&OwnerReference> = m
         .owner_references
         .iter()
@@ -288,8 +417,12 @@ async fn remove_refs(
     true
 }
 
-async fn remove_finalizer(client: &kube::Client, ar: &ApiResource, obj: &DynamicObject, f: &str) {
-    let m = obj.meta();
+async fn remove_finalizer(
+    client: &kube::Client,
+    ar: &ApiResource,
+    m: &ObjectMeta,
+    f: &str,
+) -> bool {
     let patch = serde_json::json!({"metadata": {"finalizers": rules::without(m, f), "resourceVersion": m.resource_version}});
     let api = namespaced(client, ar, m.namespace.as_deref());
     if let Err(e) = api
@@ -301,5 +434,7 @@ async fn remove_finalizer(client: &kube::Client, ar: &ApiResource, obj: &Dynamic
         .await
     {
         tracing::debug!("gc remove finalizer {f}: {e}");
+        return matches!(&e, kube::Error::Api(s) if s.code == 404);
     }
+    true
 }

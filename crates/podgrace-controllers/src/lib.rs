@@ -1,8 +1,10 @@
 //! The controllers of `podgrace serve`, each a client of the API as kube-controller-manager's
-//! are: informers (kube-runtime's watcher and reflector caches) over the objects they follow,
-//! a sync of every object they own when any of them changes (or when a timer they asked for
-//! fires), writes through the API (optimistic concurrency: a conflict is retried at the next
-//! sync), and Events with the controllers' wording and sources.
+//! are: shared informers ([`informer`]: one watch and cache per resource for all of them),
+//! event handlers that map each change to the keys of the objects it concerns, a work queue
+//! per controller ([`queue`]) whose workers sync one key at a time (a change, or a timer the
+//! sync asked for, brings a key back; nothing polls), writes through the API (optimistic
+//! concurrency: a conflict is retried after the key's back-off), and Events with the
+//! controllers' wording and sources.
 //!
 //! Beside kube-controller-manager's controllers, the node lifecycle controller's NoSchedule
 //! tainting ([`nodelifecycle`]) and kube-scheduler for the pods the API could not bind at
@@ -24,10 +26,9 @@ pub mod events;
 pub mod garbagecollector;
 pub mod informer;
 pub mod nodelifecycle;
+pub mod queue;
 pub mod replicaset;
 pub mod scheduler;
-
-use std::time::Duration;
 
 use podgrace_core::KubeVersion;
 use tokio::task::JoinSet;
@@ -39,44 +40,36 @@ pub struct Config {
     pub kube_version: KubeVersion,
 }
 
-/// Starts every controller on `client`; they run until the returned set is dropped or
-/// aborted.
+/// Starts every controller on `client`, on one set of shared informers; they run until the
+/// returned set is dropped or aborted.
 pub fn spawn(client: kube::Client, cfg: Config) -> JoinSet<()> {
+    let informers = informer::Informers::new(client);
     let mut set = JoinSet::new();
-    set.spawn(replicaset::run(client.clone(), cfg));
-    set.spawn(deployment::run(client.clone(), cfg));
-    set.spawn(garbagecollector::run(client.clone()));
-    set.spawn(disruption::run(client.clone()));
-    set.spawn(endpointslice::run(client.clone()));
-    set.spawn(nodelifecycle::run(client.clone()));
-    set.spawn(scheduler::run(client));
+    let i = informers.clone();
+    set.spawn(workers(replicaset::run(i, cfg)));
+    let i = informers.clone();
+    set.spawn(workers(deployment::run(i, cfg)));
+    let i = informers.clone();
+    set.spawn(workers(garbagecollector::run(i)));
+    let i = informers.clone();
+    set.spawn(workers(disruption::run(i)));
+    let i = informers.clone();
+    set.spawn(workers(endpointslice::run(i)));
+    let i = informers.clone();
+    set.spawn(workers(nodelifecycle::run(i)));
+    set.spawn(workers(scheduler::run(informers)));
     set
+}
+
+/// Runs a controller's workers once its caches are synced, as long as this task lives.
+async fn workers(start: impl std::future::Future<Output = JoinSet<()>>) {
+    let mut w = start.await;
+    while w.join_next().await.is_some() {}
 }
 
 /// The clock's milliseconds since the epoch (the controllers' only clock read).
 pub(crate) fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
-}
-
-/// Waits until `wake` fires, or for the delay the last sync asked for (at most a minute: a
-/// periodic resync, as informers' resync periods give).
-pub(crate) async fn wait(wake: &tokio::sync::Notify, next: Option<Duration>) {
-    let next = next
-        .unwrap_or(Duration::from_secs(60))
-        .min(Duration::from_secs(60));
-    tokio::select! {
-        _ = wake.notified() => {}
-        _ = tokio::time::sleep(next) => {}
-    }
-}
-
-/// The earlier of two optional delays.
-pub(crate) fn earlier(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
 }
 
 /// A kube error as the controllers log it.

@@ -3,8 +3,8 @@
 //! adds it, `kubectl uncordon` removes it), and the condition taints follow the kubelet's
 //! conditions (`node.kubernetes.io/memory-pressure` while MemoryPressure is True,
 //! `node.kubernetes.io/not-ready` while Ready is False, as during a node shutdown), written
-//! with the node's resourceVersion as a precondition (a conflict is retried at the next
-//! change).
+//! with the node's resourceVersion as a precondition (a conflict is retried with the newer
+//! node, whose change syncs it again).
 //!
 //! Upstream: `pkg/controller/nodelifecycle/node_lifecycle_controller.go`
 //! (`doNoScheduleTaintingPass`; the NoExecute taints of an unreachable node and the taint
@@ -12,40 +12,54 @@
 //! `rules::scheduling::no_schedule_taints`. Kubernetes 1.12 and later
 //! (`TaintNodesByCondition`, GA in 1.17).
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use podgrace_core::rules::scheduling;
-use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
-use crate::informer;
+use crate::informer::{self, Informers};
+use crate::queue::{self, Queue, Synced};
 
-/// Runs the tainting pass on every node change until the task is dropped.
-pub async fn run(client: kube::Client) {
-    let wake = Arc::new(Notify::new());
-    let nodes: Store<Node> = informer::start(&client, wake.clone());
-    let _ = nodes.wait_until_ready().await;
-    let api: kube::Api<Node> = kube::Api::all(client.clone());
-    loop {
-        for node in nodes.state() {
-            let Some(taints) = scheduling::no_schedule_taints(&node, crate::now_ms()) else {
-                continue;
+/// Starts the tainting on the shared informers: a node is synced when it changes. Runs until
+/// the returned set is dropped.
+pub async fn run(informers: Informers) -> JoinSet<()> {
+    let nodes = informers.get::<Node>();
+    let q = Queue::new();
+    {
+        let q = q.clone();
+        nodes.add_handler(move |c| q.add(informer::key_of(c.object())));
+    }
+    nodes.synced().await;
+    let api: kube::Api<Node> = kube::Api::all(informers.client().clone());
+    queue::run_workers(&q, 1, move |key| {
+        let (api, nodes) = (api.clone(), nodes.clone());
+        async move {
+            let Some(node) = nodes.get("", &key) else {
+                return Synced::Done;
             };
-            let name = node.metadata.name.clone().unwrap_or_default();
+            let Some(taints) = scheduling::no_schedule_taints(&node, crate::now_ms()) else {
+                return Synced::Done;
+            };
             // A JSON merge patch replaces the list; the resourceVersion makes it conditional.
             let patch = serde_json::json!({
                 "metadata": {"resourceVersion": node.metadata.resource_version},
                 "spec": {"taints": if taints.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&taints).unwrap_or_default() }},
             });
-            if let Err(e) = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            match api
+                .patch(&key, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
-                tracing::debug!("node lifecycle: tainting {name}: {e}");
+                Ok(_) => Synced::Done,
+                Err(e) => {
+                    tracing::debug!("node lifecycle: tainting {key}: {e}");
+                    // A conflict: the newer node comes as an event of its own.
+                    if crate::is_conflict_or_gone(&e) {
+                        Synced::Done
+                    } else {
+                        Synced::Retry
+                    }
+                }
             }
         }
-        wake.notified().await;
-    }
+    })
 }

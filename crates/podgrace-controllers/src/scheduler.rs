@@ -15,55 +15,88 @@
 //! (`shared/cases/real-cluster-1.32.md` e).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Binding, Event, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::reflector::Store;
 use podgrace_core::rules::scheduling;
-use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
-use crate::informer;
+use crate::informer::{self, Change, Informers};
+use crate::queue::{self, Queue, Synced};
 
 /// The scheduler's name (`spec.schedulerName` of the pods it takes, `reportingController`).
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
-/// Runs the scheduler on `client` until the task is dropped. Pods go to the one node (serve's;
-/// with several Node objects, the first by name).
-pub async fn run(client: kube::Client) {
-    let wake = Arc::new(Notify::new());
-    let pods: Store<Pod> = informer::start(&client, wake.clone());
-    let nodes: Store<Node> = informer::start(&client, wake.clone());
-    let _ = pods.wait_until_ready().await;
-    let _ = nodes.wait_until_ready().await;
-    // The node resourceVersion each pod was last tried against (pod UID → RV).
-    let mut tried: BTreeMap<String, String> = BTreeMap::new();
-    loop {
-        let node = nodes
-            .state()
-            .into_iter()
-            .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let pending: Vec<Arc<Pod>> = pods.state().into_iter().filter(|p| takes(p)).collect();
-        tried.retain(|uid, _| {
-            pending
-                .iter()
-                .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
-        });
-        if let Some(node) = node {
-            let node_rv = node.metadata.resource_version.clone().unwrap_or_default();
-            for pod in pending {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                if tried.get(&uid) == Some(&node_rv) {
-                    continue;
-                }
-                tried.insert(uid, node_rv.clone());
-                let node_name = node.metadata.name.clone().unwrap_or_default();
-                schedule_one(&client, &pod, &node, &node_name).await;
+/// Starts the scheduler on the shared informers: an unbound pod is tried when it appears or
+/// changes, and again when the node changes (each pod once per version of the node). Pods go
+/// to the one node (serve's; with several Node objects, the first by name). Runs until the
+/// returned set is dropped.
+pub async fn run(informers: Informers) -> JoinSet<()> {
+    let pods = informers.get::<Pod>();
+    let nodes = informers.get::<Node>();
+    let q = Queue::new();
+    // The node resourceVersion each pod was last tried against (pod UID → RV), while it is
+    // unbound.
+    let tried: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    {
+        let (q, tried) = (q.clone(), tried.clone());
+        pods.add_handler(move |c| {
+            if !matches!(c, Change::Deleted(_)) && takes(c.object()) {
+                q.add(informer::key_of(c.object()));
+            } else if let (Some(uid), Ok(mut t)) = (&c.object().metadata.uid, tried.lock()) {
+                t.remove(uid);
             }
-        }
-        wake.notified().await;
+        });
     }
+    {
+        let (q, pods) = (q.clone(), pods.clone());
+        nodes.add_handler(move |_| {
+            // The scheduling queue's move of the unschedulable pods on a Node event.
+            for p in pods.store().state() {
+                if takes(&p) {
+                    q.add(informer::key_of(&*p));
+                }
+            }
+        });
+    }
+    pods.synced().await;
+    nodes.synced().await;
+    let client = informers.client().clone();
+    queue::run_workers(&q, 1, move |key| {
+        let (client, pods, nodes, tried) =
+            (client.clone(), pods.clone(), nodes.clone(), tried.clone());
+        async move {
+            let (ns, name) = informer::split_key(&key);
+            let pod = pods.get(ns, name);
+            let Some(pod) = pod.filter(|p| takes(p)) else {
+                return Synced::Done;
+            };
+            let Some(node) = nodes
+                .store()
+                .state()
+                .into_iter()
+                .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name))
+            else {
+                return Synced::Done;
+            };
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let node_rv = node.metadata.resource_version.clone().unwrap_or_default();
+            {
+                let Ok(mut t) = tried.lock() else {
+                    return Synced::Done;
+                };
+                if t.get(&uid) == Some(&node_rv) {
+                    return Synced::Done;
+                }
+                t.insert(uid, node_rv);
+            }
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            schedule_one(&client, &pod, &node, &node_name).await;
+            Synced::Done
+        }
+    })
 }
 
 /// Whether the scheduler takes `pod`: unbound, not being deleted, for `default-scheduler`.

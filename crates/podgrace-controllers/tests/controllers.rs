@@ -25,6 +25,10 @@ struct Cluster {
 }
 
 fn start() -> Cluster {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let server = Server::new(ApiConfig::default());
     let client = podgrace_api::in_process_client(server);
     let controllers = podgrace_controllers::spawn(

@@ -1,7 +1,7 @@
 //! `podgrace serve` inside the drill's own process: the API (no listener), the local kubelet on
 //! the process runtime, the controllers (ReplicaSet, Deployment, garbage collector,
-//! EndpointSlice, disruption, node lifecycle, scheduler) and kube-proxy following the
-//! EndpointSlices with the drill's endpoint lag, every one a client of the API over an
+//! EndpointSlice, disruption, node lifecycle, scheduler) and, when asked, kube-proxy following
+//! the EndpointSlices with the drill's endpoint lag, every one a client of the API over an
 //! in-process `kube::Client` as they are of serve's. A drill that goes through the API applies
 //! its manifest with [`EmbeddedServe::client`] and performs its scenarios as API calls, exactly
 //! as it would against a cluster reached through a kubeconfig.
@@ -47,6 +47,11 @@ pub struct EmbeddedConfig {
     /// runtime (`drill --runtime-latency`), drawn by a sampler seeded with the `u64`; `None`:
     /// none. Every pod runs on one process runtime (its output is not collected).
     pub latencies: Option<(&'static RuntimeLatencies, u64)>,
+    /// Whether serve's kube-proxy runs (listeners on the Services' ClusterIPs and NodePorts,
+    /// following the EndpointSlices with `lag`). A drill says no: its own proxy follows the
+    /// same EndpointSlices with the lag and records every request, and a second proxy would
+    /// only claim addresses and follow the slices again.
+    pub kube_proxy: bool,
 }
 
 /// A pod's run report as the embedded kubelet's pod worker ended it, with the runtime's
@@ -202,20 +207,22 @@ impl EmbeddedServe {
                 kube_version: config.version,
             },
         );
-        let kube_proxy = KubeProxy::start(
-            podgrace_api::in_process_client(api.clone()),
-            KubeProxyConfig {
-                lag: config.lag,
-                node_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                records: None,
-            },
-        );
+        let kube_proxy = config.kube_proxy.then(|| {
+            KubeProxy::start(
+                podgrace_api::in_process_client(api.clone()),
+                KubeProxyConfig {
+                    lag: config.lag,
+                    node_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    records: None,
+                },
+            )
+        });
         Ok(EmbeddedServe {
             client: podgrace_api::in_process_client(api.clone()),
             api,
             kubelet: Some(kubelet),
             controllers: Mutex::new(controllers),
-            kube_proxy: Some(kube_proxy),
+            kube_proxy,
             log_dir,
             ended,
         })

@@ -75,6 +75,7 @@ async fn a_deployment_and_service_run_and_route_through_the_embedded_serve() {
         lag: LagModel::Fixed(Duration::from_millis(200)),
         claims_dir: claims_dir.clone(),
         latencies: None,
+        kube_proxy: true,
     })
     .unwrap();
     let client = serve.client();

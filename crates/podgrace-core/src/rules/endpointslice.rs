@@ -71,6 +71,54 @@ pub fn should_pod_be_in_slices(pod: &Pod) -> bool {
     )
 }
 
+/// `podEndpointsChanged`: `(pod_changed, labels_changed)` between two versions of a pod: its
+/// endpoint changed (the deletionTimestamp, readiness or pod IPs moved; name, namespace, uid
+/// and node are immutable once it has an IP), and its Service membership may have (the labels,
+/// hostname or subdomain moved). Upstream:
+/// `staging/src/k8s.io/endpointslice/util/controller_utils.go` (`podEndpointsChanged`,
+/// `hostNameAndDomainAreEqual`), 1.19 to 1.36.
+pub fn pod_endpoints_changed(old: &Pod, new: &Pod) -> (bool, bool) {
+    let host = |p: &Pod| {
+        let s = p.spec.as_ref();
+        (
+            s.and_then(|s| s.hostname.clone()).unwrap_or_default(),
+            s.and_then(|s| s.subdomain.clone()).unwrap_or_default(),
+        )
+    };
+    let labels_changed = old.metadata.labels.clone().unwrap_or_default()
+        != new.metadata.labels.clone().unwrap_or_default()
+        || host(old) != host(new);
+    let ips = |p: &Pod| -> Vec<String> {
+        p.status
+            .as_ref()
+            .and_then(|s| s.pod_ips.as_ref())
+            .map(|v| v.iter().map(|i| i.ip.clone()).collect())
+            .unwrap_or_default()
+    };
+    let pod_changed = old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        || is_pod_ready(old) != is_pod_ready(new)
+        || ips(old) != ips(new);
+    (pod_changed, labels_changed)
+}
+
+/// `GetServicesToUpdateOnPodChange`'s choice of Services, given the Services that select the
+/// pod before (`old`) and after (`new`) the change: none when nothing relevant changed; the
+/// new ones when only the endpoint changed; with the labels changed, both sets when the
+/// endpoint changed too, else the Services it joined or left (`determineNeededServiceUpdates`).
+/// Upstream: `staging/src/k8s.io/endpointslice/util/controller_utils.go`, 1.19 to 1.36.
+pub fn services_to_update(
+    (pod_changed, labels_changed): (bool, bool),
+    old: &BTreeSet<String>,
+    new: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    match (pod_changed, labels_changed) {
+        (false, false) => BTreeSet::new(),
+        (true, false) => new.clone(),
+        (true, true) => old.union(new).cloned().collect(),
+        (false, true) => old.symmetric_difference(new).cloned().collect(),
+    }
+}
+
 /// `getAddressTypesForService`: `IPv4`/`IPv6` from `ipFamilies`, else from the ClusterIP,
 /// else both.
 pub fn address_types(svc: &Service) -> Vec<String> {
@@ -829,5 +877,33 @@ mod tests {
         let (b2, c) = (pod("b", 9_000), pod("c", 8_000));
         let (t, _) = trigger_time(Some(&st), &svc, &[&a, &b2, &c]);
         assert_eq!(t, Some(8_000), "the earliest of the moved times");
+    }
+
+    #[test]
+    fn a_pod_change_syncs_the_services_upstream_syncs() {
+        let a = pod("a", "10.0.0.1", true, false);
+        let mut deleting = a.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert_eq!(pod_endpoints_changed(&a, &deleting), (true, false));
+        let mut relabelled = a.clone();
+        relabelled.metadata.labels = Some([("app".to_string(), "api".to_string())].into());
+        assert_eq!(pod_endpoints_changed(&a, &relabelled), (false, true));
+        let not_ready = pod("a", "10.0.0.1", false, false);
+        assert_eq!(pod_endpoints_changed(&a, &not_ready), (true, false));
+        let moved = pod("a", "10.0.0.2", true, false);
+        assert_eq!(pod_endpoints_changed(&a, &moved), (true, false));
+        assert_eq!(pod_endpoints_changed(&a, &a.clone()), (false, false));
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let (old, new) = (set(&["x", "y"]), set(&["y", "z"]));
+        assert!(services_to_update((false, false), &old, &new).is_empty());
+        assert_eq!(services_to_update((true, false), &old, &new), new);
+        assert_eq!(
+            services_to_update((true, true), &old, &new),
+            set(&["x", "y", "z"])
+        );
+        assert_eq!(
+            services_to_update((false, true), &old, &new),
+            set(&["x", "z"])
+        );
     }
 }

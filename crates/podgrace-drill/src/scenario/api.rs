@@ -95,6 +95,8 @@ pub async fn run_drill_api(
         lag: config.lag,
         claims_dir: podgrace_api::claims::DEFAULT_DIR.into(),
         latencies,
+        // The drill's own proxy follows the EndpointSlices (`feed_slices`).
+        kube_proxy: false,
     })
     .map_err(|e| DrillError::Api(e.to_string()))?;
     let result = drill_with(&serve, manifest, template, config, log).await;
