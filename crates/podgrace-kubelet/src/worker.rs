@@ -184,6 +184,7 @@ impl<S: RuntimeSource> Sync<S> {
             .await
         {
             Ok(p) => {
+                tracing::debug!(target: "podgrace::start", pod = %self.name, phase = ?p.status.as_ref().and_then(|s| s.phase.clone()), "status written");
                 if let Ok(v) = serde_json::to_value(&p) {
                     self.latest = v;
                 }
@@ -249,7 +250,9 @@ pub async fn sync_pod<S: RuntimeSource>(
     };
     // The environment as makeEnvironmentVariables builds it (ConfigMaps and Secrets read
     // from the API), then the plan of the pod with it.
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "sync begins");
     let env = crate::env::resolve(&shared.client, &s.latest, shared.config.host_ip).await;
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "env resolved");
     let parsed = plan_of(env.as_ref().unwrap_or(&s.latest), version);
     let plan = match &env {
         Ok(_) => parsed.clone().and_then(|p| {
@@ -280,6 +283,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         return;
     }
     let Ok(plan) = plan else { return };
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "planned");
     let mut plan = match volume_data(&shared.client, &namespace, plan).await {
         Ok(p) => p,
         Err(msg) => {
@@ -294,6 +298,7 @@ pub async fn sync_pod<S: RuntimeSource>(
             return;
         }
     };
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "volumes read");
     let (runtime, output) = shared.runtimes.for_pod();
     let observed = Arc::new(ObservedRuntime::new(runtime));
     let log_task = match (output, &shared.config.log_dir) {
@@ -385,6 +390,7 @@ pub async fn sync_pod<S: RuntimeSource>(
             continue;
         }
         let status = compute(&s, &plan, &observed, &st, &back_offs, false).await;
+        tracing::debug!(target: "podgrace::start", pod = %s.name, "status computed");
         s.write(status).await;
     }
     let report = handle.wait().await;

@@ -140,11 +140,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
             }
         }
+        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "created");
         if let Err(e) = self.rt.start_container(&ctx, &id).await {
             tracing::debug!(container = %name, error = %e, "StartContainer failed");
             self.start_failed(i, &e);
             return;
         }
+        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "started");
         self.events
             .normal(reason::STARTED, Some(&name), message::started(&name));
         {
