@@ -59,6 +59,24 @@ pub struct ApiConfig {
     /// NodePort allocated automatically is one no other serve on this machine holds and nothing
     /// has bound; `None` (the default) allocates as upstream does, within this API only.
     pub claims: Option<Arc<crate::claims::Claims>>,
+    /// The kubelets `GET /api/v1/nodes/NODE/proxy/PATH` reaches ([`NodeProxy`]); `None`: no
+    /// kubelet can be reached (503, as kube-apiserver answers when it cannot dial one).
+    pub node_proxy: Option<NodeProxy>,
+}
+
+/// What the API server's node proxy reaches: given the node and the path after `proxy/`
+/// (`configz`), the kubelet's answer as JSON, `Ok(None)` for a path that kubelet does not serve
+/// (its `404 page not found`), or `Err` with why it cannot be reached.
+#[derive(Clone)]
+pub struct NodeProxy(pub Arc<NodeProxyFn>);
+
+/// The function behind a [`NodeProxy`].
+pub type NodeProxyFn = dyn Fn(&str, &str) -> Result<Option<Value>, String> + Send + Sync;
+
+impl std::fmt::Debug for NodeProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeProxy")
+    }
 }
 
 impl Default for ApiConfig {
@@ -73,6 +91,7 @@ impl Default for ApiConfig {
             log_dir: None,
             service_cidr: (Ipv4Addr::new(127, 96, 0, 0), 12),
             claims: None,
+            node_proxy: None,
         }
     }
 }

@@ -81,7 +81,7 @@ fn resource_json(r: &Resource) -> Vec<Value> {
     let mut out = vec![main];
     for sub in r.subresources {
         let verbs: &[&str] = match *sub {
-            "log" => &["get"],
+            "log" | "proxy" => &["get"],
             "finalize" => &["update"],
             "eviction" | "binding" => &["create"],
             _ => &["get", "patch", "update"],
@@ -89,6 +89,7 @@ fn resource_json(r: &Resource) -> Vec<Value> {
         let mut e = json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs});
         match *sub {
             "log" => e["kind"] = json!("Pod"),
+            "proxy" => e["kind"] = json!("NodeProxyOptions"),
             "binding" => e["kind"] = json!("Binding"),
             "scale" => {
                 e["group"] = json!("autoscaling");

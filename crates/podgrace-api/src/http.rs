@@ -89,6 +89,13 @@ pub enum Route {
         /// as `?watch=true` is.
         watch_prefix: bool,
     },
+    /// `/api/v1/nodes/NODE/proxy/PATH`: the kubelet of NODE, through the API server.
+    NodeProxy {
+        /// The node.
+        node: String,
+        /// The path after `proxy/` (`configz`; empty for `proxy` itself).
+        path: String,
+    },
     /// Anything else: kube-apiserver's 404 `the server could not find the requested resource`.
     NotFound,
 }
@@ -111,6 +118,12 @@ pub fn route(path: &str) -> Route {
         ["apis", g] => return Route::Group(g.to_string()),
         ["api", "v1"] => return Route::GroupVersion(String::new(), "v1".into()),
         ["apis", g, v] => return Route::GroupVersion(g.to_string(), v.to_string()),
+        ["api", "v1", "nodes", node, "proxy", rest @ ..] => {
+            return Route::NodeProxy {
+                node: node.to_string(),
+                path: rest.join("/"),
+            }
+        }
         _ => {}
     }
     let (group, version, mut rest): (&str, &str, &[&str]) = match parts.as_slice() {
@@ -309,6 +322,7 @@ async fn dispatch(api: &Api, req: Request) -> Result<Response, ApiError> {
             .map(|v| json_response(200, &v, &[]))
             .ok_or_else(not_found_page),
         Route::NotFound => Err(not_found_page()),
+        Route::NodeProxy { node, path } => node_proxy(api, &method, &node, &path),
         Route::Resource {
             resource,
             namespace,
@@ -479,6 +493,52 @@ fn table_response(t: &Value) -> Response {
         .header("content-type", TABLE_CONTENT_TYPE)
         .body(Body::from(serde_json::to_vec(t).unwrap_or_default()))
         .unwrap_or_default()
+}
+
+/// `GET /api/v1/nodes/NODE/proxy/PATH`: the node must exist (404 `nodes "x" not found`), then
+/// its kubelet answers through [`crate::api::NodeProxy`]: its JSON, Go's `404 page not found`
+/// for a path it does not serve, or kube-apiserver's 503 when it cannot be reached. Only `GET`
+/// is served (kube-apiserver proxies every verb; podgrace's kubelet serves reads only).
+///
+/// Upstream: `pkg/registry/core/node/rest/proxy.go` (`ProxyREST.Connect`),
+/// `staging/src/k8s.io/apimachinery/pkg/util/proxy` (the 503 on a dial error).
+fn node_proxy(api: &Api, method: &str, node: &str, path: &str) -> Result<Response, ApiError> {
+    let nodes = resource::find("", "v1", "nodes").ok_or_else(not_found_page)?;
+    if method != "GET" {
+        return Err(ApiError::method_not_supported(
+            nodes,
+            &method.to_ascii_lowercase(),
+        ));
+    }
+    let obj = api.get(nodes, "", node)?;
+    let unreachable = || {
+        let ip = obj
+            .pointer("/status/addresses")
+            .and_then(serde_json::Value::as_array)
+            .and_then(|a| {
+                a.iter().find(|x| {
+                    x.get("type").and_then(serde_json::Value::as_str) == Some("InternalIP")
+                })
+            })
+            .and_then(|x| x.get("address"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or(node)
+            .to_string();
+        ApiError::service_unavailable(format!(
+            "error trying to reach service: dial tcp {ip}:10250: connect: connection refused"
+        ))
+    };
+    let proxy = api.config().node_proxy.clone().ok_or_else(unreachable)?;
+    match (proxy.0)(node, path) {
+        Ok(Some(v)) => Ok(json_response(200, &v, &[])),
+        Ok(None) => Ok(Response::builder()
+            .status(404)
+            .header("content-type", "text/plain; charset=utf-8")
+            .header("x-content-type-options", "nosniff")
+            .body(Body::from("404 page not found\n"))
+            .unwrap_or_default()),
+        Err(_) => Err(unreachable()),
+    }
 }
 
 fn not_found_page() -> ApiError {

@@ -184,7 +184,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &["no"],
         categories: &[],
-        subresources: &["status"],
+        subresources: &["status", "proxy"],
         storage: "nodes",
         fields: &["spec.unschedulable"],
     },

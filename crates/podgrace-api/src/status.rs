@@ -279,6 +279,13 @@ impl ApiError {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// 503 `ServiceUnavailable` with kube-apiserver's message for a backend it cannot reach
+    /// (`error trying to reach service: dial tcp 127.0.0.1:10250: connect: connection
+    /// refused`).
+    pub fn service_unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "ServiceUnavailable", message)
+    }
+
     /// 500 `Internal error occurred: DETAIL`.
     pub fn internal(detail: impl std::fmt::Display) -> ApiError {
         let mut e = ApiError::new(

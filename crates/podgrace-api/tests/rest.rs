@@ -1288,3 +1288,59 @@ async fn patches_without_a_resource_version_survive_a_concurrent_status_writer()
     assert_eq!(v["metadata"]["labels"]["app"], json!("web"));
     assert_eq!(v["status"]["message"], json!(format!("status {}", N - 1)));
 }
+
+/// `GET /api/v1/nodes/NODE/proxy/PATH` (issue 14): the node must exist; its kubelet answers
+/// what it serves, Go's `404 page not found` for the rest, and kube-apiserver's 503 when no
+/// kubelet can be reached.
+#[tokio::test]
+async fn the_node_proxy_reaches_the_kubelet_of_an_existing_node() {
+    use podgrace_api::api::NodeProxy;
+    use std::sync::Arc;
+    let configz = json!({"kubeletconfig": {"evictionMaxPodGracePeriod": 0}});
+    let answer = configz.clone();
+    let api = Api::new(ApiConfig {
+        node_proxy: Some(NodeProxy(Arc::new(move |node: &str, path: &str| {
+            if node != "n1" {
+                return Err("no kubelet".into());
+            }
+            Ok((path == "configz").then(|| answer.clone()))
+        }))),
+        ..ApiConfig::default()
+    });
+    let r = router(api.clone());
+    let (c, v, _) = call(&r, "GET", "/api/v1/nodes/n1/proxy/configz", "", "").await;
+    assert_eq!((c, &v["kind"]), (404, &json!("Status")), "{v}");
+    assert_eq!(v["message"], "nodes \"n1\" not found");
+    for (name, ip) in [("n1", "192.0.2.1"), ("n2", "192.0.2.2")] {
+        let (c, v) = post(
+            &r,
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                "status": {"addresses": [{"type": "InternalIP", "address": ip}]}}),
+        )
+        .await;
+        assert_eq!(c, 201, "{v}");
+    }
+    let (c, v, _) = call(&r, "GET", "/api/v1/nodes/n1/proxy/configz", "", "").await;
+    assert_eq!((c, &v), (200, &configz));
+    let (c, v, _) = call(&r, "GET", "/api/v1/nodes/n1/proxy/pods", "", "").await;
+    assert_eq!((c, v), (404, json!("404 page not found\n")));
+    let (c, v, _) = call(&r, "GET", "/api/v1/nodes/n2/proxy/configz", "", "").await;
+    assert_eq!(c, 503, "{v}");
+    assert_eq!(v["reason"], "ServiceUnavailable");
+    assert_eq!(
+        v["message"],
+        "error trying to reach service: dial tcp 192.0.2.2:10250: connect: connection refused"
+    );
+    // Without a proxy (an API with no kubelet), an existing node's kubelet is unreachable.
+    let r2 = router(Api::new(ApiConfig::default()));
+    let (c, v) = post(
+        &r2,
+        "/api/v1/nodes",
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n3"}}),
+    )
+    .await;
+    assert_eq!(c, 201, "{v}");
+    let (c, v, _) = call(&r2, "GET", "/api/v1/nodes/n3/proxy/configz", "", "").await;
+    assert_eq!(c, 503, "{v}");
+}

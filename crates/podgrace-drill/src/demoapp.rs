@@ -122,7 +122,15 @@ pub struct DemoConfig {
     /// reached or breaks before its response head; a reset if it breaks after). Default `None`:
     /// the app role.
     pub upstream: Option<SocketAddr>,
+    /// `--pod-name` (or `POD_NAME` from the downward API): the pod the app runs in, sent on
+    /// every response as [`POD_NAME_HEADER`] so that a client behind a Service, an ingress or a
+    /// load balancer knows which pod answered (the drill's and `podgrace lag`'s attribution).
+    /// `None`: no such header.
+    pub pod_name: Option<HeaderValue>,
 }
+
+/// The response header naming the pod that answered (`x-podgrace-pod: web-7d4f-x2k`).
+pub const POD_NAME_HEADER: &str = "x-podgrace-pod";
 
 impl Default for DemoConfig {
     fn default() -> Self {
@@ -133,6 +141,7 @@ impl Default for DemoConfig {
             ready_path: "/ready".to_string(),
             fail_ready_after_sigterm: false,
             upstream: None,
+            pod_name: None,
         }
     }
 }
@@ -519,10 +528,25 @@ async fn forward(
     }
 }
 
+/// Answers `req` ([`answer`]), saying which pod answered when the app knows its name
+/// ([`POD_NAME_HEADER`]; in the sidecar role it replaces the app's own, naming the same pod).
+async fn handle(
+    req: Request<Incoming>,
+    app: &App,
+    in_flight: InFlight,
+) -> (Response<RespBody>, Option<InFlight>) {
+    let (mut resp, in_flight) = answer(req, app, in_flight).await;
+    if let Some(name) = &app.config.pod_name {
+        resp.headers_mut()
+            .insert(HeaderName::from_static(POD_NAME_HEADER), name.clone());
+    }
+    (resp, in_flight)
+}
+
 /// Answers `req`; `in_flight` counts it and comes back with the response (to be held by its
 /// body). The app's own work (the latency) runs in a task of its own that holds `in_flight`, so
 /// that it ends when it is done, not when the connection closes (which drops this future).
-async fn handle(
+async fn answer(
     req: Request<Incoming>,
     app: &App,
     in_flight: InFlight,

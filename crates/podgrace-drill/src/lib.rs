@@ -6,6 +6,8 @@
 //! * [`kubeproxy`]: serve's kube-proxy: listeners on every Service's ClusterIP and NodePort,
 //!   following the EndpointSlices from the API with the endpoint lag.
 //! * [`load`]: open-loop load at a fixed rate, latency from the intended send time.
+//! * [`lag`]: `podgrace lag`: a cluster's real endpoint lag, measured by deleting pods whose
+//!   preStop keeps them serving, through the Kubernetes API.
 //! * [`flags`]: the drill's limits and the checks of its settings, before anything starts.
 //! * [`template`]: the pod template's Service port and replicas.
 //! * [`demo`]: the built-in demo's plan (its hooks, sleep and load length) and templates.
@@ -31,6 +33,7 @@ pub mod endpoints;
 pub mod flags;
 pub mod html;
 pub mod kubeproxy;
+pub mod lag;
 pub mod load;
 pub mod proxy;
 pub mod report;

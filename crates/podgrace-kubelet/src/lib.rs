@@ -13,7 +13,8 @@
 //! * [`observed`]: the runtime seen through one pod (its sandbox and container instances), as
 //!   `GetPodStatus` sees it.
 //! * [`recorder`]: the kubelet's events as `v1` Event objects.
-//! * [`node`]: the Node object of this machine and its Lease heartbeat.
+//! * [`node`]: the Node object of this machine and its Lease heartbeat; [`configz`]: its
+//!   settings as the `configz` endpoint serves them.
 //! * [`runtimes`]: the runtime each pod runs on; [`logs`]: its containers' output in the CRI
 //!   log layout that the API's `log` subresource reads.
 //!
@@ -23,6 +24,7 @@
 //! the final delete), `pkg/kubelet/kubelet_pods.go` (`generateAPIPodStatus`).
 #![forbid(unsafe_code)]
 
+pub mod configz;
 pub mod env;
 pub mod logs;
 pub mod node;

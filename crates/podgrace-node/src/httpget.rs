@@ -521,7 +521,11 @@ fn hyper_reason(e: &hyper::Error) -> String {
     s
 }
 
-fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+/// The TLS server name of `host` (an IP address, or a DNS name).
+///
+/// # Errors
+/// A host that is neither (`tls: invalid server name ...`).
+pub fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
     match host.parse::<IpAddr>() {
         Ok(ip) => Ok(rustls::pki_types::ServerName::IpAddress(ip.into())),
         Err(_) => rustls::pki_types::ServerName::try_from(host.to_string())
@@ -531,7 +535,10 @@ fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, Str
 
 /// A TLS client config that accepts any certificate (Go's `InsecureSkipVerify`: no chain or
 /// name check) but still checks the handshake signatures with the certificate's key.
-fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+///
+/// # Errors
+/// rustls refuses the configuration (not with its default provider).
+pub fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {

@@ -53,6 +53,10 @@ enum Command {
     /// (exit 137 at the grace deadline, OOMKilled, Evicted, a liveness kill, a cut preStop),
     /// from a cluster or from kubectl's JSON output (-f).
     Why(cmd::why::Args),
+    /// The real endpoint lag of a Deployment on its cluster: terminates pods one at a time
+    /// (their preStop keeps them serving), measures how long the load balancer, ingress or
+    /// kube-proxy still routes to each, and recommends the preStop sleep.
+    Lag(cmd::lag::Args),
 }
 
 /// How a verb ended, beyond success.
@@ -156,11 +160,14 @@ fn main() -> ExitCode {
         return exit(result);
     }
     let cli = Cli::parse();
-    // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions.
+    // Diagnostics go to stderr; RUST_LOG=debug shows the local kubelet's decisions. kube's
+    // client logs every failed request at ERROR; the verbs on live objects print the failure
+    // themselves, as kubectl words it, so that line is left out unless RUST_LOG asks for it.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+            }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -176,6 +183,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Why(args) => cmd::why::run(args),
+        Command::Lag(args) => cmd::lag::run(args),
     };
     exit(result)
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 fn demo_app(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_podgrace"));
-    c.arg("demo-app").args(args);
+    // The pod name comes from the flags a test gives, not from the environment it runs in.
+    c.arg("demo-app").args(args).env_remove("POD_NAME");
     c
 }
 
@@ -257,4 +258,56 @@ fn the_sidecar_forwards_to_the_app_and_says_so() {
     );
     sigterm(&app);
     assert!(app.wait().expect("wait").success());
+}
+
+/// One `GET PATH` on a new connection: the whole response as text.
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    resp
+}
+
+/// Issue 14 item 6: the app says which pod answered, on every path, from `--pod-name` or from
+/// `POD_NAME` (the downward API's `fieldRef: metadata.name`); without either, no such header.
+#[test]
+fn the_app_names_its_pod_in_a_header() {
+    let (mut child, addr, _lines) = start(&["--pod-name", "web-7d4f-x2k"]);
+    for path in ["/", "/ready", "/anything?x=1"] {
+        let resp = get(addr, path);
+        assert!(
+            resp.contains("\r\nx-podgrace-pod: web-7d4f-x2k\r\n"),
+            "{path}: {resp}"
+        );
+    }
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let mut c = demo_app(&["--listen", "127.0.0.1:0"]);
+    c.env("POD_NAME", "web-from-env");
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().expect("stderr"))
+        .read_line(&mut first)
+        .expect("first line");
+    let addr: SocketAddr = first
+        .split_whitespace()
+        .nth(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    assert!(get(addr, "/").contains("\r\nx-podgrace-pod: web-from-env\r\n"));
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let (mut child, addr, _lines) = start(&[]);
+    assert!(!get(addr, "/").contains("x-podgrace-pod"));
+    child.kill().expect("kill");
+    let _ = child.wait();
 }

@@ -116,13 +116,26 @@ fn keep_alive_with_a_pre_stop_still_loses_one_request_per_connection() {
 }
 
 /// Recorded: the careful client (drops connections the server closed) with a 2 s preStop lost
-/// 0.3 (0–1).
+/// 0.3 (0–1) over 3 rollouts: a reset with a request in flight when the app exited. The app exits
+/// at once on SIGTERM, so what it loses is what was in flight on its connections at that moment:
+/// at 200 requests/s over 16 connections that is now and then two on one pod (CI saw 2, both on
+/// web-1, 1 ms apart, 6 ms after its stop signal). The bound is therefore "a few, every one reset
+/// or EOF on an old pod after its stop signal": without the preStop this client loses 11–22, most
+/// of them refused.
 #[test]
-fn a_careful_keep_alive_client_with_a_pre_stop_loses_at_most_one() {
+fn a_careful_keep_alive_client_with_a_pre_stop_loses_only_requests_in_flight_at_exit() {
     if !privileged("kp-careful") {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let (r, log) = rollout("kp-careful", Some(2), "keep-alive-careful");
-    assert!(n(&r["failed"]) <= 1, "{}\n{log}", r["failuresByKind"]);
+    let k = &r["failuresByKind"];
+    let failed = n(&r["failed"]);
+    assert!(failed <= 3, "failed {failed}: {k}\n{log}");
+    assert_eq!(
+        n(&k["reset"]) + n(&k["eof"]),
+        failed,
+        "only requests in flight at exit (eofOnReuse is part of eof): {k}"
+    );
+    assert_eq!(n(&r["failuresByPhase"]["afterStopSignal"]), failed, "{r}");
 }

@@ -110,8 +110,10 @@ pub(super) fn check(cx: &PodCx<'_>, sink: &mut Sink<'_>) {
             ),
         );
     }
-    if let Some(max) = cx.config().kubelet.eviction_max_pod_grace_period {
-        if tgps > 1 {
+    let kubelet = cx.kubelet();
+    if let Some(max) = kubelet.eviction_max_pod_grace_period {
+        // A kubelet without soft thresholds never evicts softly.
+        if tgps > 1 && kubelet.soft_eviction_thresholds != Some(false) {
             if let Some(f) = timeline::soft_eviction_is_immediate(pod, max, cx.opts.version) {
                 sink.shared(cx, f, None, tgps_span());
             }
@@ -297,6 +299,48 @@ mod tests {
         assert_eq!(of(&f, "soft-eviction-is-immediate").len(), 1);
         opts.config.kubelet.eviction_max_pod_grace_period = Some(60);
         assert!(of(&run_with(&y, &opts), "soft-eviction-is-immediate").is_empty());
+    }
+
+    /// A node's own settings replace the configuration's for the objects on it; a kubelet
+    /// known to have no evictionSoft thresholds never evicts softly, whatever its
+    /// evictionMaxPodGracePeriod.
+    #[test]
+    fn soft_eviction_from_the_nodes_settings() {
+        use crate::lint::KubeletSettings;
+        use crate::manifest::ObjectRef;
+        let y = c("");
+        let obj = ObjectRef {
+            kind: "Deployment".into(),
+            namespace: Some("prod".into()),
+            name: "web".into(),
+        };
+        let mut opts = LintOptions::default();
+        let mut node = KubeletSettings {
+            eviction_max_pod_grace_period: Some(0),
+            soft_eviction_thresholds: Some(true),
+        };
+        opts.kubelet_by_object.insert(obj.clone(), node);
+        assert_eq!(
+            of(&run_with(&y, &opts), "soft-eviction-is-immediate").len(),
+            1
+        );
+        node.soft_eviction_thresholds = Some(false);
+        opts.kubelet_by_object.insert(obj.clone(), node);
+        assert!(of(&run_with(&y, &opts), "soft-eviction-is-immediate").is_empty());
+        // Another object's settings do not apply.
+        opts.config.kubelet.eviction_max_pod_grace_period = Some(-1);
+        opts.kubelet_by_object.clear();
+        opts.kubelet_by_object.insert(
+            ObjectRef {
+                name: "other".into(),
+                ..obj
+            },
+            node,
+        );
+        assert_eq!(
+            of(&run_with(&y, &opts), "soft-eviction-is-immediate").len(),
+            1
+        );
     }
 
     /// A hook known to last at least as long as the grace (`sh -c "sleep 60 && ..."`) is cut

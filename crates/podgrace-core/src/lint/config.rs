@@ -63,6 +63,10 @@ impl Default for LintConfig {
 pub struct KubeletSettings {
     /// `evictionMaxPodGracePeriod`, seconds, if given.
     pub eviction_max_pod_grace_period: Option<i64>,
+    /// Whether the kubelet has `evictionSoft` thresholds, when known (read from a node's
+    /// configuration): with none it never evicts softly, so its evictionMaxPodGracePeriod
+    /// cannot cut a pod's grace. `None`: not known, the setting is checked on its own.
+    pub soft_eviction_thresholds: Option<bool>,
 }
 
 #[derive(Deserialize)]

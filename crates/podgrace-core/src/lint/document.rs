@@ -10,6 +10,19 @@ use serde::Serialize;
 
 use super::{catalogue, severity_str, LintFinding, Severity};
 
+/// What a finding's position names: a place in a file (`deploy.yaml:20:11`, the default) or,
+/// for objects read from a cluster, the object and the field path (`deployment/web`,
+/// `spec.template.spec.containers[0].lifecycle`), the object's reference being the span's
+/// `file`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Positions {
+    /// File, line, column.
+    #[default]
+    Files,
+    /// The object (`kind/name`) and the field path; no file, line or column.
+    Objects,
+}
+
 /// An input that could not be linted (unreadable, not YAML, rejected by validation), as both
 /// documents report it. `line` and `column` are 1-based, when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -39,20 +52,24 @@ pub struct JsonDocument<'a> {
 /// One finding in the JSON document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JsonFinding<'a> {
-    /// 1-based column of the field involved.
-    pub column: usize,
+    /// 1-based column of the field involved (`null` for an object read from a cluster).
+    pub column: Option<usize>,
     /// The container involved, if any (`null` otherwise).
     pub container: Option<&'a str>,
-    /// The file as the user named it.
-    pub file: &'a str,
-    /// 1-based line of the field involved.
-    pub line: usize,
+    /// The file as the user named it (`null` for an object read from a cluster).
+    pub file: Option<&'a str>,
+    /// 1-based line of the field involved (`null` for an object read from a cluster).
+    pub line: Option<usize>,
     /// What is wrong, with the numbers involved and the fix.
     pub message: &'a str,
     /// The object the finding is about.
     pub object: JsonObject<'a>,
     /// The field path from the document root, kubectl style.
     pub path: &'a str,
+    /// For an object read from a cluster, kubectl's reference to it (`deployment/web`);
+    /// absent for files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<&'a str>,
     /// The stable rule id ([`catalogue::CATALOGUE`]).
     pub rule: &'static str,
     /// `error`, `warning` or `info`.
@@ -91,17 +108,22 @@ pub fn counts(findings: &[LintFinding]) -> (usize, usize, usize) {
 }
 
 impl<'a> JsonDocument<'a> {
-    /// The document of `findings` and `problems`.
-    pub fn new(findings: &'a [LintFinding], problems: &[InputProblem<'a>]) -> Self {
+    /// The document of `findings` and `problems`, positioned as `positions` says.
+    pub fn new(
+        findings: &'a [LintFinding],
+        problems: &[InputProblem<'a>],
+        positions: Positions,
+    ) -> Self {
         let (error, warning, info) = counts(findings);
+        let files = positions == Positions::Files;
         JsonDocument {
             findings: findings
                 .iter()
                 .map(|f| JsonFinding {
-                    column: f.span.column,
+                    column: files.then_some(f.span.column),
                     container: f.container.as_deref(),
-                    file: &f.span.file,
-                    line: f.span.line,
+                    file: files.then_some(f.span.file.as_str()),
+                    line: files.then_some(f.span.line),
                     message: &f.message,
                     object: JsonObject {
                         kind: &f.object.kind,
@@ -109,6 +131,7 @@ impl<'a> JsonDocument<'a> {
                         namespace: f.object.namespace.as_deref(),
                     },
                     path: &f.span.path,
+                    resource: (!files).then_some(f.span.file.as_str()),
                     rule: f.rule,
                     severity: severity_str(f.severity),
                 })
@@ -255,21 +278,24 @@ pub struct SarifResult {
 /// A location (§3.28) of a result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SarifLocation {
-    /// The object (and container) involved.
+    /// The object (and container) involved; for an object read from a cluster, the field
+    /// too.
     #[serde(rename = "logicalLocations")]
     pub logical_locations: Vec<SarifLogicalLocation>,
-    /// The field involved.
-    #[serde(rename = "physicalLocation")]
-    pub physical_location: SarifPhysicalLocation,
+    /// The field involved, in its file; absent for an object read from a cluster (a result
+    /// may have logical locations only, §3.28.1).
+    #[serde(rename = "physicalLocation", skip_serializing_if = "Option::is_none")]
+    pub physical_location: Option<SarifPhysicalLocation>,
 }
 
-/// A logical location (§3.33): `Pod ns/name container c`, kind `object`.
+/// A logical location (§3.33): `Pod ns/name container c`, kind `object`; for an object read
+/// from a cluster also its field, `deployment/web spec.template...`, kind `property`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SarifLogicalLocation {
-    /// `KIND [NAMESPACE/]NAME[ container C]`.
+    /// `KIND [NAMESPACE/]NAME[ container C]`, or `[NAMESPACE/]TYPE/NAME FIELD.PATH`.
     #[serde(rename = "fullyQualifiedName")]
     pub fully_qualified_name: String,
-    /// `object`.
+    /// `object` or `property`.
     pub kind: &'static str,
 }
 
@@ -348,11 +374,13 @@ impl SarifLog {
     /// The SARIF log of `findings` and `problems`: the catalogue as `tool.driver.rules`, one
     /// result per finding, and one invocation, `executionSuccessful` false when some input
     /// could not be linted, each such error a `toolExecutionNotifications` entry (with its
-    /// location when known). `version` is podgrace's.
+    /// location when known). `version` is podgrace's. With [`Positions::Objects`] a result has
+    /// no physical location: its logical locations name the object and the field.
     pub fn new(
         findings: &[LintFinding],
         problems: &[InputProblem<'_>],
         version: &'static str,
+        positions: Positions,
     ) -> Self {
         let rules = catalogue::CATALOGUE
             .iter()
@@ -384,17 +412,31 @@ impl SarifLog {
                     logical.push_str(" container ");
                     logical.push_str(c);
                 }
+                let mut logical_locations = vec![SarifLogicalLocation {
+                    fully_qualified_name: logical,
+                    kind: "object",
+                }];
+                let physical_location = match positions {
+                    Positions::Files => {
+                        Some(physical(&f.span.file, Some((f.span.line, f.span.column))))
+                    }
+                    Positions::Objects => {
+                        let reference = match &f.object.namespace {
+                            Some(ns) => format!("{ns}/{}", f.span.file),
+                            None => f.span.file.clone(),
+                        };
+                        logical_locations.push(SarifLogicalLocation {
+                            fully_qualified_name: format!("{reference} {}", f.span.path),
+                            kind: "property",
+                        });
+                        None
+                    }
+                };
                 SarifResult {
                     level: sarif_level(f.severity),
                     locations: vec![SarifLocation {
-                        logical_locations: vec![SarifLogicalLocation {
-                            fully_qualified_name: logical,
-                            kind: "object",
-                        }],
-                        physical_location: physical(
-                            &f.span.file,
-                            Some((f.span.line, f.span.column)),
-                        ),
+                        logical_locations,
+                        physical_location,
                     }],
                     message: SarifText {
                         text: f.message.clone(),

@@ -52,6 +52,9 @@ pub struct LintOptions {
     pub version: KubeVersion,
     /// Rules switched off, severities changed, thresholds (`--config`, `--disable`).
     pub config: LintConfig,
+    /// The kubelet settings of the node each object's pods run on, when known (live objects:
+    /// read from the node); they replace `config.kubelet` for that object.
+    pub kubelet_by_object: BTreeMap<ObjectRef, KubeletSettings>,
 }
 
 /// One finding: a rule broken by one object (and container), placed at the field involved.
@@ -252,6 +255,18 @@ pub(crate) struct PodCx<'a> {
 impl PodCx<'_> {
     pub fn config(&self) -> &LintConfig {
         &self.opts.config
+    }
+
+    /// The kubelet settings of this object's node when known, else the configuration's.
+    pub fn kubelet(&self) -> KubeletSettings {
+        if self.opts.kubelet_by_object.is_empty() {
+            return self.opts.config.kubelet;
+        }
+        self.opts
+            .kubelet_by_object
+            .get(&object_ref(self.object))
+            .copied()
+            .unwrap_or(self.opts.config.kubelet)
     }
 
     pub fn tgps(&self) -> i64 {

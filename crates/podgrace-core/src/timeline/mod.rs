@@ -41,7 +41,9 @@ pub use findings::{
     soft_eviction_is_immediate, zero_grace_force_deletes, MAX_GRACE_PERIOD_SECONDS,
     PROBE_GRACE_LARGE_TGPS_SECONDS,
 };
-pub use pods::{explain_all, ExplainAllError, Explained, Skipped, TriggerOutcome, MAX_LISTED};
+pub use pods::{
+    explain_all, explain_each, ExplainAllError, Explained, Skipped, TriggerOutcome, MAX_LISTED,
+};
 use trigger::probed_container;
 pub use trigger::{
     applies, LaterDelete, NotApplicable, ParseLaterDeleteError, ParseTriggerError, Trigger,

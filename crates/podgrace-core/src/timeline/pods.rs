@@ -62,6 +62,19 @@ pub fn explain_all<'p>(
     triggers: &[Trigger],
     opts: &Options,
 ) -> Result<Explained<'p>, ExplainAllError> {
+    explain_each(pods, triggers, |_| *opts)
+}
+
+/// [`explain_all`] with each pod's own options (`options_of(i)` for `pods[i]`): pods of a
+/// cluster run on nodes whose kubelets are set differently.
+///
+/// # Errors
+/// As [`explain_all`].
+pub fn explain_each<'p>(
+    pods: &'p [PodPlan],
+    triggers: &[Trigger],
+    options_of: impl Fn(usize) -> Options,
+) -> Result<Explained<'p>, ExplainAllError> {
     let at = |pod: &PodPlan| {
         let s = &pod.span;
         format!("{}:{}:{}", s.file, s.line, s.column)
@@ -75,9 +88,10 @@ pub fn explain_all<'p>(
             skipped: Vec::new(),
         })
         .collect();
-    for pod in pods {
+    for (p, pod) in pods.iter().enumerate() {
+        let opts = options_of(p);
         for (i, t) in triggers.iter().enumerate() {
-            match explain(pod, t, opts) {
+            match explain(pod, t, &opts) {
                 Ok(tl) => {
                     outcomes[i].applied = true;
                     timelines.push((pod, tl));

@@ -9,6 +9,39 @@ use podgrace_node::sandbox::{NetworkConfig, DEFAULT_POD_NETWORK};
 
 use crate::BadInput;
 
+/// Which cluster, as kubectl's flags say it: `--kubeconfig`, `--context`, `-n/--namespace`
+/// (loading rules: [`podgrace_cluster`]).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
+    /// config), as kubectl.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The namespace (default: the context's, else `default`).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The options for [`podgrace_cluster::connect`]; `all_namespaces` is `-A`.
+    pub fn options(&self, all_namespaces: bool) -> podgrace_cluster::ClusterOptions {
+        podgrace_cluster::ClusterOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            all_namespaces,
+        }
+    }
+
+    /// Whether any of the flags was given.
+    pub fn given(&self) -> bool {
+        self.kubeconfig.is_some() || self.context.is_some() || self.namespace.is_some()
+    }
+}
+
 /// `--output text|json`.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct OutputArgs {
@@ -102,24 +135,13 @@ impl DeleteArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct FilesArgs {
     /// Manifest files or directories (`*.yaml`, `*.yml`, `*.json`, recursively); `-` for stdin.
-    #[arg(value_name = "FILE")]
+    /// Or objects of a cluster as kubectl names them (`deployment/web`, `pod/NAME`), read with
+    /// --kubeconfig, --context and -n.
+    #[arg(value_name = "FILE|TYPE/NAME")]
     pub files: Vec<PathBuf>,
     /// A manifest file or directory, as kubectl's -f (repeatable; beside or instead of FILE).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub filename: Vec<PathBuf>,
-}
-
-impl FilesArgs {
-    /// Every file given, positional first. Errors: none given (bad usage).
-    pub fn all(&self) -> Result<Vec<PathBuf>, BadInput> {
-        let all: Vec<PathBuf> = self.files.iter().chain(&self.filename).cloned().collect();
-        if all.is_empty() {
-            return Err(BadInput(
-                "no manifest given: name a FILE (or -f FILE; `-` reads standard input)".into(),
-            ));
-        }
-        Ok(all)
-    }
 }
 
 /// One manifest file: positional or `-f/--filename`.
@@ -193,10 +215,11 @@ mod tests {
     #[test]
     fn filename_beside_the_positional_files() {
         let t = parse(&["a.yaml", "-f", "b.yaml", "--filename", "c.yaml"]);
+        assert_eq!(t.files.files, vec![PathBuf::from("a.yaml")]);
         assert_eq!(
-            t.files.all().ok(),
-            Some(vec!["a.yaml".into(), "b.yaml".into(), "c.yaml".into()])
+            t.files.filename,
+            vec![PathBuf::from("b.yaml"), "c.yaml".into()]
         );
-        assert!(parse(&[]).files.all().is_err());
+        assert!(parse(&[]).files.files.is_empty());
     }
 }

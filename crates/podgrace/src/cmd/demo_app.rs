@@ -47,6 +47,12 @@ pub struct Args {
     /// IP:PORT over HTTP/1.1 and stream the responses back (502 when the upstream fails).
     #[arg(long, value_name = "IP:PORT", value_parser = parse_upstream)]
     upstream: Option<SocketAddr>,
+    /// The pod's name, sent on every response as `x-podgrace-pod: NAME` so that clients
+    /// behind a Service know which pod answered [default: $POD_NAME, as the downward API sets
+    /// it with `env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]`;
+    /// neither: no such header].
+    #[arg(long, value_name = "NAME")]
+    pod_name: Option<String>,
 }
 
 /// A `--drain-seconds` value: `None` is `unlimited`.
@@ -96,6 +102,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ))
         .into());
     }
+    let pod_name = args
+        .pod_name
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            hyper::header::HeaderValue::from_str(&n)
+                .map_err(|_| BadInput(format!("--pod-name {n:?}: not a valid header value")))
+        })
+        .transpose()?;
     let config = DemoConfig {
         on_sigterm: args.on_sigterm,
         drain: args
@@ -105,6 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ready_path: args.ready_path,
         fail_ready_after_sigterm: args.fail_ready_after_sigterm,
         upstream: args.upstream,
+        pod_name,
     };
     if args
         .upstream

@@ -1,9 +1,12 @@
 //! `podgrace explain FILE...`: the termination timeline of every pod, per trigger, with the
 //! findings lint gives the same input. What is valid is explained; what is not is reported on
 //! stderr (exit 2); objects of kinds explain does not use under an apiVersion the API server
-//! does not serve are skipped with a note.
+//! does not serve are skipped with a note. `podgrace explain deployment/web` (or `pod/NAME`,
+//! `-n NS`, `-A`) reads live objects from a cluster instead, with the kubelet settings of the
+//! node each one's pods run on.
 
-use super::args::{DeleteArgs, FilesArgs, Format, KubeletArgs, OutputArgs, VersionArgs};
+use super::args::{ClusterArgs, DeleteArgs, FilesArgs, Format, OutputArgs};
+use super::live::{self, KubeletSource, Live};
 use crate::input::{self, InputError};
 use crate::render::explain::render;
 use crate::{out::Out, BadInput, Outcome};
@@ -15,6 +18,7 @@ use podgrace_core::rules::latency::RuntimeProfile;
 use podgrace_core::timeline::{
     self, Finding, KubeletConfig, LaterDelete, Options, Timeline, Trigger,
 };
+use podgrace_core::KubeVersion;
 use std::collections::HashMap;
 use std::io::Write as _;
 
@@ -22,6 +26,11 @@ use std::io::Write as _;
 pub struct Args {
     #[command(flatten)]
     files: FilesArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Every namespace of the cluster (with no TYPE/NAME).
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
     /// delete, evict-soft, evict-hard, liveness:CONTAINER, startup:CONTAINER or
     /// node-shutdown; repeatable [default: delete]. --grace-period, --force and --now shape the
     /// delete (the older delete:N and force-delete still work).
@@ -29,12 +38,17 @@ pub struct Args {
     triggers: Vec<Trigger>,
     #[command(flatten)]
     delete: DeleteArgs,
-    #[command(flatten)]
-    version: VersionArgs,
-    #[command(flatten)]
-    kubelet: KubeletArgs,
-    /// kubelet shutdownGracePeriod, seconds (node-shutdown) [default: 30 s, 10 s of them for
-    /// critical pods, as podgrace assumes when neither is given]
+    /// The Kubernetes version whose API server and kubelet to reproduce [default: the
+    /// cluster's for live objects, else 1.37].
+    #[arg(long, value_name = "X.Y")]
+    kubernetes_version: Option<KubeVersion>,
+    /// kubelet evictionMaxPodGracePeriod, seconds (a soft eviction's longest grace) [default:
+    /// the node's for live objects, else the kubelet's 0]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    eviction_max_pod_grace_period: Option<i64>,
+    /// kubelet shutdownGracePeriod, seconds (node-shutdown) [default: the node's for live
+    /// objects, else 30 s, 10 s of them for critical pods, as podgrace assumes when neither is
+    /// given]
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i64).range(0..))]
     shutdown_grace_period: Option<i64>,
     /// kubelet shutdownGracePeriodCriticalPods, seconds (node-shutdown) [default: the kubelet's
@@ -154,19 +168,35 @@ fn skipped_note(e: &ManifestError) -> Option<String> {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let (shutdown_grace_period, shutdown_grace_period_critical_pods) = shutdown_settings(&args)?;
     let triggers = triggers(&args)?;
-    let files = args.files.all()?;
-    let version = args.version.kubernetes_version;
+    let live::Input {
+        paths: files,
+        docs,
+        mut problems,
+        live,
+    } = match live::input(
+        &args.files,
+        &args.cluster,
+        args.all_namespaces,
+        args.kubernetes_version,
+        "the kubelet's defaults are assumed for their pods (see each pod's kubelet line)",
+    ) {
+        Ok(i) => i,
+        Err(Ok(exit)) => return Ok(exit),
+        Err(Err(bad)) => return Err(bad.into()),
+    };
+    let version = live
+        .as_ref()
+        .map_or(args.kubernetes_version.unwrap_or_default(), |l| l.version);
     let opts = Options {
         version,
         kubelet: KubeletConfig {
-            eviction_max_pod_grace_period: args.kubelet.eviction_max_pod_grace_period,
+            eviction_max_pod_grace_period: args.eviction_max_pod_grace_period.unwrap_or(0),
             shutdown_grace_period,
             shutdown_grace_period_critical_pods,
         },
         second_delete: args.second_delete,
         runtime: args.runtime,
     };
-    let (docs, mut problems) = input::read_all(&files)?;
     let load_opts = manifest::LoadOptions {
         kube_version: version,
     };
@@ -175,9 +205,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let (m, errs) = manifest::load_partial(&doc.text, &doc.name, &load_opts);
         let mut bad = false;
         for e in &errs {
-            match skipped_note(e) {
-                Some(note) => eprintln!("note: {note}"),
-                None => {
+            match (skipped_note(e), &live) {
+                (Some(note), None) => eprintln!("note: {note}"),
+                (_, Some(_)) => problems.push(InputError::general(live::error_text(e))),
+                (None, None) => {
                     problems.push(InputError::manifest(e));
                     bad = true;
                 }
@@ -191,19 +222,58 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut pods: Vec<PodPlan> = manifests.iter().flat_map(|m| m.pods().cloned()).collect();
     super::read_image_stop_signals(&args.image_source.image_source, pods.iter_mut())?;
     if pods.is_empty() && problems.is_empty() {
-        return Err(BadInput(input::no_pod_found(&files, &docs)).into());
+        // An empty namespace is no error for kubectl (`kubectl get`'s line, exit 0); a file
+        // without a pod is.
+        let Some(l) = &live else {
+            return Err(BadInput(input::no_pod_found(&files, &docs)).into());
+        };
+        eprintln!("{}", l.none_found());
+        if args.output.output == Format::Json {
+            writeln!(Out, "[]")?;
+        }
+        return Ok(Outcome::Success);
     }
-    // The findings lint gives each object, for the same input and version: explain shows them
-    // for each of its pods (one code path), with each trigger's own.
-    let lint_opts = LintOptions {
+    // Each pod's kubelet: the node's for live objects (flags given win), else the flags'.
+    let kubelets: Vec<(KubeletConfig, Option<KubeletView>)> = pods
+        .iter()
+        .map(|p| match &live {
+            Some(l) => {
+                let (k, v) = live_kubelet(&args, l, p, opts.kubelet);
+                (k, Some(v))
+            }
+            None => (opts.kubelet, None),
+        })
+        .collect();
+    // The findings lint gives each object, for the same input, version and node settings:
+    // explain shows them for each of its pods (one code path), with each trigger's own.
+    let mut lint_opts = LintOptions {
         version,
         ..Default::default()
     };
-    let mut by_object: HashMap<(String, usize, usize), Vec<Finding>> = HashMap::new();
+    if let Some(l) = &live {
+        lint_opts.kubelet_by_object = l.lint_kubelets(args.eviction_max_pod_grace_period);
+    }
+    // Objects are told apart by where they start; live ones, which all start at the top of
+    // their own document, by namespace too.
+    let key = |file: &str, line: usize, column: usize, ns: Option<&str>| {
+        (
+            file.to_string(),
+            line,
+            column,
+            live.as_ref().and(ns.map(str::to_string)),
+        )
+    };
+    type Key = (String, usize, usize, Option<String>);
+    let mut by_object: HashMap<Key, Vec<Finding>> = HashMap::new();
     for f in lint::lint(&manifests, &lint_opts) {
         let s = &f.object_span;
         by_object
-            .entry((s.file.clone(), s.line, s.column))
+            .entry(key(
+                &s.file,
+                s.line,
+                s.column,
+                f.object.namespace.as_deref(),
+            ))
             .or_default()
             .push(Finding {
                 rule: f.rule,
@@ -214,17 +284,26 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut timelines = if pods.is_empty() {
         Vec::new()
     } else {
-        explain_all(&pods, &triggers, &opts).map_err(|e| {
+        explain_all(
+            &pods,
+            &triggers,
+            |i| Options {
+                kubelet: kubelets[i].0,
+                ..opts
+            },
+            live.is_some(),
+        )
+        .map_err(|e| {
             // The input's own errors first: they may be why a trigger applies to nothing.
             let mut lines: Vec<String> = problems.iter().map(|p| p.text.clone()).collect();
             lines.push(e.0);
             BadInput(lines.join("\n"))
         })?
     };
-    for (pod, tl) in &mut timelines {
+    for (pod, tl, _) in &mut timelines {
         let s = &pod.span;
         let mut findings = by_object
-            .get(&(s.file.clone(), s.line, s.column))
+            .get(&key(&s.file, s.line, s.column, pod.namespace.as_deref()))
             .cloned()
             .unwrap_or_default();
         for f in std::mem::take(&mut tl.findings) {
@@ -239,19 +318,36 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     match args.output.output {
         Format::Json => {
-            let all: Vec<&Timeline> = timelines.iter().map(|(_, t)| t).collect();
             let mut w = std::io::BufWriter::new(Out);
-            serde_json::to_writer_pretty(&mut w, &all)?;
+            match &live {
+                None => {
+                    let all: Vec<&Timeline> = timelines.iter().map(|(_, t, _)| t).collect();
+                    serde_json::to_writer_pretty(&mut w, &all)?;
+                }
+                Some(_) => {
+                    let all: Vec<serde_json::Value> = timelines
+                        .iter()
+                        .map(|(pod, t, i)| live_json(pod, t, kubelets[*i].1.as_ref()))
+                        .collect::<Result<_, _>>()?;
+                    serde_json::to_writer_pretty(&mut w, &all)?;
+                }
+            }
             writeln!(w)?;
             w.flush()?;
         }
         Format::Text => {
             let mut out = String::new();
-            for (i, (pod, tl)) in timelines.iter().enumerate() {
-                if i > 0 {
+            for (n, (pod, tl, i)) in timelines.iter().enumerate() {
+                if n > 0 {
                     out.push('\n');
                 }
-                render(&mut out, pod, tl);
+                let s = &pod.span;
+                let place = match &live {
+                    None => format!("{}:{}:{}", s.file, s.line, s.column),
+                    Some(_) => s.file.clone(),
+                };
+                let kubelet = kubelets[*i].1.as_ref().map(KubeletView::line);
+                render(&mut out, pod, tl, &place, kubelet.as_deref());
             }
             write!(Out, "{out}")?;
         }
@@ -264,26 +360,240 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// The timelines of every pod for every trigger that applies to it
-/// ([`timeline::explain_all`]): a probe trigger (`liveness:C`, `startup:C`) that skips some pods
-/// (no container C, or C without that probe) says so on stderr; one that applies to no pod at
-/// all is bad input, as is any other failure.
+/// Where one of a live pod's kubelet settings comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// Read from its node (`configz`).
+    Node,
+    /// Given on the command line.
+    Flag,
+    /// Assumed: the kubelet's default, or podgrace's assumption for node shutdown.
+    Assumed,
+}
+
+impl Origin {
+    fn word(self) -> &'static str {
+        match self {
+            Origin::Node => "node",
+            Origin::Flag => "flag",
+            Origin::Assumed => "assumed",
+        }
+    }
+}
+
+/// What a live pod's kubelet settings are and where each comes from, for the text and JSON.
+struct KubeletView {
+    /// The node they were read from, or why they were not.
+    source: KubeletSource,
+    /// A note about the choice, if any.
+    note: Option<String>,
+    eviction_max_pod_grace_period: (i64, Origin),
+    eviction_soft: (std::collections::BTreeMap<String, String>, Origin),
+    shutdown: ((i64, i64), Origin),
+}
+
+impl KubeletView {
+    /// `  kubelet of node n1 (configz): evictionMaxPodGracePeriod 0 s, ...`.
+    fn line(&self) -> String {
+        let tag = |f: Origin| match f {
+            Origin::Node => "",
+            Origin::Flag => " (flag)",
+            Origin::Assumed => " (assumed)",
+        };
+        let head = match &self.source {
+            KubeletSource::Node(n) => format!("kubelet of node {n} (configz)"),
+            KubeletSource::Assumed(why) => format!("kubelet settings assumed ({why})"),
+        };
+        let (max, mf) = self.eviction_max_pod_grace_period;
+        let (soft, sf) = &self.eviction_soft;
+        let soft = if soft.is_empty() {
+            "none (it never evicts softly)".to_string()
+        } else {
+            soft.iter()
+                .map(|(k, v)| format!("{k}<{v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let ((sgp, crit), shf) = self.shutdown;
+        let shutdown = if sgp == 0 {
+            "shutdownGracePeriod 0 s (graceful node shutdown off)".to_string()
+        } else {
+            format!("shutdownGracePeriod {sgp} s, {crit} s of them for critical pods")
+        };
+        let mut line = format!(
+            "{head}: evictionMaxPodGracePeriod {max} s{}, evictionSoft {soft}{}, {shutdown}{}",
+            tag(mf),
+            tag(*sf),
+            tag(shf)
+        );
+        if let Some(n) = &self.note {
+            line.push_str("; ");
+            line.push_str(n);
+        }
+        line
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let (node, why) = match &self.source {
+            KubeletSource::Node(n) => (Some(n.as_str()), None),
+            KubeletSource::Assumed(w) => (None, Some(w.as_str())),
+        };
+        let ((sgp, crit), shf) = self.shutdown;
+        serde_json::json!({
+            "node": node,
+            "notRead": why,
+            "note": self.note,
+            "evictionMaxPodGracePeriod": {"value": self.eviction_max_pod_grace_period.0, "from": self.eviction_max_pod_grace_period.1.word()},
+            "evictionSoft": {"value": self.eviction_soft.0, "from": self.eviction_soft.1.word()},
+            "shutdownGracePeriodSeconds": {"value": sgp, "from": shf.word()},
+            "shutdownGracePeriodCriticalPodsSeconds": {"value": crit, "from": shf.word()},
+        })
+    }
+}
+
+/// A live pod's kubelet settings: each flag given wins; then its node's, when read; else the
+/// kubelet's default (evictionMaxPodGracePeriod 0, no evictionSoft) and podgrace's node-shutdown
+/// assumption (30 s, 10 s), as for files.
+fn live_kubelet(
+    args: &Args,
+    l: &Live,
+    pod: &PodPlan,
+    flags: KubeletConfig,
+) -> (KubeletConfig, KubeletView) {
+    let info = l.info(&pod.span.file, pod.namespace.as_deref());
+    let (source, note, node) = match info {
+        Some(i) => (
+            i.source.clone(),
+            i.note.clone(),
+            match i.source {
+                KubeletSource::Node(_) => Some(&i.kubelet),
+                KubeletSource::Assumed(_) => None,
+            },
+        ),
+        None => (KubeletSource::Assumed("not read".into()), None, None),
+    };
+    let pick = |given: bool, node: Option<i64>, flag: i64, assumed: i64| match (given, node) {
+        (true, _) => (flag, Origin::Flag),
+        (false, Some(v)) => (v, Origin::Node),
+        (false, None) => (assumed, Origin::Assumed),
+    };
+    let max = pick(
+        args.eviction_max_pod_grace_period.is_some(),
+        node.map(|k| k.eviction_max_pod_grace_period),
+        flags.eviction_max_pod_grace_period,
+        0,
+    );
+    let shutdown_given =
+        args.shutdown_grace_period.is_some() || args.shutdown_grace_period_critical_pods.is_some();
+    let shutdown = match (shutdown_given, node) {
+        (true, _) => (
+            (
+                flags.shutdown_grace_period,
+                flags.shutdown_grace_period_critical_pods,
+            ),
+            Origin::Flag,
+        ),
+        (false, Some(k)) => (
+            (
+                k.shutdown_grace_period_seconds,
+                k.shutdown_grace_period_critical_pods_seconds,
+            ),
+            Origin::Node,
+        ),
+        (false, None) => (
+            (
+                ASSUMED_SHUTDOWN_GRACE_PERIOD,
+                ASSUMED_SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS,
+            ),
+            Origin::Assumed,
+        ),
+    };
+    let soft = match node {
+        Some(k) => (k.eviction_soft.clone(), Origin::Node),
+        None => (Default::default(), Origin::Assumed),
+    };
+    let config = KubeletConfig {
+        eviction_max_pod_grace_period: max.0,
+        shutdown_grace_period: shutdown.0 .0,
+        shutdown_grace_period_critical_pods: shutdown.0 .1,
+    };
+    (
+        config,
+        KubeletView {
+            source,
+            note,
+            eviction_max_pod_grace_period: max,
+            eviction_soft: soft,
+            shutdown,
+        },
+    )
+}
+
+/// A live pod's timeline as JSON: the contract's object, with `resource` (`deployment/web`) in
+/// place of the file's position (`file`, `line`, `column` null) and the `kubelet` settings used.
+fn live_json(
+    pod: &PodPlan,
+    tl: &Timeline,
+    kubelet: Option<&KubeletView>,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut v = serde_json::to_value(tl)?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("file".into(), serde_json::Value::Null);
+        m.insert("line".into(), serde_json::Value::Null);
+        m.insert("column".into(), serde_json::Value::Null);
+        m.insert("resource".into(), pod.span.file.clone().into());
+        if let Some(k) = kubelet {
+            m.insert("kubelet".into(), k.json());
+        }
+    }
+    Ok(v)
+}
+
+/// The timelines of every pod for every trigger that applies to it, each pod with its own
+/// options ([`timeline::explain_each`]), with the pod's index: a probe trigger (`liveness:C`,
+/// `startup:C`) that skips some pods (no container C, or C without that probe) says so on
+/// stderr; one that applies to no pod at all is bad input, as is any other failure. `live`:
+/// pods are placed by their object (`deployment/web`) instead of `FILE:LINE:COL`.
 fn explain_all<'p>(
     pods: &'p [PodPlan],
     triggers: &[Trigger],
-    opts: &Options,
-) -> Result<Vec<(&'p PodPlan, Timeline)>, BadInput> {
-    let e = timeline::explain_all(pods, triggers, opts).map_err(|e| BadInput(e.to_string()))?;
+    options_of: impl Fn(usize) -> Options,
+    live: bool,
+) -> Result<Vec<(&'p PodPlan, Timeline, usize)>, BadInput> {
+    // Live pods: the position of the JSON podgrace wrote means nothing to the user.
+    let place = |text: String| -> String {
+        if !live {
+            return text;
+        }
+        pods.iter().fold(text, |t, p| {
+            let s = &p.span;
+            t.replace(&format!("{}:{}:{}", s.file, s.line, s.column), &s.file)
+        })
+    };
+    let e = timeline::explain_each(pods, triggers, options_of)
+        .map_err(|e| BadInput(place(e.to_string())))?;
     for o in e.triggers.iter().filter(|o| o.applied) {
         for s in &o.skipped {
             eprintln!(
                 "note: {}: --trigger {} skips pod {}: {}",
-                s.at, o.trigger, s.pod, s.reason
+                place(s.at.clone()),
+                o.trigger,
+                s.pod,
+                s.reason
             );
         }
     }
+    // Each timeline's pod is an element of `pods`: its index from its address.
+    let index = |p: &PodPlan| {
+        (p as *const PodPlan as usize - pods.as_ptr() as usize)
+            / std::mem::size_of::<PodPlan>().max(1)
+    };
     match e.not_applied() {
-        None => Ok(e.timelines),
-        Some(msg) => Err(BadInput(msg)),
+        None => Ok(e
+            .timelines
+            .into_iter()
+            .map(|(p, t)| (p, t, index(p)))
+            .collect()),
+        Some(msg) => Err(BadInput(place(msg))),
     }
 }

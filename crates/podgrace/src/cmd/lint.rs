@@ -1,12 +1,16 @@
-//! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI.
+//! `podgrace lint PATH...`: termination pitfalls in manifests, for people and for CI; or
+//! `podgrace lint deployment/web`, `lint -A`: the live objects of a cluster, read as kubectl
+//! reads them, with each node's kubelet settings.
 
-use super::args::{FilesArgs, VersionArgs};
+use super::args::{ClusterArgs, FilesArgs};
+use super::live;
 use crate::input::{self, InputError};
 use crate::render::lint::{explain_text, text};
 use crate::{out::Out, BadInput, Outcome};
-use podgrace_core::lint::document::{InputProblem, JsonDocument, SarifLog};
+use podgrace_core::lint::document::{InputProblem, JsonDocument, Positions, SarifLog};
 use podgrace_core::lint::{self, catalogue, LintConfig, LintOptions, Severity};
 use podgrace_core::manifest::{self, Manifest};
+use podgrace_core::KubeVersion;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 
@@ -14,14 +18,21 @@ use std::path::PathBuf;
 pub struct Args {
     #[command(flatten)]
     paths: FilesArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Every namespace of the cluster (with no TYPE/NAME).
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     output: Format,
     /// Exit 1 when a finding is at this severity or above.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     fail_on: FailOn,
-    #[command(flatten)]
-    version: VersionArgs,
+    /// The Kubernetes version whose API server and kubelet to reproduce [default: the
+    /// cluster's for live objects, else 1.37].
+    #[arg(long, value_name = "X.Y")]
+    kubernetes_version: Option<KubeVersion>,
     /// Switch a rule off; repeatable.
     #[arg(long, value_name = "RULE")]
     disable: Vec<String>,
@@ -80,12 +91,35 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         config.disable.push(id.clone());
     }
-    let opts = LintOptions {
-        version: args.version.kubernetes_version,
+    let mut opts = LintOptions {
+        version: args.kubernetes_version.unwrap_or_default(),
         config,
+        ..LintOptions::default()
     };
-    let paths = args.paths.all()?;
-    let (docs, mut problems) = input::read_all(&paths)?;
+    let live::Input {
+        paths,
+        docs,
+        mut problems,
+        live,
+    } = match live::input(
+        &args.paths,
+        &args.cluster,
+        args.all_namespaces,
+        args.kubernetes_version,
+        "their pods are linted without them (soft-eviction-is-immediate needs a node's evictionMaxPodGracePeriod and evictionSoft)",
+    ) {
+        Ok(i) => i,
+        Err(Ok(exit)) => return Ok(exit),
+        Err(Err(bad)) => return Err(bad.into()),
+    };
+    let positions = match &live {
+        None => Positions::Files,
+        Some(l) => {
+            opts.version = l.version;
+            opts.kubelet_by_object = l.lint_kubelets(None);
+            Positions::Objects
+        }
+    };
     let load_opts = manifest::LoadOptions {
         kube_version: opts.version,
     };
@@ -95,7 +129,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let (m, errs) = manifest::load_partial(&doc.text, &doc.name, &load_opts);
         let (rejected, rest) = lint::rejections(errs, &opts);
         findings.extend(rejected);
-        problems.extend(rest.iter().map(InputError::manifest));
+        problems.extend(rest.iter().map(|e| match positions {
+            Positions::Files => InputError::manifest(e),
+            Positions::Objects => InputError::general(live::error_text(e)),
+        }));
         manifests.push(m);
     }
     super::read_image_stop_signals(
@@ -109,20 +146,23 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         && findings.is_empty()
         && manifests.iter().all(|m| m.pods().next().is_none())
     {
-        eprintln!(
-            "note: {}: nothing to lint",
-            input::no_pod_found(&paths, &docs)
-        );
+        match &live {
+            None => eprintln!(
+                "note: {}: nothing to lint",
+                input::no_pod_found(&paths, &docs)
+            ),
+            Some(l) => eprintln!("{}", l.none_found()),
+        }
     }
     let mut out = std::io::BufWriter::new(Out);
     match args.output {
         Format::Text => {
             let color = std::io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            out.write_all(text(&findings, problems.len(), color).as_bytes())?;
+            out.write_all(text(&findings, problems.len(), color, positions).as_bytes())?;
         }
         Format::Json => {
-            let doc = JsonDocument::new(&findings, &input_problems(&problems));
+            let doc = JsonDocument::new(&findings, &input_problems(&problems), positions);
             serde_json::to_writer_pretty(&mut out, &doc)?;
             writeln!(out)?;
         }
@@ -131,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 &findings,
                 &input_problems(&problems),
                 env!("CARGO_PKG_VERSION"),
+                positions,
             );
             serde_json::to_writer_pretty(&mut out, &log)?;
             writeln!(out)?;

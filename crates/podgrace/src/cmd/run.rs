@@ -34,6 +34,10 @@ use crate::{input, out::Out, BadInput, OnMachine as _, Outcome};
 pub struct Args {
     #[command(flatten)]
     file: FileArgs,
+    /// The cluster a `TYPE/NAME` in place of FILE is read from (`run deployment/web`: its pod
+    /// template, with the ConfigMaps and Secrets it takes values from), as kubectl reads it.
+    #[command(flatten)]
+    cluster: super::args::ClusterArgs,
     /// Which pod of the file, by name, when it holds several.
     #[arg(long)]
     pod: Option<String>,
@@ -141,7 +145,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         )
         .into());
     }
-    let plan = load_pod(&args)?;
+    let plan =
+        match live_target(&args) {
+            Some(_) if args.pod.is_some() => return Err(BadInput(
+                "--pod picks a pod of a manifest file; a TYPE/NAME of a cluster names one already"
+                    .into(),
+            )
+            .into()),
+            Some(target) => match load_live_pod(&args, target?)? {
+                Ok(plan) => plan,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(Outcome::Exit(e.exit_code()));
+                }
+            },
+            None => load_pod(&args)?,
+        };
     let opts = PodOptions {
         version: args.version.kubernetes_version,
         namespace: "default".into(),
@@ -224,6 +243,75 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Format::Text => write!(Out, "{}", summary(&report))?,
     }
     Ok(Outcome::Success)
+}
+
+/// The object of a cluster FILE names instead of a file (`deployment/web`, where no such path
+/// exists), if it does.
+fn live_target(args: &Args) -> Option<Result<podgrace_cluster::resources::Target, BadInput>> {
+    let file = args.file.get()?;
+    let text = file.to_str()?;
+    (!file.exists() && podgrace_cluster::resources::looks_like_target(text)).then(|| {
+        podgrace_cluster::resources::parse_target(text).map_err(|e| BadInput(e.to_string()))
+    })
+}
+
+/// The pod (or pod template) of a live object, with the ConfigMaps and Secrets it takes values
+/// from read beside it (one that is not there stays missing, as in a file: the kubelet's
+/// `CreateContainerConfigError` unless it is optional). The outer error is bad input; the
+/// inner one the cluster's, to be printed as kubectl prints it.
+fn load_live_pod(
+    args: &Args,
+    target: podgrace_cluster::resources::Target,
+) -> anyhow::Result<Result<PodPlan, podgrace_cluster::ClusterError>> {
+    use podgrace_cluster::resources::{CONFIG_MAP, SECRET};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .on_machine(|| "cannot start the async runtime".into())?;
+    let read = rt.block_on(async {
+        let c = podgrace_cluster::connect(&args.cluster.options(false)).await?;
+        let mut obj = c
+            .get_object(&target.resource, &c.namespace, &target.name)
+            .await?;
+        podgrace_cluster::workloads::strip_unread(&mut obj);
+        let mut docs = vec![obj.to_string()];
+        for (kind, name) in podgrace_cluster::workloads::env_sources(&obj) {
+            let r = if kind == "Secret" {
+                &SECRET
+            } else {
+                &CONFIG_MAP
+            };
+            match c.get_object(r, &c.namespace, &name).await {
+                Ok(v) => docs.push(v.to_string()),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(docs.join("\n---\n"))
+    });
+    let text = match read {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let name = target.to_string();
+    let m = manifest::load_with(
+        &text,
+        &name,
+        &manifest::LoadOptions {
+            kube_version: args.version.kubernetes_version,
+        },
+    )
+    .map_err(|e| {
+        let lines: Vec<String> = e.0.iter().map(super::live::error_text).collect();
+        BadInput(lines.join("\n"))
+    })?;
+    let pod = m
+        .pods()
+        .next()
+        .ok_or_else(|| BadInput(format!("{name}: no pod or pod template")))?;
+    Ok(Ok(m
+        .resolve_env_from(pod)
+        .map_err(|e| BadInput(format!("{name}: {e}")))?))
 }
 
 fn load_pod(args: &Args) -> anyhow::Result<PodPlan> {

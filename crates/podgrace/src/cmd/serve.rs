@@ -151,6 +151,7 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         history: args.watch_history,
         kube_version: args.version.kubernetes_version,
         bookmark_interval: args.bookmark_interval,
+        node_proxy: Some(kubelet_proxy(args.node_name.clone())),
         ..ApiConfig::default()
     });
     let creds = podgrace_api::tls::generate(&[args.bind.ip()])
@@ -285,4 +286,17 @@ async fn wait_gone(api: &Api) {
     while !api.pod_names().is_empty() {
         let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
     }
+}
+
+/// The API server's node proxy to this machine's kubelet: it serves `configz` (its settings,
+/// [`podgrace_kubelet::configz`]) and nothing else (`404 page not found`); other nodes have no
+/// kubelet to reach.
+fn kubelet_proxy(node: String) -> podgrace_api::api::NodeProxy {
+    podgrace_api::api::NodeProxy(Arc::new(move |n: &str, path: &str| {
+        if n != node {
+            return Err(format!("node {n} has no kubelet here"));
+        }
+        Ok((path == podgrace_kubelet::configz::CONFIGZ_PATH)
+            .then(podgrace_kubelet::configz::configz))
+    }))
 }

@@ -9,10 +9,11 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::ListParams;
+use podgrace_cluster::resources::path_segment;
 use podgrace_cluster::{api_error, ClusterError, ClusterOptions};
 use podgrace_core::forensics::{self, Forensics, Parsed};
 
-use super::args::{Format, OutputArgs};
+use super::args::{ClusterArgs, Format, OutputArgs};
 use crate::{out::Out, BadInput, Outcome};
 
 #[derive(clap::Args)]
@@ -24,16 +25,8 @@ pub struct Args {
     /// from FILE (`-` for stdin) instead of a cluster; repeatable.
     #[arg(long = "file", short = 'f', value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
-    /// config), as kubectl.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current-context).
-    #[arg(long, value_name = "NAME")]
-    context: Option<String>,
-    /// The pod's namespace (default: the context's, else `default`).
-    #[arg(long, short = 'n', value_name = "NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -42,9 +35,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let name = args
         .target
         .as_deref()
-        .map(forensics::pod_name)
+        .map(pod_argument)
         .transpose()
-        .map_err(|e| BadInput(e.to_string()))?;
+        .map_err(BadInput)?;
     let report = if args.files.is_empty() {
         let Some(name) = name else {
             return Err(BadInput(
@@ -53,11 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             )
             .into());
         };
-        let opts = ClusterOptions {
-            kubeconfig: args.kubeconfig.clone(),
-            context: args.context.clone(),
-            namespace: args.namespace.clone(),
-        };
+        let opts = args.cluster.options(false);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -69,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     } else {
-        offline(&args.files, name, args.namespace.as_deref())?
+        offline(&args.files, name, args.cluster.namespace.as_deref())?
     };
     match args.output.output {
         Format::Json => {
@@ -83,11 +72,36 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
+/// The pod a `why` argument names: `NAME`, or `TYPE/NAME` with a type kubectl reads as pods
+/// (`pod`, `pods`, `po`, `Pod`, `pods.v1`), refused in kubectl's words when it is not of that
+/// form (`pod/`, `pod/a/b`, an unknown type).
+fn pod_argument(target: &str) -> Result<&str, String> {
+    use podgrace_cluster::resources::{parse_target, TargetError, POD};
+    if !target.contains('/') {
+        let name = forensics::pod_name(target).map_err(|e| e.to_string())?;
+        if let Some(why) = podgrace_cluster::resources::path_segment_problems(name) {
+            return Err(TargetError::InvalidName(name.to_string(), why).to_string());
+        }
+        return Ok(name);
+    }
+    match parse_target(target) {
+        Ok(t) if t.resource == POD => Ok(&target[target.len() - t.name.len()..]),
+        // Another workload, or a type without pods: why's own word for it.
+        Ok(_) | Err(TargetError::NotAWorkload(_)) => {
+            forensics::pod_name(target).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The pod and its events from the cluster; a pod that is gone is read from its events alone.
 async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterError> {
     let c = podgrace_cluster::connect(opts).await?;
-    let pods: kube::Api<Pod> = kube::Api::namespaced(c.client.clone(), &c.namespace);
-    let pod = match pods.get(name).await {
+    // Typed names reach the server escaped, as kubectl sends them (`a b` is a 404, not a
+    // malformed request).
+    let ns = path_segment(&c.namespace);
+    let pods: kube::Api<Pod> = kube::Api::namespaced(c.client.clone(), &ns);
+    let pod = match pods.get(&path_segment(name)).await {
         Ok(p) => Some(p),
         Err(e) => {
             let e = api_error(&c.server, e);
@@ -97,10 +111,15 @@ async fn live(opts: &ClusterOptions, name: &str) -> Result<Forensics, ClusterErr
             None
         }
     };
-    let events_api: kube::Api<Event> = kube::Api::namespaced(c.client.clone(), &c.namespace);
+    let events_api: kube::Api<Event> = kube::Api::namespaced(c.client.clone(), &ns);
+    // The name as a field selector's value, escaped as upstream's `fields.EscapeValue` does.
+    let value = name
+        .replace('\\', "\\\\")
+        .replace(',', "\\,")
+        .replace('=', "\\=");
     let mut lp = ListParams::default()
         .fields(&format!(
-            "involvedObject.kind=Pod,involvedObject.name={name}"
+            "involvedObject.kind=Pod,involvedObject.name={value}"
         ))
         .limit(500);
     let mut events = Vec::new();
@@ -163,4 +182,43 @@ fn offline(
     parsed
         .select(name, namespace)
         .map_err(|e| BadInput(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pod_argument;
+
+    #[test]
+    fn pod_arguments_as_kubectl_reads_them() {
+        for arg in [
+            "web",
+            "pod/web",
+            "po/web",
+            "pods/web",
+            "Pod/web",
+            "pods.v1/web",
+        ] {
+            assert_eq!(pod_argument(arg), Ok("web"), "{arg}");
+        }
+        assert_eq!(
+            pod_argument("pod/a/b"),
+            Err("arguments in resource/name form may not have more than one slash".into())
+        );
+        assert_eq!(
+            pod_argument("pod/"),
+            Err("arguments in resource/name form must have a single resource and name".into())
+        );
+        assert_eq!(
+            pod_argument("foo/x"),
+            Err("the server doesn't have a resource type \"foo\"".into())
+        );
+        for arg in ["deploy/web", "svc/web"] {
+            assert!(
+                pod_argument(arg)
+                    .unwrap_err()
+                    .contains("podgrace why reads pods only"),
+                "{arg}"
+            );
+        }
+    }
 }

@@ -17,20 +17,28 @@ pub(crate) fn range(s: timeline::Span) -> String {
     }
 }
 
-pub(crate) fn render(out: &mut String, pod: &PodPlan, tl: &Timeline) {
-    let span = &pod.span;
+/// One pod's timeline for one trigger; `place` says where the object is (`deploy.yaml:1:1`, or
+/// `deployment/web` for a live object), `kubelet` the settings of its node's kubelet (live
+/// objects).
+pub(crate) fn render(
+    out: &mut String,
+    pod: &PodPlan,
+    tl: &Timeline,
+    place: &str,
+    kubelet: Option<&str>,
+) {
     let _ = writeln!(
         out,
-        "{} {} ({}:{}:{})  trigger {}  Kubernetes {}  grace period {} s",
+        "{} {} ({place})  trigger {}  Kubernetes {}  grace period {} s",
         pod.kind.as_str(),
         tl.pod,
-        span.file,
-        span.line,
-        span.column,
         tl.trigger,
         tl.kubernetes_version,
         tl.grace_period_seconds
     );
+    if let Some(k) = kubelet {
+        let _ = writeln!(out, "  {k}");
+    }
     let name_w = tl
         .containers
         .iter()

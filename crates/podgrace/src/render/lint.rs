@@ -1,7 +1,7 @@
 //! `podgrace lint`'s text: `--explain`, and the findings grouped by object with their counts.
 
 use crate::BadInput;
-use podgrace_core::lint::document::{counts, object_label};
+use podgrace_core::lint::document::{counts, object_label, Positions};
 use podgrace_core::lint::{catalogue, severity_str, LintFinding, Severity};
 use std::fmt::Write as _;
 
@@ -25,8 +25,15 @@ pub(crate) fn explain_text(id: &str) -> Result<String, BadInput> {
 }
 
 /// Text: grouped by object (in input order), one line per finding; then the counts, with the
-/// input errors (printed on stderr) counted too.
-pub(crate) fn text(findings: &[LintFinding], input_errors: usize, color: bool) -> String {
+/// input errors (printed on stderr) counted too. Each finding is placed at its file, line and
+/// column, or, for objects read from a cluster ([`Positions::Objects`]), at its field path
+/// under the object (`deployment/web`).
+pub(crate) fn text(
+    findings: &[LintFinding],
+    input_errors: usize,
+    color: bool,
+    positions: Positions,
+) -> String {
     let paint = |code: &str, s: &str| {
         if color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -38,13 +45,16 @@ pub(crate) fn text(findings: &[LintFinding], input_errors: usize, color: bool) -
     // Group index by header, so that many objects cost linear time.
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for f in findings {
-        let key = format!(
-            "{} ({}:{}:{})",
-            object_label(f),
-            f.object_span.file,
-            f.object_span.line,
-            f.object_span.column
-        );
+        let key = match positions {
+            Positions::Files => format!(
+                "{} ({}:{}:{})",
+                object_label(f),
+                f.object_span.file,
+                f.object_span.line,
+                f.object_span.column
+            ),
+            Positions::Objects => format!("{} ({})", object_label(f), f.object_span.file),
+        };
         match index.get(&key) {
             Some(&i) => groups[i].1.push(f),
             None => {
@@ -66,12 +76,14 @@ pub(crate) fn text(findings: &[LintFinding], input_errors: usize, color: bool) -
                 Severity::Warning => "33",
                 Severity::Info => "36",
             };
+            let at = match positions {
+                Positions::Files => format!("{}:{}:{}", f.span.file, f.span.line, f.span.column),
+                Positions::Objects if f.span.path.is_empty() => f.span.file.clone(),
+                Positions::Objects => f.span.path.clone(),
+            };
             let _ = writeln!(
                 s,
-                "  {}:{}:{}  {}  {}  {}",
-                f.span.file,
-                f.span.line,
-                f.span.column,
+                "  {at}  {}  {}  {}",
                 paint(code, &format!("{sev:7}")),
                 f.rule,
                 f.message

@@ -4,6 +4,7 @@
 pub mod conformance;
 pub mod drill;
 pub mod explain;
+pub mod lag;
 pub mod lint;
 pub mod prestop_wait;
 pub mod run;
