@@ -1,12 +1,16 @@
 //! The node lifecycle controller's NoSchedule tainting: the taint
 //! `node.kubernetes.io/unschedulable:NoSchedule` follows `spec.unschedulable` (`kubectl cordon`
-//! adds it, `kubectl uncordon` removes it), written with the node's resourceVersion as a
-//! precondition (a conflict is retried at the next change).
+//! adds it, `kubectl uncordon` removes it), and the condition taints follow the kubelet's
+//! conditions (`node.kubernetes.io/memory-pressure` while MemoryPressure is True,
+//! `node.kubernetes.io/not-ready` while Ready is False, as during a node shutdown), written
+//! with the node's resourceVersion as a precondition (a conflict is retried at the next
+//! change).
 //!
 //! Upstream: `pkg/controller/nodelifecycle/node_lifecycle_controller.go`
-//! (`doNoScheduleTaintingPass`, with the condition taints left out: the kubelet's conditions
-//! here stay healthy); decision in podgrace-core `rules::scheduling::unschedulable_taints`.
-//! Kubernetes 1.12 and later (`TaintNodesByCondition`, GA in 1.17).
+//! (`doNoScheduleTaintingPass`; the NoExecute taints of an unreachable node and the taint
+//! manager's evictions are not modelled); decision in podgrace-core
+//! `rules::scheduling::no_schedule_taints`. Kubernetes 1.12 and later
+//! (`TaintNodesByCondition`, GA in 1.17).
 
 use std::sync::Arc;
 
@@ -26,7 +30,7 @@ pub async fn run(client: kube::Client) {
     let api: kube::Api<Node> = kube::Api::all(client.clone());
     loop {
         for node in nodes.state() {
-            let Some(taints) = scheduling::unschedulable_taints(&node) else {
+            let Some(taints) = scheduling::no_schedule_taints(&node, crate::now_ms()) else {
                 continue;
             };
             let name = node.metadata.name.clone().unwrap_or_default();

@@ -15,6 +15,8 @@
 //! * [`recorder`]: the kubelet's events as `v1` Event objects.
 //! * [`node`]: the Node object of this machine and its Lease heartbeat; [`configz`]: its
 //!   settings as the `configz` endpoint serves them.
+//! * [`managers`]: the eviction and node shutdown managers, with the node's health and
+//!   admission they give.
 //! * [`runtimes`]: the runtime each pod runs on; [`logs`]: its containers' output in the CRI
 //!   log layout that the API's `log` subresource reads.
 //!
@@ -27,6 +29,7 @@
 pub mod configz;
 pub mod env;
 pub mod logs;
+pub mod managers;
 pub mod node;
 pub mod observed;
 pub mod recorder;
@@ -65,6 +68,38 @@ pub struct KubeletConfig {
     /// reads its disrupted pods' termination (kill start, stop signal, exits) from these, as it
     /// does from the pod workers it runs itself.
     pub reports: Option<ReportSink>,
+    /// The node's active pods: every pod worker registers there, where the eviction and node
+    /// shutdown managers find them.
+    pub active: podgrace_node::kubelet::active::ActivePods,
+    /// What the node managers say of the node (pressure, shutting down), for its conditions;
+    /// `None`: always healthy.
+    pub health: Option<tokio::sync::watch::Receiver<node::NodeHealth>>,
+    /// `nodeStatusUpdateFrequency`: how often the Node's status is computed and written when
+    /// it changed (10 s).
+    pub node_status_update_frequency: std::time::Duration,
+    /// The node's memory capacity, bytes (`--node-memory`); `None`: `MemTotal`.
+    pub node_memory_bytes: Option<u64>,
+    /// What allocatable memory keeps back: the hard `memory.available` threshold, bytes
+    /// (100Mi by default).
+    pub memory_eviction_reservation: u64,
+    /// Admission: `Some((reason, message))` refuses a new pod (`canAdmitPod`'s handlers: the
+    /// eviction manager under pressure, the node shutdown manager while shutting down).
+    pub admit: Option<Admission>,
+}
+
+/// The kubelet's admission of a new pod: `None` admits it, `Some((reason, message))` rejects
+/// it (`rejectPod`: phase Failed, the reason, `Pod was rejected: ` + the message, a Warning
+/// event).
+#[derive(Clone)]
+pub struct Admission(pub std::sync::Arc<AdmitFn>);
+
+/// The function behind an [`Admission`].
+pub type AdmitFn = dyn Fn(&podgrace_core::plan::PodPlan) -> Option<(String, String)> + Send + Sync;
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission")
+    }
 }
 
 /// A receiver of pod workers' run reports: `(namespace, name, report)`, called on the pod's
@@ -91,6 +126,12 @@ impl Default for KubeletConfig {
             log_dir: None,
             container_runtime_version: format!("podgrace://{}", env!("CARGO_PKG_VERSION")),
             reports: None,
+            active: podgrace_node::kubelet::active::ActivePods::new(),
+            health: None,
+            node_status_update_frequency: node::NODE_STATUS_UPDATE_FREQUENCY,
+            node_memory_bytes: None,
+            memory_eviction_reservation: 100 << 20,
+            admit: None,
         }
     }
 }

@@ -31,6 +31,150 @@ pub const LEASE_DURATION_SECONDS: i64 = 40;
 pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// `nodeStatusReportFrequency` (kubelet default since 1.17).
 pub const NODE_STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
+/// `nodeStatusUpdateFrequency`: how often the status is computed, and written if it changed
+/// (kubelet default).
+pub const NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
+
+/// What the node's managers report, from which the conditions follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeHealth {
+    /// The eviction manager's `IsUnderMemoryPressure`.
+    pub memory_pressure: bool,
+    /// `IsUnderDiskPressure`.
+    pub disk_pressure: bool,
+    /// `IsUnderPIDPressure`.
+    pub pid_pressure: bool,
+    /// The node shutdown manager's `ShutdownStatus` (Ready False, `node is shutting down`).
+    pub shutting_down: bool,
+}
+
+/// One node condition: its type, whether it is True, its reason and message, and the event
+/// `recordNodeStatusEvent` records when it changes.
+struct ConditionSpec {
+    kind: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: &'static str,
+    event: (&'static str, &'static str),
+}
+
+/// The four conditions for `health`, in the kubelet's order (Ready last).
+///
+/// Upstream: `pkg/kubelet/nodestatus/setters.go` (`MemoryPressureCondition`,
+/// `DiskPressureCondition`, `PIDPressureCondition`, `ReadyCondition`: reasons, messages and
+/// the `NodeHas...`, `NodeReady`/`NodeNotReady` events).
+fn condition_specs(h: &NodeHealth) -> [ConditionSpec; 4] {
+    let pick = |on: bool, yes: ConditionSpec, no: ConditionSpec| if on { yes } else { no };
+    let c = |kind, status, reason, message, event| ConditionSpec {
+        kind,
+        status,
+        reason,
+        message,
+        event,
+    };
+    [
+        pick(
+            h.memory_pressure,
+            c(
+                "MemoryPressure",
+                true,
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available",
+                ("Normal", "NodeHasInsufficientMemory"),
+            ),
+            c(
+                "MemoryPressure",
+                false,
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+                ("Normal", "NodeHasSufficientMemory"),
+            ),
+        ),
+        pick(
+            h.disk_pressure,
+            c(
+                "DiskPressure",
+                true,
+                "KubeletHasDiskPressure",
+                "kubelet has disk pressure",
+                ("Normal", "NodeHasDiskPressure"),
+            ),
+            c(
+                "DiskPressure",
+                false,
+                "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure",
+                ("Normal", "NodeHasNoDiskPressure"),
+            ),
+        ),
+        pick(
+            h.pid_pressure,
+            c(
+                "PIDPressure",
+                true,
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available",
+                ("Normal", "NodeHasInsufficientPID"),
+            ),
+            c(
+                "PIDPressure",
+                false,
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+                ("Normal", "NodeHasSufficientPID"),
+            ),
+        ),
+        pick(
+            h.shutting_down,
+            c(
+                "Ready",
+                false,
+                "KubeletNotReady",
+                "node is shutting down",
+                ("Normal", "NodeNotReady"),
+            ),
+            c(
+                "Ready",
+                true,
+                "KubeletReady",
+                "kubelet is posting ready status",
+                ("Normal", "NodeReady"),
+            ),
+        ),
+    ]
+}
+
+/// The node's conditions for `health` at `now_ms`, each keeping its `lastTransitionTime` from
+/// `previous` (the conditions last written) when its status did not change, and the events of
+/// the conditions that changed (`(type, reason)`; none for the first status).
+pub fn conditions(
+    health: &NodeHealth,
+    previous: Option<&Value>,
+    now_ms: i64,
+) -> (Value, Vec<(&'static str, &'static str)>) {
+    let now = rfc3339(now_ms);
+    let mut events = Vec::new();
+    let list: Vec<Value> = condition_specs(health)
+        .into_iter()
+        .map(|c| {
+            let status = if c.status { "True" } else { "False" };
+            let old = previous
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().find(|o| o["type"] == c.kind));
+            let transition = match old {
+                Some(o) if o["status"] == status => o["lastTransitionTime"].clone(),
+                Some(_) => {
+                    events.push(c.event);
+                    json!(now)
+                }
+                None => json!(now),
+            };
+            json!({"type": c.kind, "status": status, "lastHeartbeatTime": now,
+                "lastTransitionTime": transition, "reason": c.reason, "message": c.message})
+        })
+        .collect();
+    (Value::Array(list), events)
+}
 
 /// What the kubelet knows of this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,15 +259,22 @@ fn ki(bytes: u64) -> String {
     format!("{}Ki", bytes / 1024)
 }
 
-/// The Node object the kubelet registers, with its status at `now_ms`.
+/// The Node object the kubelet registers, with its status at `now_ms` (a healthy node).
 pub fn node_object(config: &KubeletConfig, m: &MachineInfo, now_ms: i64) -> Value {
-    let now = rfc3339(now_ms);
+    node_object_with(
+        config,
+        m,
+        conditions(&NodeHealth::default(), None, now_ms).0,
+    )
+}
+
+/// The Node object with these conditions. Allocatable memory is the capacity less the hard
+/// `memory.available` threshold (`GetNodeAllocatableReservation`'s eviction reservation).
+pub fn node_object_with(config: &KubeletConfig, m: &MachineInfo, conditions: Value) -> Value {
     let arch = goarch();
-    let cond = |t: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": t, "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now,
-            "reason": reason, "message": message})
-    };
-    let alloc_memory = m.memory_bytes.saturating_sub(100 * 1024 * 1024);
+    let alloc_memory = m
+        .memory_bytes
+        .saturating_sub(config.memory_eviction_reservation);
     // nodefs.available<10%: allocatable ephemeral storage is 90 % of capacity (in bytes, as
     // the kubelet writes it: a plain integer).
     let alloc_storage = m.ephemeral_storage_bytes / 10 * 9;
@@ -162,12 +313,7 @@ pub fn node_object(config: &KubeletConfig, m: &MachineInfo, now_ms: i64) -> Valu
                 "memory": ki(alloc_memory),
                 "pods": "110",
             },
-            "conditions": [
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-            ],
+            "conditions": conditions,
             "addresses": [
                 {"type": "InternalIP", "address": config.host_ip.to_string()},
                 // The node's name stands for `--hostname-override`.
@@ -216,28 +362,72 @@ pub fn lease_object(node: &str, node_uid: &str, now_ms: i64) -> Value {
 }
 
 /// Registers the Node (or takes over an existing one, updating its status), then renews the
-/// Lease and reports the status as the kubelet does, until the task is dropped.
+/// Lease and reports the status as the kubelet does, until the task is dropped: every
+/// `nodeStatusUpdateFrequency` the status is computed from the node managers' health and
+/// written if a condition changed (with the `NodeHas...` / `NodeReady` / `NodeNotReady` event
+/// on the Node), else every `nodeStatusReportFrequency`; a change of the shutdown state is
+/// written at once (the shutdown manager's `syncNodeStatus`).
+///
+/// Upstream: `pkg/kubelet/kubelet_node_status.go` (`syncNodeStatus`, `tryUpdateNodeStatus`:
+/// written when changed or when the report frequency has passed),
+/// `pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go` (`go m.syncNodeStatus(ctx)`).
 pub async fn keep_node(client: kube::Client, config: KubeletConfig, clock: Clock) {
     let nodes: kube::Api<Node> = kube::Api::all(client.clone());
-    let leases: kube::Api<Lease> = kube::Api::namespaced(client, "kube-node-lease");
-    let machine = MachineInfo::of_this_machine();
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "kube-node-lease");
+    let mut machine = MachineInfo::of_this_machine();
+    if let Some(m) = config.node_memory_bytes {
+        machine.memory_bytes = m;
+    }
     let name = config.node_name.clone();
+    let mut recorder = crate::recorder::Recorder::new(
+        client,
+        crate::recorder::InvolvedPod::node(&name),
+        name.clone(),
+        clock,
+    );
+    let mut health_rx = config.health.clone();
     let mut node_uid = String::new();
+    let mut written: Option<(NodeHealth, Value)> = None;
+    let mut last_report = std::time::Instant::now();
     let mut lease_tick = tokio::time::interval(LEASE_RENEW_INTERVAL);
-    let mut status_tick = tokio::time::interval(NODE_STATUS_REPORT_FREQUENCY);
+    let mut status_tick = tokio::time::interval(config.node_status_update_frequency);
     loop {
+        let health = health_rx.as_ref().map(|h| *h.borrow()).unwrap_or_default();
         tokio::select! {
             biased;
+            changed = async {
+                match health_rx.as_mut() {
+                    Some(h) => h.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if !changed {
+                    health_rx = None;
+                    continue;
+                }
+                let now = health_rx.as_ref().map(|h| *h.borrow()).unwrap_or_default();
+                // Only the shutdown manager syncs the status at once.
+                if written.as_ref().is_some_and(|(w, _)| w.shutting_down != now.shutting_down) {
+                    status_tick.reset_immediately();
+                }
+                continue;
+            }
             _ = status_tick.tick() => {
-                let v = node_object(&config, &machine, clock.now_ms());
+                let unchanged = written.as_ref().is_some_and(|(w, _)| *w == health);
+                if unchanged && last_report.elapsed() < NODE_STATUS_REPORT_FREQUENCY {
+                    continue;
+                }
+                let now_ms = clock.now_ms();
+                let (conds, events) = conditions(&health, written.as_ref().map(|(_, c)| c), now_ms);
+                let v = node_object_with(&config, &machine, conds.clone());
                 let Ok(obj) = serde_json::from_value::<Node>(v.clone()) else { return };
-                let uid = match nodes.create(&PostParams::default(), &obj).await {
-                    Ok(n) => n.metadata.uid,
-                    Err(_) => nodes
-                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": v["status"]})))
-                        .await
-                        .ok()
-                        .and_then(|n| n.metadata.uid),
+                let uid = if node_uid.is_empty() {
+                    match nodes.create(&PostParams::default(), &obj).await {
+                        Ok(n) => n.metadata.uid,
+                        Err(_) => patch_status(&nodes, &name, &v).await,
+                    }
+                } else {
+                    patch_status(&nodes, &name, &v).await
                 };
                 if let Some(u) = uid {
                     if node_uid.is_empty() {
@@ -246,6 +436,22 @@ pub async fn keep_node(client: kube::Client, config: KubeletConfig, clock: Clock
                         lease_tick.reset_immediately();
                     }
                     node_uid = u;
+                    written = Some((health, conds));
+                    last_report = std::time::Instant::now();
+                    for (kind, reason) in events {
+                        let e = podgrace_node::events::Event {
+                            at: std::time::Instant::now(),
+                            kind: if kind == "Warning" {
+                                podgrace_node::events::EventType::Warning
+                            } else {
+                                podgrace_node::events::EventType::Normal
+                            },
+                            reason,
+                            container: None,
+                            message: format!("Node {name} status is now: {reason}"),
+                        };
+                        recorder.record(&e).await;
+                    }
                 }
             }
             _ = lease_tick.tick() => {
@@ -256,6 +462,19 @@ pub async fn keep_node(client: kube::Client, config: KubeletConfig, clock: Clock
             }
         }
     }
+}
+
+/// Writes the Node's status (a merge patch); its UID when it worked.
+async fn patch_status(nodes: &kube::Api<Node>, name: &str, v: &Value) -> Option<String> {
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": v["status"]})),
+        )
+        .await
+        .ok()
+        .and_then(|n| n.metadata.uid)
 }
 
 /// Renews the Lease (a patch of `renewTime`), creating it when it does not exist.

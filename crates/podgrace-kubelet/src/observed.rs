@@ -168,6 +168,10 @@ impl<R: RuntimeService> RuntimeService for ObservedRuntime<R> {
         self.inner.uses_images()
     }
 
+    fn cgroup_root(&self) -> String {
+        self.inner.cgroup_root()
+    }
+
     async fn image_status(
         &self,
         ctx: &CallContext,

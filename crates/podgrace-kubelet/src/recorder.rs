@@ -22,10 +22,14 @@ use serde_json::{json, Value};
 use crate::status::rfc3339;
 use crate::Clock;
 
-/// The pod the events are about.
+/// The object the events are about: a pod, or the Node ([`InvolvedPod::node`]).
 #[derive(Debug, Clone)]
 pub struct InvolvedPod {
-    /// `involvedObject.namespace`, also the Event's own namespace.
+    /// `involvedObject.kind`: `Pod`, or `Node` for the kubelet's node events.
+    pub kind: &'static str,
+    /// `involvedObject.namespace`, also the Event's own namespace; empty for the Node (whose
+    /// events go to `default`, as client-go's recorder puts an event of a cluster-scoped
+    /// object).
     pub namespace: String,
     /// `involvedObject.name`, the prefix of the Event's name.
     pub name: String,
@@ -35,6 +39,31 @@ pub struct InvolvedPod {
     pub resource_version: String,
     /// The names of `spec.initContainers` (the others are in `spec.containers`).
     pub init_containers: Vec<String>,
+}
+
+impl InvolvedPod {
+    /// The kubelet's `nodeRef`: kind `Node`, the node's name as its name and UID.
+    ///
+    /// Upstream: `pkg/kubelet/kubelet.go` (`nodeRef`).
+    pub fn node(name: &str) -> InvolvedPod {
+        InvolvedPod {
+            kind: "Node",
+            namespace: String::new(),
+            name: name.to_string(),
+            uid: name.to_string(),
+            resource_version: String::new(),
+            init_containers: Vec::new(),
+        }
+    }
+
+    /// The namespace the Event object is created in.
+    pub fn event_namespace(&self) -> &str {
+        if self.namespace.is_empty() {
+            "default"
+        } else {
+            &self.namespace
+        }
+    }
 }
 
 /// `involvedObject.fieldPath` of a container's event.
@@ -48,14 +77,18 @@ pub fn field_path(pod: &InvolvedPod, container: &str) -> String {
 
 /// The Event object of `e` (count 1).
 pub fn event_object(pod: &InvolvedPod, node: &str, e: &Event, at_ms: i64, at_ns: i128) -> Value {
-    let mut involved = json!({
-        "kind": "Pod",
-        "namespace": pod.namespace,
-        "name": pod.name,
-        "uid": pod.uid,
-        "apiVersion": "v1",
-        "resourceVersion": pod.resource_version,
-    });
+    let mut involved = if pod.kind == "Node" {
+        json!({"kind": "Node", "name": pod.name, "uid": pod.uid, "apiVersion": "v1"})
+    } else {
+        json!({
+            "kind": pod.kind,
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+            "apiVersion": "v1",
+            "resourceVersion": pod.resource_version,
+        })
+    };
     if let Some(c) = &e.container {
         involved["fieldPath"] = json!(field_path(pod, c));
     }
@@ -63,7 +96,7 @@ pub fn event_object(pod: &InvolvedPod, node: &str, e: &Event, at_ms: i64, at_ns:
     json!({
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": format!("{}.{:x}", pod.name, at_ns), "namespace": pod.namespace},
+        "metadata": {"name": format!("{}.{:x}", pod.name, at_ns), "namespace": pod.event_namespace()},
         "involvedObject": involved,
         "reason": e.reason,
         "message": e.message,
@@ -105,7 +138,7 @@ impl Recorder {
     /// are best effort, as the kubelet's are.
     pub async fn record(&mut self, e: &Event) {
         let api: kube::Api<ApiEvent> =
-            kube::Api::namespaced(self.client.clone(), &self.pod.namespace);
+            kube::Api::namespaced(self.client.clone(), self.pod.event_namespace());
         let at_ms = self.clock.ms(e.at);
         let key = (
             e.kind.as_str().to_string(),

@@ -501,6 +501,38 @@ pub fn generate(view: &PodView<'_>) -> (Value, PodPhase) {
     (status, phase)
 }
 
+/// The `DisruptionTarget` condition a kubelet-initiated kill's status function sets
+/// (`podutil.UpdatePodCondition`: its transition time kept when it already was True): True,
+/// reason `TerminationByKubelet`, the eviction's or the node shutdown's message.
+///
+/// Upstream: `pkg/kubelet/eviction/eviction_manager.go` (`synchronize`'s condition),
+/// `pkg/kubelet/nodeshutdown/nodeshutdown_manager.go` (`killPods`), Kubernetes 1.26 to 1.36.
+pub fn set_disruption_target(status: &mut Value, message: &str, now_ms: i64) {
+    let mut c = json!({
+        "type": "DisruptionTarget",
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": rfc3339(now_ms),
+        "reason": "TerminationByKubelet",
+        "message": message,
+    });
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let Some(conds) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    match conds.iter_mut().find(|x| x["type"] == "DisruptionTarget") {
+        Some(old) => {
+            if old["status"] == "True" {
+                c["lastTransitionTime"] = old["lastTransitionTime"].clone();
+            }
+            *old = c;
+        }
+        None => conds.insert(0, c),
+    }
+}
+
 /// The status manager's `TerminatePod`: the status of a pod the kubelet has finished with. A
 /// container not terminated (it never ran, or was not found) is given up as terminated with
 /// exit code 137, reason `ContainerStatusUnknown` (regular containers once the pod has

@@ -246,6 +246,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         force_host: shared.config.force_host,
         uid: Some(uid.clone()),
         images: shared.runtimes.uses_images(),
+        node: Some(shared.config.active.clone()),
         ..PodOptions::default()
     };
     // The environment as makeEnvironmentVariables builds it (ConfigMaps and Secrets read
@@ -284,6 +285,31 @@ pub async fn sync_pod<S: RuntimeSource>(
     }
     let Ok(plan) = plan else { return };
     tracing::debug!(target: "podgrace::start", pod = %s.name, "planned");
+    if let Some((reason, message)) = shared.config.admit.as_ref().and_then(|a| (a.0)(&plan)) {
+        // rejectPod: a Warning event, then phase Failed with the reason and the message.
+        let mut rec = recorder_for(&s, Some(&plan));
+        let events = EventRecorder::new();
+        let reason: &'static str = match reason.as_str() {
+            "Evicted" => "Evicted",
+            "NodeShutdown" => "NodeShutdown",
+            _ => "UnexpectedAdmissionError",
+        };
+        events.warning(reason, None, message.clone());
+        for e in events.events() {
+            rec.record(&e).await;
+        }
+        let mut st = json!({
+            "phase": "Failed",
+            "reason": reason,
+            "message": format!("Pod was rejected: {message}"),
+        });
+        if let Some(q) = s.latest["status"].get("qosClass") {
+            st["qosClass"] = q.clone();
+        }
+        s.write(st).await;
+        idle_until_deleted(&mut s, &mut updates).await;
+        return;
+    }
     let mut plan = match volume_data(&shared.client, &namespace, plan).await {
         Ok(p) => p,
         Err(msg) => {
@@ -334,6 +360,9 @@ pub async fn sync_pod<S: RuntimeSource>(
     let mut container_events: Option<broadcast::Receiver<_>> = None;
     let mut back_offs: HashMap<String, Instant> = HashMap::new();
     let mut sent_grace: Option<i64> = None;
+    // The status function of a kill by the eviction or node shutdown manager, once its
+    // condition is written (at the start of SyncTerminatingPod).
+    let mut kill_written = false;
     loop {
         if let Some(g) = s.deletion_grace() {
             if sent_grace.is_none_or(|sent| g < sent) {
@@ -382,6 +411,16 @@ pub async fn sync_pod<S: RuntimeSource>(
             }
         }
         let st = status_rx.borrow().clone();
+        if let (Some(k), false) = (&st.killed, kill_written) {
+            // SyncTerminatingPod's first status with the status function applied: the API gets
+            // the DisruptionTarget condition at once; the phase, reason and message are held
+            // back while containers may run (`mergePodStatus`).
+            kill_written = true;
+            let mut status = compute(&s, &plan, &observed, &st, &back_offs, false).await;
+            crate::status::set_disruption_target(&mut status, &k.message, s.shared.clock.now_ms());
+            s.write(status).await;
+            continue;
+        }
         if st.phase == PodWorkerState::Terminating || sent_grace.is_some() {
             // The pod worker is in SyncTerminatingPod, or has been handed the delete and is
             // about to be: the next status it generates is the one with every container
@@ -401,6 +440,16 @@ pub async fn sync_pod<S: RuntimeSource>(
     let st = status_rx.borrow().clone();
     let mut status = compute(&s, &plan, &observed, &st, &back_offs, true).await;
     terminate_pod(&mut status);
+    if let Some(k) = &st.killed {
+        crate::status::set_disruption_target(&mut status, &k.message, s.shared.clock.now_ms());
+        let computed = phase_of(&json!({"status": status}));
+        let (phase, reason, message) = k.after_kill(computed, version);
+        status["phase"] = json!(phase.as_str());
+        if !reason.is_empty() {
+            status["reason"] = json!(reason);
+            status["message"] = json!(message);
+        }
+    }
     s.write(status).await;
     // The sandbox is stopped now (its network torn down) and removed once the object is gone,
     // as the kubelet's garbage collector removes the sandboxes of deleted pods: until then the
@@ -526,6 +575,7 @@ fn recorder_for<S>(s: &Sync<S>, plan: Option<&PodPlan>) -> Recorder {
     Recorder::new(
         s.shared.client.clone(),
         InvolvedPod {
+            kind: "Pod",
             namespace: s.namespace.clone(),
             name: s.name.clone(),
             uid: s.uid.clone(),

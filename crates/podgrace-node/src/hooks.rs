@@ -296,13 +296,24 @@ async fn run_sleep(
     seconds: i64,
 ) -> Result<(), HookError> {
     let d = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+    // Ends at its instant, not at tokio's next millisecond tick: the stop signal follows it.
+    let end = tokio::time::Instant::now().into_std().checked_add(d);
     tokio::select! {
-        _ = tokio::time::sleep(d) => Ok(()),
+        _ = sleep_for(end, d) => Ok(()),
         _ = ctx.done() => Err(HookError::Sleep {
             seconds,
             container: go_quote(target.container),
             pod: go_quote(target.pod),
         }),
+    }
+}
+
+/// Sleeps until `end` on the deadline thread, or for `d` on tokio's clock when `end` is beyond
+/// what an `Instant` holds.
+async fn sleep_for(end: Option<std::time::Instant>, d: Duration) {
+    match end {
+        Some(at) => crate::deadlines::sleep_until(at).await,
+        None => tokio::time::sleep(d).await,
     }
 }
 

@@ -5,6 +5,8 @@
 //! * [`runtime`]: a CRI-RuntimeService-shaped trait and [`runtime::ProcessRuntime`], which
 //!   implements it with containerd's StopContainer semantics.
 //! * [`sandbox`]: a pod's network namespace and address.
+//! * [`deadlines`]: the one deadline structure: SIGKILLs due at grace deadlines and precise
+//!   wake-ups, fired in batches by one thread.
 //! * [`events`]: kubelet-style events (reasons and wordings of upstream) with monotonic
 //!   timestamps, stored and streamed to subscribers.
 //! * [`hooks`]: lifecycle handlers (exec, httpGet, sleep) run as the kubelet's handler runner.
@@ -24,12 +26,15 @@
 //! the tests look at them with iproute2's `ip`, and run `sh`, `sleep` and `tr` (dash/coreutils)
 //! inside containers.
 
+pub mod deadlines;
 pub mod events;
+pub mod eviction;
 pub mod hooks;
 pub mod httpget;
 #[allow(unsafe_code)] // signal masks and kill(2) as PID 1
 pub mod init;
 pub mod kubelet;
+pub mod nodeshutdown;
 #[allow(unsafe_code)] // madvise(2) of the executable's start-up pages
 pub mod pages;
 pub mod probes;

@@ -17,7 +17,11 @@ use podgrace_node::kubelet::{
     PodReport, PodWorkerState,
 };
 use podgrace_node::process::ExitStatus;
-use podgrace_node::runtime::{ProcessRuntime, StopEvent, StopEventKind};
+use podgrace_node::runtime::{
+    CallContext, ContainerConfig, ContainerEvent, ContainerStatus, ExecSyncResponse,
+    PodSandboxConfig, PodSandboxStatus, ProcessRuntime, RuntimeError, RuntimeService, StopEvent,
+    StopEventKind,
+};
 use podgrace_node::sandbox::NetworkConfig;
 
 const TOLERANCE: Duration = Duration::from_millis(150);
@@ -459,4 +463,145 @@ async fn init_containers_run_to_completion_then_sidecars_then_mains_in_order() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(terminated, ["proxy", "app"]);
+}
+
+/// The process runtime with its `StartContainer` held open: the call starts the process, says
+/// so, then returns only once the test lets it (the window in which a delete reaches a pod
+/// between its container's `Created` and `Started`).
+struct HeldStart {
+    inner: ProcessRuntime,
+    in_start: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl RuntimeService for HeldStart {
+    async fn run_pod_sandbox(
+        &self,
+        ctx: &CallContext,
+        config: PodSandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        self.inner.run_pod_sandbox(ctx, config).await
+    }
+    async fn stop_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.inner.stop_pod_sandbox(ctx, id).await
+    }
+    async fn remove_pod_sandbox(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.inner.remove_pod_sandbox(ctx, id).await
+    }
+    async fn create_container(
+        &self,
+        ctx: &CallContext,
+        sandbox: &str,
+        config: ContainerConfig,
+    ) -> Result<String, RuntimeError> {
+        self.inner.create_container(ctx, sandbox, config).await
+    }
+    async fn start_container(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.inner.start_container(ctx, id).await?;
+        self.in_start.notify_one();
+        self.release.notified().await;
+        Ok(())
+    }
+    async fn stop_container(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        timeout_seconds: i64,
+    ) -> Result<(), RuntimeError> {
+        self.inner.stop_container(ctx, id, timeout_seconds).await
+    }
+    async fn exec_sync(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> Result<ExecSyncResponse, RuntimeError> {
+        self.inner.exec_sync(ctx, id, cmd, timeout_seconds).await
+    }
+    async fn pod_sandbox_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> Result<PodSandboxStatus, RuntimeError> {
+        self.inner.pod_sandbox_status(ctx, id).await
+    }
+    fn container_events(
+        &self,
+        sandbox: &str,
+    ) -> Option<tokio::sync::broadcast::Receiver<ContainerEvent>> {
+        self.inner.container_events(sandbox)
+    }
+    async fn container_status(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> Result<ContainerStatus, RuntimeError> {
+        self.inner.container_status(ctx, id).await
+    }
+    async fn remove_container(&self, ctx: &CallContext, id: &str) -> Result<(), RuntimeError> {
+        self.inner.remove_container(ctx, id).await
+    }
+}
+
+/// Issue 11's bug: a delete that reached the pod while its container's StartContainer was in
+/// flight cancelled the start, and the container died at once by SIGKILL without its SIGTERM
+/// or its grace, reported as never terminated. The kubelet's pod worker takes the termination
+/// only once SyncPod (and its StartContainer) returned, then stops the started container with
+/// its grace: SIGTERM at once (`sleep` as PID 1 ignores it), SIGKILL 2 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_during_start_container_stops_the_started_container_with_its_grace() {
+    if !need_namespaces("a_delete_during_start_container") {
+        return;
+    }
+    let (inner, _output) = ProcessRuntime::new(NetworkConfig::default());
+    let runtime = Arc::new(HeldStart {
+        inner,
+        in_start: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let events = EventRecorder::new();
+    let pod = run_pod(
+        runtime.clone(),
+        plan("apiVersion: v1\nkind: Pod\nmetadata: {name: mid-start}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, \"1000\"]\n"),
+        PodOptions::default(),
+        events.clone(),
+    );
+    tokio::time::timeout(Duration::from_secs(10), runtime.in_start.notified())
+        .await
+        .expect("StartContainer called within 10 s");
+    let deleted = Instant::now();
+    pod.send(PodCommand::Delete(KubectlDeleteFlags::default()));
+    // The pod task has taken the delete (its status says Terminating) before the call returns.
+    let mut st = pod.status();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        st.wait_for(|s| s.phase == PodWorkerState::Terminating),
+    )
+    .await
+    .expect("terminating within 10 s")
+    .expect("status");
+    runtime.release.notify_one();
+    let report = tokio::time::timeout(Duration::from_secs(60), pod.wait())
+        .await
+        .expect("pod ended within 60 s")
+        .expect("pod report");
+    let app = &report.containers[0];
+    assert!(
+        report
+            .events
+            .iter()
+            .any(|e| e.reason == "Started" && e.container.as_deref() == Some("app")),
+        "{:?}",
+        report.events
+    );
+    assert_eq!(app.terminations.len(), 1, "{app:?}");
+    let t = &app.terminations[0];
+    assert_eq!(t.kill.grace_period_seconds, 2);
+    let ev = runtime.inner.stop_events(&t.container_id);
+    let sig = at(&ev, deleted, signal_sent).expect("SIGTERM sent");
+    let kill = at(&ev, deleted, kill_sent).expect("SIGKILL sent");
+    assert!(near(sig, Duration::ZERO), "SIGTERM at {sig:?}");
+    assert!(near(kill, Duration::from_secs(2)), "SIGKILL at {kill:?}");
+    assert_eq!(exit_status(&ev), Some(ExitStatus::Signal(9)));
 }

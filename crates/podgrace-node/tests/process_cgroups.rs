@@ -1,5 +1,5 @@
-//! Pods of the process runtime in cgroups: each pod in `/podgrace` + the kubelet's pod cgroup
-//! (`/podgrace/kubepods/burstable/pod<UID>`) with the kubelet's pod limits, each container in
+//! Pods of the process runtime in cgroups: each pod in `/podgrace/<PID>` + the kubelet's pod
+//! cgroup (`/podgrace/<PID>/kubepods/burstable/pod<UID>`) with the kubelet's pod limits, each container in
 //! its own cgroup beneath with its CRI resources and oom_score_adj, all removed after; and a
 //! container over its memory limit OOM-killed by the kernel (`OOMKilled`, exit 137, no
 //! preStop, restarted per restartPolicy). Needs root (CI runs as root); skipped elsewhere.
@@ -121,7 +121,7 @@ async fn container_pid(marker: &str) -> (i32, String) {
 
 /// A Burstable pod (requests cpu 250m, memory 32Mi; limits cpu 500m, memory 64Mi) and a
 /// Guaranteed one (cpu 100m, memory 48Mi) on the process runtime: the container's PID 1 is in
-/// `/podgrace/kubepods[/burstable]/pod<UID>/<container id>`, whose files hold the kubelet's
+/// `/podgrace/<PID>/kubepods[/burstable]/pod<UID>/<container id>`, whose files hold the kubelet's
 /// values (`cpu.shares` 256 and 102, `cpu.cfs_quota_us` 50000 and 10000 per 100000 µs, the
 /// memory limit, memsw at the limit), the pod cgroup `ResourceConfigForPod`'s; PID 1's
 /// oom_score_adj is the kubelet's, raised to podgrace's own without CAP_SYS_RESOURCE (as
@@ -166,9 +166,9 @@ async fn process_pods_and_containers_get_the_kubelets_cgroups() {
         );
         let uid = uid(if qos == "burstable" { "p1" } else { "p2" });
         let pod_cg = if qos == "guaranteed" {
-            format!("/podgrace/kubepods/pod{uid}")
+            format!("{}/kubepods/pod{uid}", cgroup::process_root())
         } else {
-            format!("/podgrace/kubepods/{qos}/pod{uid}")
+            format!("{}/kubepods/{qos}/pod{uid}", cgroup::process_root())
         };
         let pod = start(&rt, &yaml, &uid, EventRecorder::new());
         let mut st = pod.status();
@@ -271,7 +271,7 @@ async fn process_a_container_over_its_memory_limit_is_oom_killed() {
     rt.remove_pod_sandbox(&ctx, report.sandbox.as_deref().expect("sandbox"))
         .await
         .expect("remove");
-    let pod_cg = format!("/podgrace/kubepods/burstable/pod{uid}");
+    let pod_cg = format!("{}/kubepods/burstable/pod{uid}", cgroup::process_root());
     assert!(
         !dir(Controller::Memory, &pod_cg).exists(),
         "{pod_cg} removed"

@@ -53,6 +53,9 @@ enum Command {
     /// (exit 137 at the grace deadline, OOMKilled, Evicted, a liveness kill, a cut preStop),
     /// from a cluster or from kubectl's JSON output (-f).
     Why(cmd::why::Args),
+    /// The node of a running `serve`: `node shutdown` shuts it down gracefully, as the
+    /// kubelet's node shutdown manager does on logind's shutdown signal.
+    Node(cmd::node::Args),
     /// The real endpoint lag of a Deployment on its cluster: terminates pods one at a time
     /// (their preStop keeps them serving), measures how long the load balancer, ingress or
     /// kube-proxy still routes to each, and recommends the preStop sleep.
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Why(args) => cmd::why::run(args),
+        Command::Node(args) => cmd::node::run(args),
         Command::Lag(args) => cmd::lag::run(args),
     };
     exit(result)

@@ -74,7 +74,7 @@ fn pods(s: &Serve) -> Vec<String> {
 }
 
 #[test]
-fn lag_measures_serves_endpoint_lag_within_a_tenth_of_a_second() {
+fn lag_measures_serves_endpoint_lag_never_early_and_at_most_0_3_s_late() {
     let s = Serve::start("lag", &["--endpoint-lag", "1.5s"]);
     s.ok(&["apply", "-f", s.file("web.yaml", &web()).to_str().unwrap()]);
     s.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
@@ -151,9 +151,12 @@ fn lag_measures_serves_endpoint_lag_within_a_tenth_of_a_second() {
         assert!(t["answeredAfterMark"].as_u64().unwrap_or(0) > 10, "{t:#}");
     }
     let p50 = r["lagSeconds"]["p50"].as_f64().expect("p50");
+    // Never early: the proxy keeps the endpoint 1.5 s. Late by what serve's kube-proxy and the
+    // prober lose to a loaded machine: 1.535-1.570 s on a quiet one, 1.60-1.67 s at load 16
+    // (2 cores), so 0.3 s.
     assert!(
-        (p50 - 1.5).abs() <= 0.1,
-        "p50 {p50} s, not 1.5 s within 0.1 s: {trials:#?}"
+        (1.45..=1.8).contains(&p50),
+        "p50 {p50} s, not 1.5 s (-0.05 s, +0.3 s): {trials:#?}"
     );
     // p99 + the 1 s margin, rounded up; the presets beside it.
     let p99 = r["lagSeconds"]["p99"].as_f64().expect("p99");

@@ -451,10 +451,19 @@ fn a_pod_created_on_a_cordoned_node_stays_pending_until_uncordon() {
             "node",
             "podgrace",
             "-o",
-            "jsonpath={.spec.unschedulable} {.spec.taints}",
+            "jsonpath={.spec.unschedulable} {.spec.taints[*].key} {.spec.taints[*].effect}",
         ],
-        r#"true [{"effect":"NoSchedule","key":"node.kubernetes.io/unschedulable"}]"#,
+        "true node.kubernetes.io/unschedulable NoSchedule",
     );
+    // SwapNodeControllerTaint stamps the taint it adds.
+    let added = s.ok(&[
+        "get",
+        "node",
+        "podgrace",
+        "-o",
+        "jsonpath={.spec.taints[0].timeAdded}",
+    ]);
+    assert!(added.ends_with('Z') && added.len() == 20, "{added:?}");
     s.apply(
         "pod.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers: [{name: app, image: 'busybox:1.36', command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']}]\n",

@@ -75,7 +75,7 @@ fn serve_reports_an_oom_kill_as_the_kubelet_on_the_process_runtime() {
     oom_through_serve(
         &s,
         "    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
-        "podgrace/",
+        &format!("podgrace/{}/", s.pid()),
     );
 }
 

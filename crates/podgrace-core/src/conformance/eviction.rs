@@ -357,10 +357,7 @@ fn parse_config(c: &Check<'_>) -> Result<SyncSetup, VectorError> {
 fn memory_obs(available: i64) -> BTreeMap<EvictionSignal, Observation> {
     BTreeMap::from([(
         EvictionSignal::MemoryAvailable,
-        Observation {
-            available,
-            capacity: None,
-        },
+        Observation::new(available, None),
     )])
 }
 
@@ -606,10 +603,7 @@ fn pid_pressure(c: &mut Check<'_>, setup: &SyncSetup) -> Result<(), VectorError>
     let used: i64 = pods.iter().map(|p| p.process_count.unwrap_or(0)).sum();
     let obs = BTreeMap::from([(
         EvictionSignal::PidAvailable,
-        Observation {
-            available: total - used,
-            capacity: Some(total),
-        },
+        Observation::new(total - used, Some(total)),
     )]);
     let run = |c: &Check<'_>, cfg: &EvictionConfig| -> Result<SyncOutcome, VectorError> {
         let mut m = EvictionManager::new();

@@ -57,6 +57,91 @@ pub fn migrate_config(
     ])
 }
 
+/// Why a graceful node shutdown configuration was refused, in the kubelet's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShutdownConfigError {
+    /// `ValidateKubeletConfiguration`'s refusal.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Go's `time.Duration.String()` of whole or fractional seconds (`30s`, `1m0s`, `1h2m3s`,
+/// `500ms`), as `%v` of the configuration's `metav1.Duration` prints it (in braces).
+fn go_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, m) = (ms / 3_600_000, (ms / 60_000) % 60);
+    let s = (ms % 60_000) as f64 / 1000.0;
+    let secs = if (s - s.trunc()).abs() < f64::EPSILON {
+        format!("{}s", s as u64)
+    } else {
+        format!("{s}s")
+    };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
+    }
+}
+
+/// The priority groups a kubelet configuration gives: `shutdownGracePeriodByPodPriority` when
+/// set, else the two groups of `shutdownGracePeriod` and `shutdownGracePeriodCriticalPods`
+/// ([`migrate_config`]); `None` when graceful node shutdown is off (both 0, no groups).
+///
+/// Upstream: `pkg/kubelet/apis/config/validation/validation.go`
+/// (`ValidateKubeletConfiguration`: the critical period at most the total, each zero or at
+/// least one second, not both forms at once), `nodeshutdown_manager.go` `newPodManager`
+/// (durations to whole seconds), Kubernetes 1.24 to 1.36.
+///
+/// # Errors
+/// [`ShutdownConfigError`] with the kubelet's message.
+pub fn shutdown_config(
+    shutdown_grace_period: std::time::Duration,
+    critical_pods: std::time::Duration,
+    by_pod_priority: &[ShutdownGracePeriodByPodPriority],
+) -> Result<Option<Vec<ShutdownGracePeriodByPodPriority>>, ShutdownConfigError> {
+    let bad = |m: String| Err(ShutdownConfigError::Invalid(m));
+    let (t, c) = (shutdown_grace_period, critical_pods);
+    if c > t {
+        return bad(format!(
+            "shutdownGracePeriodCriticalPods {{{}}} must be <= shutdownGracePeriod {{{}}}",
+            go_duration(c),
+            go_duration(t)
+        ));
+    }
+    let sub_second = |d: std::time::Duration| !d.is_zero() && d < std::time::Duration::from_secs(1);
+    if sub_second(t) {
+        return bad(format!(
+            "shutdownGracePeriod {{{}}} must be either zero or otherwise >= 1 sec",
+            go_duration(t)
+        ));
+    }
+    if sub_second(c) {
+        return bad(format!(
+            "shutdownGracePeriodCriticalPods {{{}}} must be either zero or otherwise >= 1 sec",
+            go_duration(c)
+        ));
+    }
+    if !by_pod_priority.is_empty() && (!t.is_zero() || !c.is_zero()) {
+        return bad(
+            "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"
+                .into(),
+        );
+    }
+    if !by_pod_priority.is_empty() {
+        let mut groups = by_pod_priority.to_vec();
+        groups.sort_by_key(|g| g.priority);
+        return Ok(Some(groups));
+    }
+    let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    Ok(migrate_config(secs(t), secs(c)))
+}
+
 /// The total inhibit delay the kubelet asks logind for: the sum of the group periods, seconds.
 ///
 /// Upstream: `nodeshutdown_manager_linux.go` (`shutdownGracePeriodByPodPriority` summed).
@@ -197,6 +282,47 @@ mod tests {
         assert_eq!(migrate_config(0, 0), None);
         assert_eq!(migrate_config(30, 60), None);
         assert_eq!(migrate_config(i64::MIN, 1), None);
+    }
+
+    #[test]
+    fn the_configuration_is_checked_as_the_kubelet_checks_it() {
+        use std::time::Duration;
+        let s = Duration::from_secs;
+        assert_eq!(shutdown_config(s(0), s(0), &[]), Ok(None));
+        let g = shutdown_config(s(30), s(10), &[]).unwrap().unwrap();
+        assert_eq!(
+            (
+                g[0].shutdown_grace_period_seconds,
+                g[1].shutdown_grace_period_seconds
+            ),
+            (20, 10)
+        );
+        assert_eq!(
+            shutdown_config(s(10), s(30), &[]).unwrap_err().to_string(),
+            "invalid configuration: shutdownGracePeriodCriticalPods {30s} must be <= shutdownGracePeriod {10s}"
+        );
+        assert_eq!(
+            shutdown_config(Duration::from_millis(500), s(0), &[]).unwrap_err().to_string(),
+            "invalid configuration: shutdownGracePeriod {500ms} must be either zero or otherwise >= 1 sec"
+        );
+        let by = [
+            ShutdownGracePeriodByPodPriority {
+                priority: 100_000,
+                shutdown_grace_period_seconds: 10,
+            },
+            ShutdownGracePeriodByPodPriority {
+                priority: 0,
+                shutdown_grace_period_seconds: 20,
+            },
+        ];
+        assert_eq!(
+            shutdown_config(s(60), s(0), &by).unwrap_err().to_string(),
+            "invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"
+        );
+        let g = shutdown_config(s(0), s(0), &by).unwrap().unwrap();
+        assert_eq!(g[0].priority, 0);
+        assert_eq!(go_duration(s(90)), "1m30s");
+        assert_eq!(go_duration(s(3600)), "1h0m0s");
     }
 
     #[test]

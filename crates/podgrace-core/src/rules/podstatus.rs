@@ -227,6 +227,44 @@ pub fn get_phase(
     PodPhase::Pending
 }
 
+/// What the status function of a kubelet-initiated kill asks (`killPodNow`'s `statusFn`):
+/// the eviction's `Failed`, `Evicted`, its message; the node shutdown's `Failed` unless the
+/// pod had `Succeeded`, `Terminated`, its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillStatusFn<'a> {
+    /// `status.reason` it sets.
+    pub reason: &'a str,
+    /// `status.message` it sets.
+    pub message: &'a str,
+}
+
+/// The phase, reason and message of a pod the kubelet killed with a status function, once
+/// every container has stopped: the status function's `Failed` (with its reason and
+/// message) is cached by the status manager at the start of the kill (the API keeps
+/// `Running` meanwhile: `mergePodStatus` holds a terminal phase back while containers run);
+/// the final `generateAPIPodStatus` computes the phase again. Before 1.27 that phase is not
+/// terminal for a restarting pod, so the cached `Failed` wins and its reason and message are
+/// kept. From 1.27 (`podIsTerminal`) the phase of the stopped containers wins: `Succeeded`
+/// when every container exited 0, and then the reason and message are dropped (they are kept
+/// only for an unchanged phase): an evicted pod whose app exits 0 on SIGTERM shows
+/// `Completed`, not `Evicted` (kubernetes/kubernetes#118310); otherwise `Failed` with them.
+/// `computed` is [`get_phase`] with `podIsTerminal`.
+///
+/// Upstream: `pkg/kubelet/kubelet_pods.go` `generateAPIPodStatus` (the three-way merge and
+/// "preserve the reason and message which is associated with the phase"),
+/// `pkg/kubelet/status/status_manager.go` (`mergePodStatus`), Kubernetes 1.22 to 1.36.
+pub fn status_after_kill<'a>(
+    computed: PodPhase,
+    set: KillStatusFn<'a>,
+    version: KubeVersion,
+) -> (PodPhase, &'a str, &'a str) {
+    if version >= TERMINAL_PHASE_BEFORE_DELETE_SINCE && computed == PodPhase::Succeeded {
+        (PodPhase::Succeeded, "", "")
+    } else {
+        (PodPhase::Failed, set.reason, set.message)
+    }
+}
+
 /// `canBeDeleted`: whether the status manager makes its final delete (grace 0) now. The object
 /// must carry a deletion timestamp and not be a mirror pod; from
 /// [`TERMINAL_PHASE_BEFORE_DELETE_SINCE`] its phase in the API must be terminal
@@ -294,6 +332,31 @@ pub fn final_delete_at_ms(terminal_status_at_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_pod_keeps_its_reason_unless_its_containers_succeeded_from_1_27() {
+        let set = KillStatusFn {
+            reason: "Evicted",
+            message: "m",
+        };
+        let v = |m| KubeVersion::new(1, m);
+        assert_eq!(
+            status_after_kill(PodPhase::Failed, set, v(32)),
+            (PodPhase::Failed, "Evicted", "m")
+        );
+        assert_eq!(
+            status_after_kill(PodPhase::Succeeded, set, v(32)),
+            (PodPhase::Succeeded, "", "")
+        );
+        assert_eq!(
+            status_after_kill(PodPhase::Running, set, v(26)),
+            (PodPhase::Failed, "Evicted", "m")
+        );
+        assert_eq!(
+            status_after_kill(PodPhase::Succeeded, set, v(26)),
+            (PodPhase::Failed, "Evicted", "m")
+        );
+    }
 
     fn spec(policy: RestartPolicy) -> PhaseSpec {
         PhaseSpec {

@@ -213,6 +213,121 @@ impl Quantity {
     }
 }
 
+/// How a quantity is written back (`resource.Format`): chosen by the suffix it was parsed
+/// with, kept when the API server serializes it, and used by `String()`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum QuantityFormat {
+    /// `e3`, `E-2`: a decimal exponent.
+    DecimalExponent,
+    /// `Ki`, `Mi`, ... `Ei`: powers of 1024.
+    BinarySI,
+    /// `m`, `k`, `M`, ... or no suffix: powers of 1000.
+    #[default]
+    DecimalSI,
+}
+
+/// The suffix and the number it scales, powers of 1024 (`Ki` .. `Ei`).
+const BINARY_SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+
+/// The decimal suffix of an exponent of 10 (`n` for -9 .. `E` for 18).
+fn decimal_suffix(exponent: i32) -> Option<&'static str> {
+    Some(match exponent {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        18 => "E",
+        _ => return None,
+    })
+}
+
+impl Quantity {
+    /// [`Quantity::parse`] with the format its suffix gives (`parseQuantityString` and
+    /// `quantitySuffixer.interpret`): binary SI for `Ki` .. `Ei` (decimal SI for a binary value
+    /// between 0 and 1), a decimal exponent for `e`/`E`, decimal SI otherwise.
+    ///
+    /// # Errors
+    /// As [`Quantity::parse`].
+    pub fn parse_with_format(s: &str) -> Result<(Quantity, QuantityFormat), QuantityError> {
+        let q = Quantity::parse(s)?;
+        let suffix =
+            s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '+' || c == '-');
+        let format = if suffix.len() > 1 && suffix.starts_with(['e', 'E']) {
+            QuantityFormat::DecimalExponent
+        } else if suffix.ends_with('i') && !(q.nanos > 0 && q.nanos < NANO) {
+            QuantityFormat::BinarySI
+        } else {
+            QuantityFormat::DecimalSI
+        };
+        Ok((q, format))
+    }
+
+    /// The quantity as the API writes it (`Quantity.String()`, `CanonicalizeBytes`): `0`; in
+    /// binary SI the whole value divided by 1024 while it divides (`1536Mi`, `92160Ki`,
+    /// `94371841`), or decimal SI when it is below 1024 in size or not whole; in decimal SI
+    /// or with an exponent, the digits with the exponent made a multiple of 3 (`1500`, `2k`,
+    /// `500m`, `1e9` → `1e9` / `1G`).
+    ///
+    /// Upstream: `staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go`
+    /// `CanonicalizeBytes`, `amount.go` `AsCanonicalBytes` / `AsCanonicalBase1024Bytes`
+    /// (Kubernetes 1.18 to 1.36).
+    pub fn canonical(&self, format: QuantityFormat) -> String {
+        if self.nanos == 0 {
+            return "0".into();
+        }
+        let sign = if self.nanos < 0 { "-" } else { "" };
+        let abs = self.nanos.unsigned_abs();
+        let nano = NANO as u128;
+        let mut format = format;
+        if format == QuantityFormat::BinarySI && (abs < 1024 * nano || !abs.is_multiple_of(nano)) {
+            format = QuantityFormat::DecimalSI;
+        }
+        if format == QuantityFormat::BinarySI {
+            let mut v = abs / nano;
+            let mut e = 0;
+            while v.is_multiple_of(1024) && e + 1 < BINARY_SUFFIXES.len() {
+                v /= 1024;
+                e += 1;
+            }
+            return format!("{sign}{v}{}", BINARY_SUFFIXES[e]);
+        }
+        let mut m = abs;
+        let mut e: i32 = -9;
+        while m.is_multiple_of(10) {
+            m /= 10;
+            e += 1;
+        }
+        match e.rem_euclid(3) {
+            1 => {
+                m *= 10;
+                e -= 1;
+            }
+            2 => {
+                m *= 100;
+                e -= 2;
+            }
+            _ => {}
+        }
+        let suffix = match format {
+            QuantityFormat::DecimalExponent if e == 0 => String::new(),
+            QuantityFormat::DecimalExponent => format!("e{e}"),
+            _ => decimal_suffix(e).map_or_else(|| format!("e{e}"), str::to_string),
+        };
+        format!("{sign}{m}{suffix}")
+    }
+
+    /// `resource.NewQuantity(v, resource.BinarySI).String()`: how the kubelet writes a byte
+    /// count it measured (`1500Mi`, `94371841`).
+    pub fn binary_si(bytes: i64) -> String {
+        Quantity::from_units(bytes).canonical(QuantityFormat::BinarySI)
+    }
+}
+
 impl std::ops::Add for Quantity {
     type Output = Quantity;
 
@@ -291,6 +406,50 @@ mod tests {
         }
         assert_eq!(q("0.5").to_string(), "0.5");
         assert_eq!(q("128Mi").to_string(), "134217728");
+    }
+
+    /// `String()` of upstream's `TestQuantityString` / `TestQuantityParseEmit` cases that
+    /// hold integers or millis, and the kubelet's eviction messages (`1500Mi`, `2Gi`).
+    #[test]
+    fn writes_back_as_string_does() {
+        let w = |s: &str| {
+            let (q, f) = Quantity::parse_with_format(s).unwrap();
+            q.canonical(f)
+        };
+        for (input, want) in [
+            ("1Gi", "1Gi"),
+            ("1024Mi", "1Gi"),
+            ("1536Mi", "1536Mi"),
+            ("100Mi", "100Mi"),
+            ("1Ki", "1Ki"),
+            ("1023", "1023"),
+            ("512Ki", "512Ki"),
+            ("0.5Ki", "512"),
+            ("1.5Gi", "1536Mi"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("1k", "1k"),
+            ("1M", "1M"),
+            ("1E", "1E"),
+            ("500m", "500m"),
+            ("0.5", "500m"),
+            ("1e3", "1e3"),
+            ("1e9", "1e9"),
+            ("100e-3", "100e-3"),
+            ("12E1", "120"),
+            ("0", "0"),
+            ("0Mi", "0"),
+            ("-1Gi", "-1Gi"),
+            ("50Gi", "50Gi"),
+            ("1200", "1200"),
+        ] {
+            assert_eq!(w(input), want, "{input}");
+        }
+        assert_eq!(Quantity::binary_si(1500 << 20), "1500Mi");
+        assert_eq!(Quantity::binary_si(10 << 30), "10Gi");
+        assert_eq!(Quantity::binary_si(94_371_841), "94371841");
+        assert_eq!(Quantity::binary_si(500), "500");
+        assert_eq!(Quantity::binary_si(0), "0");
     }
 
     #[test]

@@ -126,6 +126,8 @@ mod tests {
             terminating_since: None,
             grace_period_seconds: None,
             last_delete: None,
+            killed: None,
+            container_ids: Vec::new(),
         }
     }
 

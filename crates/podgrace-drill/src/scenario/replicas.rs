@@ -74,6 +74,7 @@ impl<R: RuntimeService + 'static> Replicas<R> {
             force_host: false,
             images: self.images,
             uid: None,
+            node: None,
         };
         // One recorder per pod: each pod's run report holds its own events only.
         let events = EventRecorder::new();

@@ -16,6 +16,7 @@
 //!   row, watch events, the final delete);
 //! * [`report`]: the run report (the `run` JSON contract) from the records and measured stops.
 
+pub mod active;
 pub mod cri;
 pub mod kill;
 pub mod object;
@@ -28,7 +29,8 @@ pub mod volumes;
 pub use kill::{HookOutcome, HookRecord, KillRecord};
 pub use object::{DeleteApi, ObjectEvent, WatchKind};
 pub use pod::{
-    check_pod, run_pod, DeleteKubelet, DeleteRecord, Killer, PodCommand, PodError, PodHandle,
-    PodOptions, PodReport, PodStatus, PodWorkerState, Termination, TerminationReason,
+    check_pod, run_pod, DeleteKubelet, DeleteRecord, KillPodNow, KillStatus, Killer, PodCommand,
+    PodError, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState, Termination,
+    TerminationReason,
 };
 pub use report::{build_report, RunReport};

@@ -56,8 +56,11 @@ pub struct ObjectEvent {
     pub deletion_grace_period_seconds: Option<i64>,
     /// `status.phase`.
     pub phase: ApiPhase,
-    /// `status.reason` (`Evicted` after an eviction), empty otherwise.
+    /// `status.reason` (`Evicted` after an eviction, `Terminated` after a node shutdown),
+    /// empty otherwise.
     pub reason: String,
+    /// `status.message` (the eviction's or the node shutdown's), empty otherwise.
+    pub message: String,
     /// The pod's `Ready` condition.
     pub ready: bool,
     /// What `kubectl get pods` prints for it.
@@ -90,8 +93,10 @@ pub enum DeleteApi {
 pub struct KubeletStatus {
     /// `status.phase`.
     pub phase: ApiPhase,
-    /// `status.reason` (`Evicted`), empty otherwise.
+    /// `status.reason` (`Evicted`, `Terminated`), empty otherwise.
     pub reason: String,
+    /// `status.message`, empty otherwise.
+    pub message: String,
     /// The pod's `Ready` condition.
     pub ready: bool,
     /// Init containers' statuses (native sidecars and regular init containers), then the
@@ -139,6 +144,7 @@ impl ApiObject {
             status: KubeletStatus {
                 phase: ApiPhase::Running,
                 reason: String::new(),
+                message: String::new(),
                 ready: false,
                 init_containers: Vec::new(),
                 containers: Vec::new(),
@@ -212,6 +218,7 @@ impl ApiObject {
             deletion_grace_period_seconds: self.stored.deletion.deletion_grace_period_seconds,
             phase: self.status.phase,
             reason: self.status.reason.clone(),
+            message: self.status.message.clone(),
             ready: self.status.ready,
             row,
         });
@@ -269,31 +276,31 @@ impl ApiObject {
 
     /// The kubelet's status once every container has stopped (`SyncTerminatingPod`'s last
     /// `generateAPIPodStatus` with `podIsTerminal`): the phase from [`podstatus::get_phase`],
-    /// or the eviction's `Failed`/`Evicted` (`reason`), Ready false. A `MODIFIED` if the object
-    /// still exists. No terminal phase reaches the API earlier: the status manager holds it back
-    /// while containers could still run (`pkg/kubelet/status/status_manager.go`
-    /// `mergePodStatus`), so an evicted pod shows `Failed` only once its containers are gone.
+    /// or what the status function of a kubelet-initiated kill leaves of it (`killed`: the
+    /// eviction's `Failed`/`Evicted` with its message, the node shutdown's
+    /// `Failed`/`Terminated`; from 1.27 `Succeeded` without them when every container exited
+    /// 0, [`podstatus::status_after_kill`]), Ready false. A `MODIFIED` if the object still exists. No
+    /// terminal phase reaches the API earlier: the status manager holds it back while
+    /// containers could still run (`pkg/kubelet/status/status_manager.go` `mergePodStatus`),
+    /// so an evicted pod shows `Failed` only once its containers are gone.
     pub fn terminated(
         &mut self,
         at: Instant,
-        evicted: bool,
+        killed: Option<&crate::kubelet::pod::KillStatus>,
         init: Vec<ContainerStatus>,
         containers: Vec<ContainerStatus>,
     ) {
         let mut all = init.clone();
         all.extend(containers.iter().cloned());
-        let phase = if evicted {
-            ApiPhase::Failed
-        } else {
-            podstatus::get_phase(&self.spec, &all, true, true, self.version)
+        let computed = podstatus::get_phase(&self.spec, &all, true, true, self.version);
+        let (phase, reason, message) = match killed {
+            Some(k) => k.after_kill(computed, self.version),
+            None => (computed, String::new(), String::new()),
         };
         self.status = KubeletStatus {
             phase,
-            reason: if evicted {
-                "Evicted".into()
-            } else {
-                String::new()
-            },
+            reason,
+            message,
             ready: false,
             init_containers: init,
             containers,

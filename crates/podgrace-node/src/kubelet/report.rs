@@ -52,8 +52,11 @@ pub struct ObjectEventRun {
     pub deletion_grace_period_seconds: Option<i64>,
     /// `status.phase`.
     pub phase: &'static str,
-    /// `status.reason` (`Evicted`), `None` when empty.
+    /// `status.reason` (`Evicted`, `Terminated`), `None` when empty.
     pub reason: Option<String>,
+    /// `status.message` (the eviction's, the node shutdown's), left out when empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// The pod's Ready condition.
     pub ready: bool,
     /// The `kubectl get pods` row: READY and STATUS.
@@ -306,6 +309,7 @@ fn object_event(e: &ObjectEvent, t0: Instant) -> ObjectEventRun {
         deletion_grace_period_seconds: e.deletion_grace_period_seconds,
         phase: e.phase.as_str(),
         reason: (!e.reason.is_empty()).then(|| e.reason.clone()),
+        message: (!e.message.is_empty()).then(|| e.message.clone()),
         ready: e.ready,
         table: TableRow {
             ready: e.row.ready.clone(),

@@ -399,6 +399,22 @@ impl ContainerProcess {
         }
     }
 
+    /// Arms `signal` for PID 1 at `at`, sent by the node's deadline thread in one batch with
+    /// everything else due then ([`crate::deadlines`]); dropping the handle cancels it. `None`
+    /// if the deadline thread could not be started. Errors: [`ProcessError::InvalidSignal`].
+    pub fn signal_at(
+        &self,
+        at: Instant,
+        signal: i32,
+    ) -> Result<Option<crate::deadlines::Armed>, ProcessError> {
+        let sig = signal_from_raw(signal)?;
+        Ok(crate::deadlines::signal_at(
+            at,
+            Arc::clone(&self.pidfd),
+            sig,
+        ))
+    }
+
     /// SIGKILL to PID 1 (the rest of the container follows, see the module docs).
     pub fn kill(&self) -> Result<bool, ProcessError> {
         self.signal(Signal::KILL.as_raw())

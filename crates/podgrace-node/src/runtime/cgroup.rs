@@ -288,10 +288,17 @@ pub fn apply_pod_config(
     Ok(())
 }
 
-/// The process runtime's cgroup root: its pods are `/podgrace` + the kubelet's pod cgroup
-/// (`/podgrace/kubepods/burstable/pod<UID>`), as a kubelet with `--cgroup-root=/podgrace` puts
-/// them, so a real kubelet's `/kubepods` on the same machine is never touched.
-pub const PROCESS_ROOT: &str = "/podgrace";
+/// The parent of every podgrace's cgroup root.
+pub const PROCESS_ROOT_PARENT: &str = "/podgrace";
+
+/// The process runtime's cgroup root: its pods are `/podgrace/<PID>` + the kubelet's pod
+/// cgroup (`/podgrace/4242/kubepods/burstable/pod<UID>`), as a kubelet with
+/// `--cgroup-root=/podgrace/<PID>` puts them: a real kubelet's `/kubepods` on the same machine
+/// is never touched, and each podgrace (each node) has its pods under a cgroup of its own,
+/// whose memory use is the node's (`memory.available`) whatever other podgraces run.
+pub fn process_root() -> String {
+    format!("{PROCESS_ROOT_PARENT}/{}", std::process::id())
+}
 
 /// A cgroup podgrace created, in the memory, cpu and pids hierarchies this machine has
 /// ([`controller_mounts`]); removed by [`OwnedCgroup::remove`].

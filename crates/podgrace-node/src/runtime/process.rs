@@ -44,7 +44,7 @@ struct Handles {
 
 struct SandboxEntry {
     sandbox: Option<Sandbox>,
-    /// The pod's cgroup (`/podgrace` + the kubelet's cgroup parent), with its limits.
+    /// The pod's cgroup ([`super::cgroup::process_root`] + the kubelet's cgroup parent), with its limits.
     cgroup: Option<OwnedCgroup>,
     /// Lifecycle events of this sandbox's containers.
     events: tokio::sync::broadcast::Sender<ContainerEvent>,
@@ -101,6 +101,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn record(events: &Mutex<Vec<StopEvent>>, at: Instant, kind: StopEventKind) {
     lock(events).push(StopEvent { at, kind });
+}
+
+/// Records the deadline thread's SIGKILL, if it reached the process, at the instant it was sent.
+fn record_kill(events: &Mutex<Vec<StopEvent>>, f: crate::deadlines::Fired) {
+    if f.sent == Ok(true) {
+        // In time order: the exit it caused may have been recorded first.
+        let mut ev = lock(events);
+        let at = ev.iter().position(|e| e.at > f.at).unwrap_or(ev.len());
+        ev.insert(
+            at,
+            StopEvent {
+                at: f.at,
+                kind: StopEventKind::KillSent,
+            },
+        );
+    }
 }
 
 impl ProcessRuntime {
@@ -182,6 +198,47 @@ impl ProcessRuntime {
             Ok(())
         } else {
             Err(RuntimeError::StopContainerCancelled { id: id.into() })
+        }
+    }
+
+    /// The rest of a StopContainer whose SIGKILL is armed on the deadline thread: the exit
+    /// before the deadline (the SIGKILL is cancelled), or the SIGKILL (recorded when it was
+    /// sent) and then the exit, or the caller's context ending first.
+    async fn killed_at_deadline(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process: &ContainerProcess,
+        events: &Mutex<Vec<StopEvent>>,
+        mut armed: crate::deadlines::Armed,
+    ) -> Result<(), RuntimeError> {
+        let fired = tokio::select! {
+            _ = Self::wait_exit(process, events) => armed.cancel(),
+            _ = ctx.done() => {
+                if let Some(f) = armed.cancel() {
+                    record_kill(events, f);
+                }
+                return Err(RuntimeError::StopContainerCancelled { id: id.into() });
+            }
+            f = armed.fired() => Some(f),
+        };
+        if let Some(f) = fired {
+            record_kill(events, f);
+            if let Err(e) = f.sent {
+                return Err(RuntimeError::StopContainerSignal {
+                    id: id.into(),
+                    signal: 9,
+                    source: crate::process::ProcessError::Signal {
+                        pid: process.pid(),
+                        signal: 9,
+                        source: e.into(),
+                    },
+                });
+            }
+        }
+        tokio::select! {
+            _ = Self::wait_exit(process, events) => self.returned(ctx, id).await,
+            _ = ctx.done() => Err(RuntimeError::StopContainerCancelled { id: id.into() }),
         }
     }
 
@@ -548,10 +605,27 @@ impl RuntimeService for ProcessRuntime {
                     },
                 );
             }
+            if self.latency.is_none() {
+                // The deadline thread sends the SIGKILL at the deadline, in one batch with every
+                // other container due then.
+                if let Some(armed) =
+                    process
+                        .signal_at(deadline.into_std(), 9)
+                        .map_err(|source| RuntimeError::StopContainerSignal {
+                            id: id.into(),
+                            signal: 9,
+                            source,
+                        })?
+                {
+                    return self
+                        .killed_at_deadline(ctx, id, &process, &events, armed)
+                        .await;
+                }
+            }
             tokio::select! {
                 _ = Self::wait_exit(&process, &events) => return self.returned(ctx, id).await,
                 _ = ctx.done() => return Err(RuntimeError::StopContainerCancelled { id: id.into() }),
-                _ = tokio::time::sleep_until(deadline) => {}
+                _ = crate::deadlines::sleep_until(deadline.into_std()) => {}
             }
             // A real runtime's SIGKILL lands this long after the deadline.
             if self.latency.is_some() {
@@ -637,6 +711,10 @@ impl RuntimeService for ProcessRuntime {
         Ok(())
     }
 
+    fn cgroup_root(&self) -> String {
+        super::cgroup::process_root()
+    }
+
     fn container_events(
         &self,
         pod_sandbox_id: &str,
@@ -683,7 +761,7 @@ impl RuntimeService for ProcessRuntime {
     }
 }
 
-/// The pod's cgroup for a sandbox config with a cgroup parent: `/podgrace` + the parent, made
+/// The pod's cgroup for a sandbox config with a cgroup parent: `/podgrace/<PID>` + the parent, made
 /// with the pod's limits (the kubelet's `podContainerManagerImpl.EnsureExists`). `None` when the
 /// machine gives podgrace no cgroups (not root, a read-only cgroup file system): the pod then
 /// runs without limits, said once in the log.
@@ -695,7 +773,7 @@ fn pod_cgroup(config: &PodSandboxConfig) -> Result<Option<OwnedCgroup>, RuntimeE
     let Some(parent) = &config.cgroup_parent else {
         return Ok(None);
     };
-    let path = format!("{}{parent}", super::cgroup::PROCESS_ROOT);
+    let path = format!("{}{parent}", super::cgroup::process_root());
     let cg = match OwnedCgroup::create(&path) {
         Ok(cg) => cg,
         Err((dir, source)) if !no_cgroups(&source) => {

@@ -93,6 +93,13 @@ pub trait RuntimeService: Send + Sync {
     fn runtime_type(&self) -> &str {
         "podgrace"
     }
+    /// The cgroup the runtime puts the kubelet's pod cgroups under (`--cgroup-root`), below
+    /// each hierarchy's root: empty for a runtime at the machine's root (containerd:
+    /// `/kubepods/...`), `/podgrace/<PID>` for the process runtime. The node's pods are all in
+    /// `<root>/kubepods`, which the eviction manager measures.
+    fn cgroup_root(&self) -> String {
+        String::new()
+    }
     /// Whether containers run from images: then the kubelet ensures each container's image
     /// ([`Self::image_status`], [`Self::pull_image`]) before creating it, and a container
     /// without `command` runs the image's ENTRYPOINT. The process runtime runs host commands.

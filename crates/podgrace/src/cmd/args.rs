@@ -223,3 +223,158 @@ mod tests {
         assert!(parse(&[]).files.files.is_empty());
     }
 }
+
+/// `--node-memory`: a quantity of bytes (`512Mi`, `2Gi`), more than 0.
+fn parse_node_memory(s: &str) -> Result<i64, String> {
+    let q = podgrace_core::rules::quantity::Quantity::parse(s.trim()).map_err(|e| e.to_string())?;
+    if q.is_negative() || q.is_zero() {
+        return Err("must be more than 0".into());
+    }
+    Ok(q.value())
+}
+
+/// The eviction manager's flags, in the kubelet's syntax and with its defaults (`run`, `drill`,
+/// `serve`; `--eviction-max-pod-grace-period` is in [`KubeletArgs`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct EvictionArgs {
+    /// The node's memory capacity, against which memory.available (capacity − the pods'
+    /// working set) is measured: a quantity (`512Mi`, `2Gi`). Default: this machine's MemTotal.
+    #[arg(long, value_name = "QUANTITY", value_parser = parse_node_memory)]
+    pub node_memory: Option<i64>,
+    /// Hard eviction thresholds, as the kubelet's --eviction-hard
+    /// (`memory.available<100Mi,nodefs.available<10%`). Default: memory.available<100Mi,
+    /// nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15% (only memory.available
+    /// is measured).
+    #[arg(long, value_name = "SIGNAL<QUANTITY,...")]
+    pub eviction_hard: Option<String>,
+    /// Soft eviction thresholds (`memory.available<1Gi`); each needs a grace period.
+    #[arg(long, value_name = "SIGNAL<QUANTITY,...")]
+    pub eviction_soft: Option<String>,
+    /// How long a soft threshold must be met before a pod is evicted
+    /// (`memory.available=1m30s`, Go durations).
+    #[arg(long, value_name = "SIGNAL=DURATION,...")]
+    pub eviction_soft_grace_period: Option<String>,
+    /// How much more than the threshold an eviction must free before the threshold counts as
+    /// resolved (`memory.available=500Mi`).
+    #[arg(long, value_name = "SIGNAL=QUANTITY,...")]
+    pub eviction_minimum_reclaim: Option<String>,
+    /// How long the node keeps a pressure condition after its threshold was last met.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::parse_duration)]
+    pub eviction_pressure_transition_period: std::time::Duration,
+    /// How often the eviction manager measures and decides (the kubelet's
+    /// evictionMonitoringPeriod, a fixed 10 s there).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::parse_duration)]
+    pub eviction_monitoring_interval: std::time::Duration,
+}
+
+impl EvictionArgs {
+    /// The eviction manager's settings. Errors: the kubelet's words for a bad threshold,
+    /// grace period or minimum reclaim, or a zero monitoring interval (bad usage).
+    pub fn settings(
+        &self,
+        kubelet: &KubeletArgs,
+        version: KubeVersion,
+    ) -> Result<podgrace_node::eviction::EvictionSettings, BadInput> {
+        use podgrace_core::rules::eviction::{
+            parse_threshold_config, EvictionConfig, EvictionFlags,
+        };
+        if self.eviction_monitoring_interval.is_zero() {
+            return Err(BadInput(
+                "--eviction-monitoring-interval must be more than 0".into(),
+            ));
+        }
+        let thresholds = parse_threshold_config(&EvictionFlags {
+            hard: self.eviction_hard.clone(),
+            soft: self.eviction_soft.clone(),
+            soft_grace_period: self.eviction_soft_grace_period.clone(),
+            minimum_reclaim: self.eviction_minimum_reclaim.clone(),
+        })
+        .map_err(|e| BadInput(format!("error: {e}")))?;
+        let node_memory = match self.node_memory {
+            Some(m) => m,
+            None => podgrace_node::runtime::cgroup::node_resources().memory_capacity,
+        };
+        Ok(podgrace_node::eviction::EvictionSettings {
+            config: EvictionConfig {
+                thresholds,
+                eviction_max_pod_grace_period_seconds: kubelet.eviction_max_pod_grace_period,
+                pressure_transition_period: self.eviction_pressure_transition_period,
+            },
+            node_memory_bytes: node_memory,
+            monitoring_interval: self.eviction_monitoring_interval,
+            version,
+        })
+    }
+}
+
+/// `--shutdown-grace-period-by-pod-priority PRIORITY=SECONDS,...`.
+fn parse_by_priority(
+    s: &str,
+) -> Result<Vec<podgrace_core::rules::nodeshutdown::ShutdownGracePeriodByPodPriority>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (prio, secs) = p
+                .split_once('=')
+                .ok_or_else(|| format!("{p:?}: expected PRIORITY=SECONDS"))?;
+            let priority: i32 = prio
+                .trim()
+                .parse()
+                .map_err(|e| format!("{p:?}: priority: {e}"))?;
+            let seconds: i64 = secs
+                .trim()
+                .parse()
+                .map_err(|e| format!("{p:?}: seconds: {e}"))?;
+            if seconds < 0 {
+                return Err(format!("{p:?}: shutdownGracePeriodSeconds must be >= 0"));
+            }
+            Ok(
+                podgrace_core::rules::nodeshutdown::ShutdownGracePeriodByPodPriority {
+                    priority,
+                    shutdown_grace_period_seconds: seconds,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Graceful node shutdown's flags (`serve`), in the kubelet's terms. Off unless a period is
+/// given, as on the kubelet.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShutdownArgs {
+    /// shutdownGracePeriod: how long a node shutdown (SIGTERM to serve, or `podgrace node
+    /// shutdown`) takes in all; regular pods get what critical pods do not. 0 (the default):
+    /// off, and SIGTERM deletes every pod as a drain does.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = super::parse_duration)]
+    pub shutdown_grace_period: std::time::Duration,
+    /// shutdownGracePeriodCriticalPods: the part of --shutdown-grace-period kept for critical
+    /// pods (priority 2000000000 and above), killed after the others.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = super::parse_duration)]
+    pub shutdown_grace_period_critical_pods: std::time::Duration,
+    /// shutdownGracePeriodByPodPriority, instead of the two periods: `PRIORITY=SECONDS` pairs
+    /// (`100000=10,0=30`); pods go to the group of the highest priority at or below theirs and
+    /// groups are killed from the lowest.
+    #[arg(long, value_name = "PRIORITY=SECONDS,...", value_parser = parse_by_priority)]
+    pub shutdown_grace_period_by_pod_priority:
+        Option<Vec<podgrace_core::rules::nodeshutdown::ShutdownGracePeriodByPodPriority>>,
+}
+
+impl ShutdownArgs {
+    /// The priority groups, `None` when off. Errors: the kubelet's validation words.
+    pub fn groups(
+        &self,
+    ) -> Result<
+        Option<Vec<podgrace_core::rules::nodeshutdown::ShutdownGracePeriodByPodPriority>>,
+        BadInput,
+    > {
+        podgrace_core::rules::nodeshutdown::shutdown_config(
+            self.shutdown_grace_period,
+            self.shutdown_grace_period_critical_pods,
+            self.shutdown_grace_period_by_pod_priority
+                .as_deref()
+                .unwrap_or_default(),
+        )
+        .map_err(|e| BadInput(format!("error: {e}")))
+    }
+}

@@ -10,6 +10,7 @@ pub mod lag;
 pub mod lean;
 pub mod lint;
 pub mod live;
+pub mod node;
 pub mod prestop_wait;
 pub mod run;
 pub mod serve;

@@ -64,6 +64,8 @@ pub struct Args {
     evict: Option<Eviction>,
     #[command(flatten)]
     kubelet: KubeletArgs,
+    #[command(flatten)]
+    eviction: super::args::EvictionArgs,
     /// Override a container's stop signal: CONTAINER=SIGNAL (repeatable), for images whose
     /// STOPSIGNAL podgrace cannot know.
     #[arg(long = "stop-signal", value_name = "CONTAINER=SIGNAL", value_parser = parse_assignment)]
@@ -161,6 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             },
             None => load_pod(&args)?,
         };
+    let eviction = args
+        .eviction
+        .settings(&args.kubelet, args.version.kubernetes_version)?;
     let opts = PodOptions {
         version: args.version.kubernetes_version,
         namespace: "default".into(),
@@ -172,6 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         force_host: false,
         images: args.runtime.runtime != RuntimeChoice::Process,
         uid: None,
+        node: Some(podgrace_node::kubelet::active::ActivePods::new()),
     };
     for name in opts.stop_signal_overrides.keys() {
         if plan.container(name).is_none() {
@@ -223,13 +229,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     eprintln!("warning: no permission for PID and network namespaces: containers run as plain host processes on the host network, without cgroups or resource limits, so a process without a SIGTERM handler dies on SIGTERM instead of ignoring it as PID 1 does; run as root for kubelet fidelity");
                 }
                 let events = rt.clone();
-                supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags).await
+                let node = (eviction, podgrace_node::runtime::cgroup::process_root());
+                supervise(rt, output, move |id| events.stop_events(id), namespaced, plan, opts, &args, flags, node).await
             }
             RuntimeChoice::Containerd { socket } => {
                 let (rt, output) = super::connect_containerd(socket, None, "").await?;
                 let rt = Arc::new(rt);
                 let events = rt.clone();
-                supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags).await
+                supervise(rt, output, move |id| events.stop_events(id), true, plan, opts, &args, flags, (eviction, String::new())).await
             }
         }
     })?;
@@ -373,6 +380,7 @@ async fn supervise<R: RuntimeService + 'static>(
     opts: PodOptions,
     args: &Args,
     flags: KubectlDeleteFlags,
+    (eviction, cgroup_root): (podgrace_node::eviction::EvictionSettings, String),
 ) -> anyhow::Result<RunReport> {
     let events = EventRecorder::new();
     let pod_name = plan.name.clone();
@@ -395,8 +403,9 @@ async fn supervise<R: RuntimeService + 'static>(
         }
     });
     let mut live = events.subscribe();
+    let node_start = std::time::Instant::now();
+    let start = node_start;
     let printer = tokio::spawn(async move {
-        let start = std::time::Instant::now();
         while let Some(e) = live.recv().await {
             eprintln!(
                 "{:>9.3}s  {:7}  {:20} {:12} {}",
@@ -409,6 +418,25 @@ async fn supervise<R: RuntimeService + 'static>(
         }
     });
     let mut container_events = events.subscribe();
+    // The kubelet's eviction manager on this one-pod node; its node events printed as the
+    // pod's are.
+    let manager = opts.node.clone().map(|active| {
+        podgrace_node::eviction::start(
+            eviction,
+            active,
+            &cgroup_root,
+            Arc::new(move |e: podgrace_node::eviction::NodeEvent| {
+                eprintln!(
+                    "{:>9.3}s  {:7}  {:20} {:12} {}",
+                    node_start.elapsed().as_secs_f64(),
+                    if e.warning { "Warning" } else { "Normal" },
+                    e.reason,
+                    "node",
+                    e.message
+                );
+            }),
+        )
+    });
     let pod = run_pod(runtime.clone(), plan, opts, events);
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terms = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
@@ -497,6 +525,7 @@ async fn supervise<R: RuntimeService + 'static>(
         }
     }
     let report = pod.wait().await.map_err(|e| BadInput(e.to_string()))?;
+    drop(manager);
     let run = build_report(&report, stop_events, namespaced);
     if let Some(sb) = &report.sandbox {
         let _ = runtime

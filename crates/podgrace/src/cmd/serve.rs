@@ -1,7 +1,12 @@
 //! `podgrace serve`: a single-node Kubernetes API server on this machine, closed by default
 //! (127.0.0.1 only unless `--bind`, TLS with its own CA, a bearer token), with a kubeconfig
 //! for kubectl and client libraries. Ctrl-C (or SIGTERM) deletes every pod as a node drain
-//! would and exits when they are gone; a second one exits at once.
+//! would and exits when they are gone; a second one exits at once. With graceful node
+//! shutdown configured (`--shutdown-grace-period`, as on the kubelet, where it is off by
+//! default), Ctrl-C or SIGTERM is the node shutting down instead: the kubelet's shutdown
+//! manager kills the pods by priority group without deleting them (they stay `Failed`,
+//! reason `Terminated`), then serve exits. `podgrace node shutdown` shuts the node down
+//! while serve keeps serving the API.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -56,6 +61,16 @@ pub struct Args {
     proxy_records: Option<PathBuf>,
     #[command(flatten)]
     runtime: super::RuntimeArgs,
+    #[command(flatten)]
+    kubelet: super::args::KubeletArgs,
+    #[command(flatten)]
+    eviction: super::args::EvictionArgs,
+    #[command(flatten)]
+    shutdown: super::args::ShutdownArgs,
+    /// The kubelet's nodeStatusUpdateFrequency: how often the Node's conditions are computed
+    /// and written when they changed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::parse_duration)]
+    node_status_update_frequency: Duration,
 }
 
 /// The longest endpoint lag: 24 hours.
@@ -112,6 +127,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.iptables_min_sync_period > MAX_LAG {
         return Err(BadInput("--iptables-min-sync-period must be at most 24h".into()).into());
     }
+    if args.node_status_update_frequency.is_zero() {
+        return Err(BadInput("--node-status-update-frequency must be more than 0".into()).into());
+    }
+    // Checked before anything starts.
+    args.eviction
+        .settings(&args.kubelet, args.version.kubernetes_version)?;
+    args.shutdown.groups()?;
     let rt = tokio::runtime::Runtime::new().on_machine(|| "starting the runtime".into())?;
     rt.block_on(serve(args))
 }
@@ -172,7 +194,34 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         "{}",
         crate::render::serve::banner(args.version.kubernetes_version, &server, &abs)
     );
-    let router = podgrace_api::http::authenticated_router(api.clone(), creds.token.clone());
+    // The kubelet's eviction and node shutdown managers, their Events on the Node
+    // written through the API.
+    let eviction = args
+        .eviction
+        .settings(&args.kubelet, args.version.kubernetes_version)?;
+    let memory_reservation = hard_memory_reservation(&eviction);
+    let node_memory = eviction.node_memory_bytes;
+    let managers = Arc::new(podgrace_kubelet::managers::NodeManagers::start(
+        podgrace_api::in_process_client(api.clone()),
+        podgrace_kubelet::Clock::now(),
+        podgrace_kubelet::managers::ManagersConfig {
+            node_name: args.node_name.clone(),
+            cgroup_root: match &args.runtime.runtime {
+                RuntimeChoice::Process => podgrace_node::runtime::cgroup::process_root(),
+                RuntimeChoice::Containerd { .. } => String::new(),
+            },
+            eviction: Some(eviction),
+            shutdown: args.shutdown.groups()?,
+        },
+    ));
+    let router = podgrace_api::http::authenticated_router(api.clone(), creds.token.clone()).route(
+        &shutdown_path(&args.node_name),
+        axum::routing::post({
+            let managers = managers.clone();
+            let token = creds.token.clone();
+            move |req: axum::extract::Request| node_shutdown(managers.clone(), token.clone(), req)
+        }),
+    );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let listen = tokio::spawn(podgrace_api::listener::serve(
         listener,
@@ -187,6 +236,12 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         node_name: args.node_name.clone(),
         version: args.version.kubernetes_version,
         log_dir: Some(log_dir.path.clone()),
+        active: managers.active(),
+        health: Some(managers.health()),
+        admit: Some(managers.admission()),
+        node_status_update_frequency: args.node_status_update_frequency,
+        node_memory_bytes: u64::try_from(node_memory).ok(),
+        memory_eviction_reservation: memory_reservation,
         ..KubeletConfig::default()
     };
     let kubelet_client = podgrace_api::in_process_client(api.clone());
@@ -237,6 +292,33 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
         _ = sigint.recv() => {}
         _ = sigterm.recv() => {}
     }
+    if managers.shutdown_configured() && !managers.shutting_down() {
+        // Graceful node shutdown (logind's PrepareForShutdown on a real node): the pods are
+        // killed by priority group and stay as the kubelet leaves them; then the node is gone.
+        eprintln!("podgrace serve: node shutdown: killing the pods by priority group (Ctrl-C again to exit at once)");
+        let done = tokio::select! {
+            r = managers.shutdown() => Some(r),
+            _ = sigint.recv() => None,
+            _ = sigterm.recv() => None,
+        };
+        match done {
+            Some(records) => {
+                eprint!("{}", crate::render::serve::shutdown_records(&records));
+                controllers.abort_all();
+                kubelet.shutdown().await;
+                eprintln!("podgrace serve: the node has shut down");
+            }
+            None => {
+                eprintln!("podgrace serve: exiting at once");
+                podgrace_node::sandbox::teardown_own();
+            }
+        }
+        drop(kube_proxy);
+        let _ = stop_tx.send(());
+        let _ = listen.await;
+        drop(log_dir);
+        return Ok(Outcome::Success);
+    }
     // Stopped first, so that the drain's deletes are not answered with replacement pods.
     controllers.abort_all();
     eprintln!("podgrace serve: draining: deleting every pod (Ctrl-C again to exit at once)");
@@ -265,6 +347,57 @@ async fn serve(args: Args) -> anyhow::Result<Outcome> {
     let _ = listen.await;
     drop(log_dir);
     Ok(Outcome::Success)
+}
+
+/// The allocatable memory the hard `memory.available` threshold keeps back, bytes
+/// (`hardEvictionReservation`: its quantity, or its percentage of the capacity).
+fn hard_memory_reservation(e: &podgrace_node::eviction::EvictionSettings) -> u64 {
+    e.config
+        .thresholds
+        .iter()
+        .filter(|t| {
+            t.is_hard()
+                && t.signal == podgrace_core::rules::eviction::EvictionSignal::MemoryAvailable
+        })
+        .filter_map(|t| t.quantity(Some(e.node_memory_bytes)))
+        .map(|q| u64::try_from(q).unwrap_or(0))
+        .sum()
+}
+
+/// The path `podgrace node shutdown` posts to (not a Kubernetes API: the node's own
+/// announcement of its shutdown, what systemd-logind's `PrepareForShutdown` is to a kubelet).
+pub fn shutdown_path(node: &str) -> String {
+    format!("/podgrace/v1/nodes/{node}/shutdown")
+}
+
+/// `POST /podgrace/v1/nodes/NODE/shutdown` with the API's bearer token: the node shuts down
+/// (its shutdown manager kills the pods by priority group) and the answer, once it is done, is
+/// the JSON of what was killed; serve goes on serving the API (the node stays NotReady).
+/// Without graceful node shutdown configured: 409 with the kubelet's reason.
+async fn node_shutdown(
+    managers: Arc<podgrace_kubelet::managers::NodeManagers>,
+    token: String,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !podgrace_api::http::authenticated(&req, &token) {
+        return (http::StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response();
+    }
+    if !managers.shutdown_configured() {
+        return (
+            http::StatusCode::CONFLICT,
+            "graceful node shutdown is off: serve was started without --shutdown-grace-period or --shutdown-grace-period-by-pod-priority\n",
+        )
+            .into_response();
+    }
+    let t0 = std::time::Instant::now();
+    let records = managers.shutdown().await;
+    let body = crate::render::serve::shutdown_json(&records, t0);
+    (
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Deletes every pod with default options (each its own grace period), as a node drain does.

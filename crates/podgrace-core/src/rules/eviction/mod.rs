@@ -5,25 +5,29 @@
 //! grace periods are whole seconds (`i64`); points in time are [`std::time::Duration`]s since an arbitrary
 //! origin chosen by the caller (no clock is read here).
 //!
-//! One concept per module: signals and thresholds (`thresholds`), the eviction order
-//! (`ranking`), the manager's `synchronize` and `Admit` (`manager`); the grace-period override of
-//! an eviction is here.
+//! One concept per module: signals and thresholds (`thresholds`), the kubelet's flags
+//! (`config`), the eviction order (`ranking`), the manager's `synchronize` and `Admit`
+//! (`manager`); the grace-period override of an eviction is here.
 
 use crate::KubeVersion;
 
+mod config;
 mod manager;
 mod ranking;
 mod thresholds;
 
+pub use config::{
+    parse_threshold_config, EvictionFlagError, EvictionFlags, DEFAULT_MONITORING_INTERVAL,
+};
 pub use manager::{
-    admit, AdmitPod, Eviction, EvictionConfig, EvictionManager, Observation, SyncOutcome,
-    SynchronizeError,
+    admit, choose, signal_resource, AdmitPod, Eviction, EvictionConfig, EvictionManager,
+    Observation, Reclaim, SyncOutcome, SynchronizeError,
 };
 pub use ranking::{
     disk, exceed_disk_requests, exceed_memory_requests, memory, ordered_by, priority, process,
     rank, rank_keys_for, sort_by_eviction_priority, sort_signals_by_eviction_priority,
-    PodEvictionStats, QosClass, RankFn, RANK_DISK_PRESSURE, RANK_MEMORY_PRESSURE,
-    RANK_PID_PRESSURE,
+    ContainerEvictionStats, PodEvictionStats, QosClass, RankFn, RANK_DISK_PRESSURE,
+    RANK_MEMORY_PRESSURE, RANK_PID_PRESSURE,
 };
 pub use thresholds::{
     default_eviction_hard, parse_threshold, pressure_transition_period, EvictionSignal,
@@ -208,13 +212,7 @@ mod tests {
         ];
         pods[0].static_or_mirror = true;
         assert!(pod("p", SYSTEM_CRITICAL_PRIORITY, 0).is_critical());
-        let obs = BTreeMap::from([(
-            EvictionSignal::MemoryAvailable,
-            Observation {
-                available: 1,
-                capacity: None,
-            },
-        )]);
+        let obs = BTreeMap::from([(EvictionSignal::MemoryAvailable, Observation::new(1, None))]);
         let mut m = EvictionManager::new();
         let out = m.synchronize(&cfg, Duration::ZERO, &obs, &pods, V).unwrap();
         assert_eq!(out.refused_critical, vec!["critical".to_string()]);
@@ -222,10 +220,7 @@ mod tests {
         // 0 transition period means 5 minutes.
         let calm = BTreeMap::from([(
             EvictionSignal::MemoryAvailable,
-            Observation {
-                available: 2 << 30,
-                capacity: None,
-            },
+            Observation::new(2 << 30, None),
         )]);
         let out = m
             .synchronize(&cfg, Duration::from_secs(299), &calm, &pods, V)
@@ -240,6 +235,180 @@ mod tests {
         assert!(m
             .synchronize(&cfg, Duration::from_secs(1), &calm, &pods, V)
             .is_err());
+    }
+
+    fn mem(available: &str) -> BTreeMap<EvictionSignal, Observation> {
+        let q = Quantity::parse(available).unwrap().value();
+        BTreeMap::from([(EvictionSignal::MemoryAvailable, Observation::new(q, None))])
+    }
+
+    fn mem_pod(name: &str, prio: i32, request_mi: i64, ws_mi: i64) -> PodEvictionStats {
+        PodEvictionStats {
+            name: name.into(),
+            priority: Some(prio),
+            termination_grace_period_seconds: None,
+            memory_request_bytes: request_mi << 20,
+            memory_working_set_bytes: Some(ws_mi << 20),
+            ..Default::default()
+        }
+    }
+
+    /// `TestMinReclaim` (eviction_manager_test.go): `memory.available<1Gi` with a minimum
+    /// reclaim of 500Mi. At 1.2Gi the threshold is still met (not 1.5Gi yet) and the same pod
+    /// is evicted again; at 2Gi nothing is evicted but the condition stays for the transition
+    /// period.
+    #[test]
+    fn min_reclaim_as_upstream_test_min_reclaim() {
+        let mut t = parse_threshold("memory.available<1Gi", Duration::ZERO)
+            .unwrap()
+            .unwrap();
+        t.min_reclaim = Some(ThresholdValue::bytes(500 << 20));
+        let cfg = EvictionConfig {
+            thresholds: vec![t],
+            eviction_max_pod_grace_period_seconds: 5,
+            pressure_transition_period: Duration::from_secs(300),
+        };
+        let pods = [
+            mem_pod("guaranteed-low-priority-high-usage", -1, 1024, 900),
+            mem_pod("burstable-below-requests", 0, 100, 50),
+            mem_pod("burstable-above-requests", 0, 100, 400),
+            mem_pod("best-effort-high-priority-high-usage", 1, 0, 400),
+            mem_pod("best-effort-low-priority-low-usage", -1, 0, 100),
+        ];
+        let mut m = EvictionManager::new();
+        let min = Duration::from_secs(60);
+        let out = m
+            .synchronize(&cfg, Duration::ZERO, &mem("2Gi"), &pods, V)
+            .unwrap();
+        assert!(out.node_conditions.is_empty() && out.eviction.is_none());
+        for (at, available, evicted, pressure) in [
+            (1, "500Mi", Some("best-effort-low-priority-low-usage"), true),
+            (2, "1.2Gi", Some("best-effort-low-priority-low-usage"), true),
+            (3, "2Gi", None, true),
+            (8, "2Gi", None, false),
+        ] {
+            let out = m
+                .synchronize(&cfg, min * at, &mem(available), &pods, V)
+                .unwrap();
+            let e = out.eviction.as_ref();
+            assert_eq!(e.map(|e| e.pod.as_str()), evicted, "{available} at {at}m");
+            if let Some(e) = e {
+                assert_eq!(e.grace_period_override, 1, "a hard threshold");
+            }
+            assert_eq!(
+                out.node_conditions
+                    .contains(&NodePressureCondition::MemoryPressure),
+                pressure,
+                "{available} at {at}m"
+            );
+        }
+    }
+
+    /// `TestMemoryPressure_VerifyPodStatus`: the status message of a pod without container
+    /// statistics, and the node's `EvictionThresholdMet` event.
+    #[test]
+    fn the_eviction_message_in_the_kubelet_words() {
+        let cfg = EvictionConfig {
+            thresholds: vec![parse_threshold("memory.available<2Gi", Duration::ZERO)
+                .unwrap()
+                .unwrap()],
+            eviction_max_pod_grace_period_seconds: 0,
+            pressure_transition_period: Duration::from_secs(300),
+        };
+        let pods = [
+            mem_pod("below-requests", 0, 1024, 900),
+            mem_pod("above-requests", 0, 100, 700),
+        ];
+        let mut m = EvictionManager::new();
+        let out = m
+            .synchronize(&cfg, Duration::ZERO, &mem("1500Mi"), &pods, V)
+            .unwrap();
+        let r = out.reclaim.as_ref().unwrap();
+        assert_eq!(r.event_message(), "Attempting to reclaim memory");
+        let e = out.eviction.unwrap();
+        assert_eq!(e.pod, "above-requests");
+        assert_eq!(
+            e.message,
+            "The node was low on resource: memory. Threshold quantity: 2Gi, available: 1500Mi. "
+        );
+        // With container statistics: the containers above their request are named, their
+        // usage in binary SI (not divisible by 1024: plain bytes).
+        let mut hog = mem_pod("hog", 0, 0, 210);
+        hog.containers = vec![
+            ContainerEvictionStats {
+                name: "hog".into(),
+                memory_request: "0".into(),
+                memory_request_bytes: 0,
+                memory_working_set_bytes: Some(215_440 << 10),
+            },
+            ContainerEvictionStats {
+                name: "side".into(),
+                memory_request: "64Mi".into(),
+                memory_request_bytes: 64 << 20,
+                memory_working_set_bytes: Some((1 << 20) + 1),
+            },
+        ];
+        let mut m = EvictionManager::new();
+        let obs = BTreeMap::from([(
+            EvictionSignal::MemoryAvailable,
+            Observation::new(94_371_841, None),
+        )]);
+        let cfg = EvictionConfig {
+            thresholds: vec![parse_threshold("memory.available<100Mi", Duration::ZERO)
+                .unwrap()
+                .unwrap()],
+            ..cfg
+        };
+        let e = m
+            .synchronize(&cfg, Duration::ZERO, &obs, &[hog], V)
+            .unwrap()
+            .eviction
+            .unwrap();
+        assert_eq!(
+            e.message,
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 94371841. Container hog was using 215440Ki, request is 0, has larger consumption of memory. "
+        );
+        assert_eq!(e.annotations["offending_containers"], "hog");
+        assert_eq!(e.annotations["offending_containers_usage"], "215440Ki");
+        assert_eq!(e.annotations["starved_resource"], "memory");
+    }
+
+    /// `thresholdsUpdatedStats`: a round whose statistics are not newer than the last one's
+    /// evicts nothing, though the threshold is met.
+    #[test]
+    fn stale_statistics_evict_nothing() {
+        let cfg = EvictionConfig {
+            thresholds: vec![parse_threshold("memory.available<1Gi", Duration::ZERO)
+                .unwrap()
+                .unwrap()],
+            eviction_max_pod_grace_period_seconds: 0,
+            pressure_transition_period: Duration::from_secs(300),
+        };
+        let at = |t: u64| {
+            BTreeMap::from([(
+                EvictionSignal::MemoryAvailable,
+                Observation {
+                    available: 1,
+                    capacity: None,
+                    time: Some(Duration::from_secs(t)),
+                },
+            )])
+        };
+        let pods = [mem_pod("a", 0, 0, 1)];
+        let mut m = EvictionManager::new();
+        let s = Duration::from_secs;
+        assert!(m
+            .synchronize(&cfg, s(0), &at(0), &pods, V)
+            .unwrap()
+            .eviction
+            .is_some());
+        let out = m.synchronize(&cfg, s(10), &at(0), &pods, V).unwrap();
+        assert!(out.eviction.is_none() && !out.node_conditions.is_empty());
+        assert!(m
+            .synchronize(&cfg, s(20), &at(15), &pods, V)
+            .unwrap()
+            .eviction
+            .is_some());
     }
 
     #[test]

@@ -54,9 +54,70 @@ pub struct PodEvictionStats {
     pub disk_usage: Option<i64>,
     /// Process count; `None` = no stats.
     pub process_count: Option<i64>,
+    /// The containers (regular, then init containers), for the eviction message.
+    pub containers: Vec<ContainerEvictionStats>,
+}
+
+/// What the eviction message says of one container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerEvictionStats {
+    /// The container's name.
+    pub name: String,
+    /// Its memory request as the API writes it (`64Mi`; `0` when it has none).
+    pub memory_request: String,
+    /// Its memory request, bytes (0 when none).
+    pub memory_request_bytes: i64,
+    /// Its working set, bytes; `None` = no stats.
+    pub memory_working_set_bytes: Option<i64>,
 }
 
 impl PodEvictionStats {
+    /// What the eviction manager knows of a pod from its spec (`name` as the caller names
+    /// it): its priority (`spec.priority`, or the built-in critical classes' value), TGPS (as
+    /// the API server stores it: always set), its memory request (`PodRequests`: regular
+    /// containers and sidecars summed, init containers' largest) and each container's
+    /// (defaulted from the limit, as stored), no usage yet.
+    ///
+    /// Upstream: `pkg/kubelet/eviction/helpers.go` (`exceedMemoryRequests` reads
+    /// `GetResourceRequestQuantity`), `evictionMessage` (the container's `Requests[memory]`).
+    pub fn from_plan(name: String, plan: &crate::plan::PodPlan) -> PodEvictionStats {
+        use crate::rules::quantity::Quantity;
+        let requests = crate::rules::resources::pod_requests(&plan.resources());
+        let containers = plan
+            .containers
+            .iter()
+            .chain(plan.init_containers.iter())
+            .map(|c| {
+                let written = c
+                    .resources
+                    .requests
+                    .get("memory")
+                    .or_else(|| c.resources.limits.get("memory"));
+                let parsed = written.and_then(|w| Quantity::parse_with_format(w.trim()).ok());
+                ContainerEvictionStats {
+                    name: c.name.clone(),
+                    memory_request: parsed.map_or_else(|| "0".to_string(), |(q, f)| q.canonical(f)),
+                    memory_request_bytes: parsed.map_or(0, |(q, _)| q.value()),
+                    memory_working_set_bytes: None,
+                }
+            })
+            .collect();
+        PodEvictionStats {
+            name,
+            priority: plan.effective_priority(),
+            static_or_mirror: false,
+            termination_grace_period_seconds: Some(plan.termination_grace_period_seconds),
+            memory_request_bytes: requests.get("memory").map_or(0, |q| q.value()),
+            memory_working_set_bytes: None,
+            ephemeral_storage_request_bytes: requests
+                .get("ephemeral-storage")
+                .map_or(0, |q| q.value()),
+            disk_usage: None,
+            process_count: None,
+            containers,
+        }
+    }
+
     /// Critical pods are never evicted (`kubelettypes.IsCriticalPod`: static, mirror, or
     /// priority ≥ 2000000000).
     pub fn is_critical(&self) -> bool {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::rules::quantity::Quantity;
+use crate::rules::quantity::{Quantity, QuantityFormat};
 
 /// `evictionPressureTransitionPeriod` default, and what a configured 0 becomes: 5 minutes.
 pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
@@ -106,10 +106,55 @@ impl EvictionSignal {
 /// A threshold value: an absolute quantity or a fraction of capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThresholdValue {
-    /// Bytes, inodes or PIDs.
-    Quantity(i64),
+    /// Bytes, inodes or PIDs, with the format it was written in (`100Mi` is written back as
+    /// `100Mi`, `1e9` as `1e9`).
+    Quantity {
+        /// The amount (`Value()`: bytes, inodes or PIDs).
+        value: i64,
+        /// The format of the quantity as written.
+        format: QuantityFormat,
+    },
     /// A fraction of capacity in 0..=1 (`10%` is 0.1).
     Percentage(f64),
+}
+
+impl ThresholdValue {
+    /// An absolute amount written without a suffix (decimal SI).
+    pub fn amount(value: i64) -> ThresholdValue {
+        ThresholdValue::Quantity {
+            value,
+            format: QuantityFormat::DecimalSI,
+        }
+    }
+
+    /// An amount of bytes written in binary SI (`100Mi`).
+    pub fn bytes(value: i64) -> ThresholdValue {
+        ThresholdValue::Quantity {
+            value,
+            format: QuantityFormat::BinarySI,
+        }
+    }
+
+    /// The value as an absolute quantity for a signal with `capacity` (`GetThresholdQuantity`:
+    /// capacity × percentage, truncated); `None` for a percentage without capacity.
+    pub fn quantity(&self, capacity: Option<i64>) -> Option<i64> {
+        match *self {
+            ThresholdValue::Quantity { value, .. } => Some(value),
+            ThresholdValue::Percentage(p) => capacity.map(|c| (c as f64 * p) as i64),
+        }
+    }
+
+    /// The quantity as the kubelet prints it in an eviction message (`%v` of
+    /// `GetThresholdQuantity`'s result): the written quantity in its format (`100Mi`), or a
+    /// percentage of capacity in binary SI.
+    pub fn quantity_string(&self, capacity: Option<i64>) -> Option<String> {
+        match *self {
+            ThresholdValue::Quantity { value, format } => {
+                Some(Quantity::from_units(value).canonical(format))
+            }
+            ThresholdValue::Percentage(_) => self.quantity(capacity).map(Quantity::binary_si),
+        }
+    }
 }
 
 /// One eviction threshold (`evictionapi.Threshold`, operator always `<`).
@@ -121,6 +166,10 @@ pub struct Threshold {
     pub value: ThresholdValue,
     /// `evictionSoftGracePeriod` for a soft threshold; zero for a hard one.
     pub grace_period: Duration,
+    /// `evictionMinimumReclaim` of the signal: once met, the threshold counts as met until the
+    /// signal is above the threshold plus this much (`thresholdsMet` with
+    /// `enforceMinReclaim`).
+    pub min_reclaim: Option<ThresholdValue>,
 }
 
 impl Threshold {
@@ -132,10 +181,32 @@ impl Threshold {
     /// The threshold as an absolute quantity for a signal with `capacity`
     /// (`GetThresholdQuantity`: capacity × percentage, truncated).
     pub fn quantity(&self, capacity: Option<i64>) -> Option<i64> {
-        match self.value {
-            ThresholdValue::Quantity(q) => Some(q),
-            ThresholdValue::Percentage(p) => capacity.map(|c| (c as f64 * p) as i64),
+        self.value.quantity(capacity)
+    }
+
+    /// The quantity below which the threshold stays met once it was: the threshold plus its
+    /// minimum reclaim (`thresholdsMet` with `enforceMinReclaim`), or the threshold alone.
+    pub fn quantity_with_min_reclaim(&self, capacity: Option<i64>) -> Option<i64> {
+        let q = self.quantity(capacity)?;
+        match &self.min_reclaim {
+            Some(m) => Some(q.saturating_add(m.quantity(capacity)?)),
+            None => Some(q),
         }
+    }
+
+    /// The same threshold: signal, value and grace period (`hasThreshold`, which
+    /// `mergeThresholds` dedups with; the minimum reclaim is not compared).
+    pub fn same(&self, other: &Threshold) -> bool {
+        self.signal == other.signal
+            && self.grace_period == other.grace_period
+            && match (self.value, other.value) {
+                (
+                    ThresholdValue::Quantity { value: a, .. },
+                    ThresholdValue::Quantity { value: b, .. },
+                ) => a == b,
+                (ThresholdValue::Percentage(a), ThresholdValue::Percentage(b)) => a == b,
+                _ => false,
+            }
     }
 }
 
@@ -236,7 +307,7 @@ pub fn parse_threshold(
         }
         ThresholdValue::Percentage(f64::from(fraction))
     } else {
-        let q = Quantity::parse(value).map_err(|e| bad(e.to_string()))?;
+        let (q, format) = Quantity::parse_with_format(value).map_err(|e| bad(e.to_string()))?;
         if q.is_negative() || q.is_zero() {
             return Err(ParseThresholdError::NotPositive {
                 statement: s.into(),
@@ -244,12 +315,16 @@ pub fn parse_threshold(
                 value: value.into(),
             });
         }
-        ThresholdValue::Quantity(q.value())
+        ThresholdValue::Quantity {
+            value: q.value(),
+            format,
+        }
     };
     Ok(Some(Threshold {
         signal,
         value,
         grace_period,
+        min_reclaim: None,
     }))
 }
 
@@ -263,13 +338,15 @@ pub fn default_eviction_hard(os: crate::rules::runtime::NodeOs) -> Vec<Threshold
     use EvictionSignal::*;
     let q = |signal, v| Threshold {
         signal,
-        value: ThresholdValue::Quantity(v),
+        value: ThresholdValue::bytes(v),
         grace_period: Duration::ZERO,
+        min_reclaim: None,
     };
     let p = |signal, v| Threshold {
         signal,
         value: ThresholdValue::Percentage(v),
         grace_period: Duration::ZERO,
+        min_reclaim: None,
     };
     match os {
         crate::rules::runtime::NodeOs::Linux => vec![

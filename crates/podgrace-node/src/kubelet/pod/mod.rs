@@ -79,6 +79,62 @@ pub struct PodOptions {
     /// the pod (`format.Pod`: `NAME_NAMESPACE(UID)` in BackOff and hook messages) and in the
     /// sandbox's metadata; `None` draws a fresh one (`podgrace run`).
     pub uid: Option<String>,
+    /// The node's active pods (the kubelet's pod manager, as its eviction and shutdown
+    /// managers see it): the pod is registered there while its task runs. `None`: no
+    /// node-level manager sees it.
+    pub node: Option<crate::kubelet::active::ActivePods>,
+}
+
+/// The status function of a kill the kubelet initiates (`killPodNow`'s `statusFn`): the
+/// eviction manager's (`Failed`, `Evicted`, its message) or the node shutdown manager's
+/// (`Failed` unless the pod had `Succeeded`, `Terminated`, "Pod was terminated in response
+/// to imminent node shutdown."), each with the condition `DisruptionTarget=True`, reason
+/// `TerminationByKubelet`, and the same message.
+///
+/// Upstream: `pkg/kubelet/eviction/eviction_manager.go` `evictPod`,
+/// `pkg/kubelet/nodeshutdown/nodeshutdown_manager.go` `podManager.killPods` (the condition
+/// from 1.26, GA with `PodDisruptionConditions` in 1.31).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillStatus {
+    /// `status.reason`.
+    pub reason: String,
+    /// `status.message` and the condition's message.
+    pub message: String,
+}
+
+impl KillStatus {
+    /// The phase, reason and message the pod ends with once its containers have stopped,
+    /// over the phase they give ([`podgrace_core::rules::podstatus::status_after_kill`]).
+    pub fn after_kill(
+        &self,
+        computed: podgrace_core::rules::apiserver::PodPhase,
+        version: KubeVersion,
+    ) -> (podgrace_core::rules::apiserver::PodPhase, String, String) {
+        let (phase, reason, message) = podgrace_core::rules::podstatus::status_after_kill(
+            computed,
+            podgrace_core::rules::podstatus::KillStatusFn {
+                reason: &self.reason,
+                message: &self.message,
+            },
+            version,
+        );
+        (phase, reason.to_string(), message.to_string())
+    }
+}
+
+/// A kill the kubelet's node-level managers ask for (`killPodNow`): the grace-period
+/// override, the status it ends with, the event recorded first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillPodNow {
+    /// `gracePeriodOverride`, seconds (the pod worker floors it to 1).
+    pub grace_period_override: i64,
+    /// `KillPodOptions.Evict`: an eviction (true) or a node shutdown (false).
+    pub evict: bool,
+    /// The status function.
+    pub status: KillStatus,
+    /// A Warning event recorded on the pod before the kill (`Evicted` with the message),
+    /// as `reason` and `message`; `None`: none (node shutdown records none).
+    pub event: Option<(&'static str, String)>,
 }
 
 /// What can be asked of a running pod.
@@ -99,6 +155,8 @@ pub enum PodCommand {
     /// name: a running container whose image changed is killed with the pod's grace and
     /// started again with the new one (`computePodActions`: the container's hash changed).
     Images(BTreeMap<String, String>),
+    /// A kill by the eviction or the node shutdown manager (`killPodNow`).
+    KillPodNow(KillPodNow),
 }
 
 /// Why a pod could not be run at all.
@@ -213,10 +271,28 @@ pub fn run_pod<R: RuntimeService + 'static>(
         terminating_since: None,
         grace_period_seconds: None,
         last_delete: None,
+        killed: None,
+        container_ids: Vec::new(),
     });
     let name = plan.name.clone();
+    let commands = cmd_tx.clone();
+    let watch = status_rx.clone();
     let task = tokio::spawn(async move {
         let pod = Pod::new(runtime, plan, opts, events, status_tx)?;
+        // In the node's active pods while the task runs (dropped with it).
+        let _active = pod.opts.node.as_ref().map(|node| {
+            node.register(crate::kubelet::active::ActivePod::new(
+                pod.identity.clone(),
+                pod.plan.clone(),
+                format!(
+                    "{}{}",
+                    pod.rt.cgroup_root(),
+                    crate::kubelet::cri::pod_cgroup_parent(pod.plan.qos_class, &pod.identity.uid)
+                ),
+                commands,
+                watch,
+            ))
+        });
         pod.run(cmd_rx).await
     });
     PodHandle {
@@ -300,6 +376,8 @@ struct Pod<R> {
     /// The pod worker's state.
     worker: PodWorker,
     termination_reason: Option<TerminationReason>,
+    /// The status function of a kubelet-initiated kill (eviction, node shutdown).
+    killed: Option<KillStatus>,
     in_flight: Option<InFlight>,
     /// The effective grace the kill in flight works with, seconds, while it runs.
     kill_grace: Option<i64>,
@@ -321,6 +399,8 @@ struct Pod<R> {
     probe_kill_rx: mpsc::UnboundedReceiver<(usize, Termination)>,
     /// Cancels the probe kills in flight when the pod terminates.
     probe_kill_cancel: Vec<Canceller>,
+    /// The `StartContainer` call in flight, if any (finished before a termination starts).
+    start_in_flight: Option<start::StartInFlight>,
 }
 
 impl<R: RuntimeService + 'static> Pod<R> {
@@ -418,6 +498,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             ctrs,
             worker,
             termination_reason: None,
+            killed: None,
             in_flight: None,
             kill_grace: None,
             pod_killer: tokio::task::JoinSet::new(),
@@ -430,6 +511,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             probe_kill_tx,
             probe_kill_rx,
             probe_kill_cancel: Vec::new(),
+            start_in_flight: None,
         })
     }
 
@@ -519,6 +601,9 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
             }
             if self.terminating() && self.in_flight.is_none() && self.pod_killer.is_empty() {
+                // SyncPod returns only once its StartContainer call has: the container it
+                // started is killed with the rest.
+                self.finish_start_in_flight().await;
                 if self.all_stopped() {
                     break;
                 }
@@ -610,8 +695,16 @@ impl<R: RuntimeService + 'static> Pod<R> {
         // or Succeeded, or the eviction's Failed/Evicted).
         let (init, main) = self.api_statuses();
         let terminal_at = Instant::now();
-        self.api
-            .terminated(terminal_at, self.worker.evicted, init, main);
+        let evicted = self.worker.evicted.then(|| KillStatus {
+            reason: podgrace_core::rules::eviction::EVICTED_REASON.into(),
+            message: String::new(),
+        });
+        self.api.terminated(
+            terminal_at,
+            self.killed.as_ref().or(evicted.as_ref()),
+            init,
+            main,
+        );
         if let Some(sb) = &self.sandbox {
             let _ = self.rt.stop_pod_sandbox(&ctx, sb).await;
         }

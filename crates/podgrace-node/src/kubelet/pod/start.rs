@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use podgrace_core::plan::{ContainerPlan, ContainerRole};
 use podgrace_core::rules::runtime::Signal;
+use tokio::task::JoinHandle;
 
 use super::status::PodWorkerState;
 use super::Pod;
@@ -17,6 +18,25 @@ use crate::hooks::{run_handler, HookTarget};
 use crate::probes::{ContainerRun as ProbeRun, ProbeKind, ProbeState};
 use crate::process::ExitStatus;
 use crate::runtime::{CallContext, RuntimeError, RuntimeService};
+
+/// A `StartContainer` call in flight: the container's index and id, and the call's task.
+pub(super) struct StartInFlight {
+    index: usize,
+    id: String,
+    task: JoinHandle<Result<(), RuntimeError>>,
+}
+
+/// The end of a runtime call's task; a task that panicked is the runtime's error.
+async fn joined<T>(
+    task: impl std::future::Future<Output = Result<Result<T, RuntimeError>, tokio::task::JoinError>>,
+) -> Result<T, RuntimeError> {
+    task.await.unwrap_or_else(|e| {
+        Err(RuntimeError::Host {
+            what: "StartContainer".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    })
+}
 
 /// The exit code the runtime reports for a container it could not start (`StartError`).
 pub(super) const START_ERROR_EXIT_CODE: i32 = 128;
@@ -31,6 +51,8 @@ impl<R: RuntimeService + 'static> Pod<R> {
         if self.failed || self.terminating() {
             return;
         }
+        // A command (an image change) cancelled the last step during its StartContainer.
+        self.finish_start_in_flight().await;
         let n_init = self.plan.init_containers.len();
         for i in 0..self.ctrs.len() {
             let c = &self.ctrs[i];
@@ -140,34 +162,88 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 }
             }
         }
-        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "created");
-        if let Err(e) = self.rt.start_container(&ctx, &id).await {
+        // StartContainer runs in a task of its own, recorded before it is awaited: a
+        // termination that cancels this start (the pod loop drops `start_step` for a command)
+        // does not abandon the call half-way; the pod finishes it before anything else.
+        let rt = self.rt.clone();
+        let call_id = id.clone();
+        let task = tokio::spawn(async move {
+            rt.start_container(&CallContext::background(), &call_id)
+                .await
+        });
+        self.start_in_flight = Some(StartInFlight { index: i, id, task });
+        self.finish_start_in_flight().await;
+    }
+
+    /// Container `i` runs as `id`: the `Started` event and its records; its probes follow it.
+    fn container_started(&mut self, i: usize, id: &str) {
+        let c = &mut self.ctrs[i];
+        self.events.normal(
+            reason::STARTED,
+            Some(&c.plan.name),
+            message::started(&c.plan.name),
+        );
+        c.id = Some(id.to_string());
+        c.running = true;
+        c.exit = None;
+        c.want_start = false;
+        c.ever_started = true;
+        c.probe_killed = false;
+        c.started_at = Some(Instant::now());
+        c.report.ids.push(id.to_string());
+        for p in &c.probes {
+            p.set_container(Some(ProbeRun {
+                container_id: id.to_string(),
+                started_at: tokio::time::Instant::now(),
+                running: true,
+            }));
+        }
+    }
+
+    /// Ends the `StartContainer` call in flight, if any: `Started` and the postStart hook (a
+    /// failed hook kills the container, `FailedPostStartHook`), or the failed start.
+    ///
+    /// A termination that cancelled `SyncPod` meanwhile does not abandon the call: the
+    /// kubelet's pod worker takes the termination only once `SyncPod` has returned, and the
+    /// runtime finishes a start it began. So a container it started is recorded as running,
+    /// with its `Started` event, and the termination then stops it with its grace (preStop,
+    /// stop signal, SIGKILL at the deadline) like any other. Its postStart hook does not run
+    /// then (it would run on the cancelled context), and a failed start is only the `Failed`
+    /// warning (no restart: the pod is terminating). Cancel-safe: dropped while it waits, the
+    /// call stays in flight.
+    ///
+    /// Upstream: `pkg/kubelet/pod_workers.go` (`UpdatePod` cancels the sync's context,
+    /// `podWorkerLoop` runs `SyncTerminatingPod` after `SyncPod` returns),
+    /// `pkg/kubelet/kuberuntime/kuberuntime_container.go` (`startContainer`), 1.22 to 1.37.
+    pub(super) async fn finish_start_in_flight(&mut self) {
+        let Some(start) = self.start_in_flight.as_mut() else {
+            return;
+        };
+        let result = joined(&mut start.task).await;
+        let Some(StartInFlight { index: i, id, .. }) = self.start_in_flight.take() else {
+            return;
+        };
+        let name = self.ctrs[i].plan.name.clone();
+        if let Err(e) = result {
             tracing::debug!(container = %name, error = %e, "StartContainer failed");
-            self.start_failed(i, &e);
+            if self.terminating() {
+                let c = &mut self.ctrs[i];
+                self.events
+                    .warning(reason::FAILED, Some(&name), message::failed(&e));
+                c.running = false;
+                c.want_start = false;
+                c.exit = Some(ExitStatus::Code(START_ERROR_EXIT_CODE));
+            } else {
+                self.start_failed(i, &e);
+            }
             return;
         }
-        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "started");
-        self.events
-            .normal(reason::STARTED, Some(&name), message::started(&name));
-        {
-            let c = &mut self.ctrs[i];
-            c.id = Some(id.clone());
-            c.running = true;
-            c.exit = None;
-            c.want_start = false;
-            c.ever_started = true;
-            c.probe_killed = false;
-            c.started_at = Some(Instant::now());
-            c.report.ids.push(id.clone());
-            for p in &c.probes {
-                p.set_container(Some(ProbeRun {
-                    container_id: id.clone(),
-                    started_at: tokio::time::Instant::now(),
-                    running: true,
-                }));
-            }
+        self.container_started(i, &id);
+        if self.terminating() {
+            return;
         }
         if let Some(handler) = self.ctrs[i].plan.post_start.clone() {
+            let ctx = CallContext::background();
             let ports = self.ctrs[i].plan.ports.clone();
             let hook = HookTarget {
                 pod: &self.kubelet_name,

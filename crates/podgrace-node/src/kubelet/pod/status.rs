@@ -92,6 +92,13 @@ pub struct PodStatus {
     pub grace_period_seconds: Option<i64>,
     /// The last delete and what came of it.
     pub last_delete: Option<DeleteRecord>,
+    /// The status function of a kill by the eviction or the node shutdown manager, once one
+    /// has begun: the API status takes its condition at once and its phase, reason and
+    /// message when every container has stopped.
+    pub killed: Option<super::KillStatus>,
+    /// The running containers' runtime ids, by container name (their cgroups hold their
+    /// memory statistics).
+    pub container_ids: Vec<(String, String)>,
 }
 
 /// Why a container was terminated (the run JSON contract's `reason`).
@@ -107,10 +114,13 @@ pub enum TerminationReason {
     StartupProbe,
     /// The container's definition (its image) changed: killed to be started again.
     DefinitionChanged,
+    /// The node shutdown manager killed the pod.
+    NodeShutdown,
 }
 
 impl TerminationReason {
-    /// `Deleted`, `Evicted`, `LivenessProbe`, `StartupProbe` or `DefinitionChanged`.
+    /// `Deleted`, `Evicted`, `LivenessProbe`, `StartupProbe`, `DefinitionChanged` or
+    /// `NodeShutdown`.
     pub fn as_str(self) -> &'static str {
         match self {
             TerminationReason::Deleted => "Deleted",
@@ -118,6 +128,7 @@ impl TerminationReason {
             TerminationReason::LivenessProbe => "LivenessProbe",
             TerminationReason::StartupProbe => "StartupProbe",
             TerminationReason::DefinitionChanged => "DefinitionChanged",
+            TerminationReason::NodeShutdown => "NodeShutdown",
         }
     }
 }
@@ -223,6 +234,13 @@ impl<R: RuntimeService + 'static> Pod<R> {
             grace_period_seconds: (self.worker.grace_period > 0)
                 .then_some(self.worker.grace_period),
             last_delete: self.deletes.last().copied(),
+            killed: self.killed.clone(),
+            container_ids: self
+                .ctrs
+                .iter()
+                .filter(|c| c.running)
+                .filter_map(|c| Some((c.plan.name.clone(), c.id.clone()?)))
+                .collect(),
         });
     }
 

@@ -103,19 +103,41 @@ impl<R: RuntimeService + 'static> Pod<R> {
                     Some(tgps),
                     version,
                 );
-                let mut u = PodUpdate::new(UpdateType::SyncPodKill, Some(tgps));
-                u.kill = Some(KillPodOptions {
-                    evict: true,
-                    override_seconds: Some(o),
-                });
-                // killPodNow waits g + g/2 (at least 10 s), then says ExceededGracePeriod.
-                let wait = podworker::kill_pod_now_wait_seconds(Some(o), Some(tgps));
-                self.kill_pod_now_deadline =
-                    Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
-                self.enter_termination(u, TerminationReason::Evicted, false);
+                self.kill_pod_now(o, true, TerminationReason::Evicted);
+            }
+            PodCommand::KillPodNow(k) => {
+                if let Some((reason, message)) = &k.event {
+                    self.events.warning(reason, None, message.clone());
+                }
+                if self.killed.is_none() {
+                    self.killed = Some(k.status.clone());
+                }
+                let reason = if k.evict {
+                    TerminationReason::Evicted
+                } else {
+                    TerminationReason::NodeShutdown
+                };
+                self.kill_pod_now(k.grace_period_override, k.evict, reason);
+                self.publish_current();
             }
             PodCommand::Images(images) => self.images_changed(&images),
         }
+    }
+
+    /// `killPodNow`: the pod worker's `SyncPodKill` with the override, and the wait of
+    /// `override + override/2` (at least 10 s) after which the kubelet says
+    /// `ExceededGracePeriod`.
+    fn kill_pod_now(&mut self, override_seconds: i64, evict: bool, reason: TerminationReason) {
+        let tgps = self.plan.termination_grace_period_seconds;
+        let mut u = PodUpdate::new(UpdateType::SyncPodKill, Some(tgps));
+        u.kill = Some(KillPodOptions {
+            evict,
+            override_seconds: Some(override_seconds),
+        });
+        let wait = podworker::kill_pod_now_wait_seconds(Some(override_seconds), Some(tgps));
+        self.kill_pod_now_deadline =
+            Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
+        self.enter_termination(u, reason, false);
     }
 
     pub(super) fn kubectl_error(&self, e: KubectlDeleteError) {
@@ -160,7 +182,10 @@ impl<R: RuntimeService + 'static> Pod<R> {
                 grace_period_seconds: g,
             };
         }
-        if reason == TerminationReason::Evicted {
+        if matches!(
+            reason,
+            TerminationReason::Evicted | TerminationReason::NodeShutdown
+        ) {
             self.termination_reason = Some(reason);
         }
         let Some(kill_grace) = self.kill_grace else {
