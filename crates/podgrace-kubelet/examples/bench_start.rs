@@ -33,6 +33,13 @@ async fn main() {
         .unwrap_or(100);
     // `--host-network`: the pods use the host's network (no network namespace and veth per pod).
     let host_network = args.iter().any(|a| a == "--host-network");
+    // `RUST_LOG=podgrace::start=debug`: the start path's steps, timestamped, on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let api = Api::new(ApiConfig::default());
     let svc = tower::ServiceBuilder::new()
         .map_request(|req: http::Request<kube::client::Body>| req.map(axum::body::Body::new))

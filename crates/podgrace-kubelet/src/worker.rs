@@ -184,6 +184,7 @@ impl<S: RuntimeSource> Sync<S> {
             .await
         {
             Ok(p) => {
+                tracing::debug!(target: "podgrace::start", pod = %self.name, phase = ?p.status.as_ref().and_then(|s| s.phase.clone()), "status written");
                 if let Ok(v) = serde_json::to_value(&p) {
                     self.latest = v;
                 }
@@ -250,7 +251,9 @@ pub async fn sync_pod<S: RuntimeSource>(
     };
     // The environment as makeEnvironmentVariables builds it (ConfigMaps and Secrets read
     // from the API), then the plan of the pod with it.
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "sync begins");
     let env = crate::env::resolve(&shared.client, &s.latest, shared.config.host_ip).await;
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "env resolved");
     let parsed = plan_of(env.as_ref().unwrap_or(&s.latest), version);
     let plan = match &env {
         Ok(_) => parsed.clone().and_then(|p| {
@@ -281,6 +284,7 @@ pub async fn sync_pod<S: RuntimeSource>(
         return;
     }
     let Ok(plan) = plan else { return };
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "planned");
     if let Some((reason, message)) = shared.config.admit.as_ref().and_then(|a| (a.0)(&plan)) {
         // rejectPod: a Warning event, then phase Failed with the reason and the message.
         let mut rec = recorder_for(&s, Some(&plan));
@@ -320,6 +324,7 @@ pub async fn sync_pod<S: RuntimeSource>(
             return;
         }
     };
+    tracing::debug!(target: "podgrace::start", pod = %s.name, "volumes read");
     let (runtime, output) = shared.runtimes.for_pod();
     let observed = Arc::new(ObservedRuntime::new(runtime));
     let log_task = match (output, &shared.config.log_dir) {
@@ -424,6 +429,7 @@ pub async fn sync_pod<S: RuntimeSource>(
             continue;
         }
         let status = compute(&s, &plan, &observed, &st, &back_offs, false).await;
+        tracing::debug!(target: "podgrace::start", pod = %s.name, "status computed");
         s.write(status).await;
     }
     let report = handle.wait().await;

@@ -86,6 +86,7 @@ fn main() {
             last_delete: None,
             killed: None,
             container_ids: vec![("app".into(), cid)],
+            waiting: Vec::new(),
         });
         keep.push((rx, _st_tx));
         keep_registration(

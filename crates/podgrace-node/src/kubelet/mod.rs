@@ -29,9 +29,8 @@ pub mod volumes;
 pub use kill::{HookOutcome, HookRecord, KillRecord};
 pub use object::{DeleteApi, ObjectEvent, WatchKind};
 pub use pod::{
-    check_pod, run_pod, ContainerWaiting, DeleteKubelet, DeleteRecord, KillPodNow, KillStatus, Killer,
-    PodCommand,
-    PodError, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState, Termination,
-    TerminationReason,
+    check_pod, run_pod, ContainerWaiting, DeleteKubelet, DeleteRecord, KillPodNow, KillStatus,
+    Killer, PodCommand, PodError, PodHandle, PodOptions, PodReport, PodStatus, PodWorkerState,
+    Termination, TerminationReason,
 };
 pub use report::{build_report, RunReport};

@@ -27,6 +27,7 @@
 //! a caller that is cancelled or times out before it got the process leaves it SIGKILLed and
 //! reaped, never running and never an unreaped zombie.
 
+mod clone;
 mod reaper;
 mod spawner;
 
@@ -314,7 +315,14 @@ impl ContainerProcess {
             setup,
             on_exit,
         };
-        let mut spawned = on_spawner(move |st| spawn_here(st, req)).await??;
+        let queued = Instant::now();
+        let mut spawned = on_spawner(move |st| {
+            let picked = Instant::now();
+            let r = spawn_here(st, req);
+            tracing::debug!(target: "podgrace::start", queued_us = picked.duration_since(queued).as_micros() as u64, fork_us = picked.elapsed().as_micros() as u64, "spawned");
+            r
+        })
+        .await??;
         let pid = spawned.pid;
         let pidfd = Arc::clone(&spawned.pidfd);
         let exit = spawned.exit.clone();

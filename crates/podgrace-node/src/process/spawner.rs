@@ -1,33 +1,31 @@
-//! The spawner threads: every fork of podgrace happens on one of them.
+//! The spawner threads: every child of podgrace is started on one of them.
 //!
 //! Why dedicated threads:
-//! * `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
+//! * `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, not the process.
 //!   These threads are never stopped, so the death signal fires exactly when podgrace dies.
-//! * Entering a new PID namespace (`unshare(CLONE_NEWPID)`) or a container's one (`setns`)
-//!   changes only the calling thread's namespace *for children*; doing it here, then forking,
-//!   then moving back to the host namespace keeps every other thread untouched.
+//! * Entering a container's PID namespace (`setns`) changes only the calling thread's
+//!   namespace *for children*; doing it here, then starting the child, then moving back to the
+//!   host namespace keeps every other thread untouched.
 //!
-//! A fork waits until the child has exec'd (std reports exec errors through a pipe), and a
-//! container's child first makes its mount namespace and mounts `/proc`: a good part of a
-//! millisecond in which one thread could fork nothing else. So there is a small pool: one
-//! thread at first, another started whenever a job waits with no thread free, up to
-//! [`MAX_SPAWNERS`]; pods started together are forked side by side.
+//! A start waits until the child has exec'd ([`super::clone`]: the thread is suspended while
+//! the child runs on podgrace's memory), and a container's child first sets up its mount
+//! namespace and mounts `/proc`: a good part of a millisecond in which one thread could start
+//! nothing else. So there is a small pool: one thread at first, another started whenever a
+//! job waits with no thread free, up to [`MAX_SPAWNERS`]; pods started together are started
+//! side by side.
 
-use std::ffi::CString;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::mount::{mount, mount_change, MountFlags, MountPropagationFlags};
-use rustix::process::{pidfd_open, set_parent_process_death_signal, Pid, PidfdFlags, Signal};
+use rustix::process::{pidfd_open, PidfdFlags, Signal};
 use rustix::thread::{move_into_link_name_space, LinkNameSpaceType, UnshareFlags};
 
 use tokio::sync::watch;
 
+use super::clone::{self, ChildSteps};
 use super::reaper::{self, Exit, OnExit};
 use super::ProcessError;
 
@@ -45,6 +43,8 @@ pub(crate) struct SpawnerState {
     /// A pidfd of this very process; a child polls it before exec to close the
     /// fork-then-podgrace-died race of `PR_SET_PDEATHSIG`.
     self_pidfd: OwnedFd,
+    /// `/dev/null`, every child's standard input.
+    devnull: OwnedFd,
 }
 
 type Job = Box<dyn FnOnce(&SpawnerState) + Send>;
@@ -87,6 +87,9 @@ fn pool() -> Result<&'static Pool, ProcessError> {
             .map_err(|e| format!("open /proc/self/ns/pid: {e}"))?;
         let self_pidfd = pidfd_open(rustix::process::getpid(), PidfdFlags::empty())
             .map_err(|e| format!("pidfd_open(self): {e}"))?;
+        let devnull = std::fs::File::open("/dev/null")
+            .map(OwnedFd::from)
+            .map_err(|e| format!("open /dev/null: {e}"))?;
         let (tx, rx) = mpsc::channel::<Job>();
         Ok(Pool {
             tx,
@@ -97,6 +100,7 @@ fn pool() -> Result<&'static Pool, ProcessError> {
             state: SpawnerState {
                 host_pidns,
                 self_pidfd,
+                devnull,
             },
         })
     });
@@ -131,6 +135,7 @@ impl Pool {
             Ok(SpawnerState {
                 host_pidns: self.state.host_pidns.try_clone()?,
                 self_pidfd: self.state.self_pidfd.try_clone()?,
+                devnull: self.state.devnull.try_clone()?,
             })
         })();
         let started = state.map_err(|e| e.to_string()).and_then(|state| {
@@ -330,145 +335,37 @@ pub(crate) struct ChildSetup {
     pub oom_score_adj: Option<Vec<u8>>,
 }
 
-/// In the child: joins the cgroup and sets oom_score_adj (raw syscalls on memory prepared
-/// before the fork).
-fn child_setup(setup: &Option<Arc<ChildSetup>>) -> std::io::Result<()> {
-    let Some(s) = setup else {
-        return Ok(());
-    };
-    for fd in &s.cgroup_procs {
-        rustix::io::write(fd, b"0").map_err(io_err)?;
-    }
-    if let Some(v) = &s.oom_score_adj {
-        let fd = rustix::fs::open(
-            c"/proc/self/oom_score_adj",
-            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(io_err)?;
-        rustix::io::write(&fd, v).map_err(io_err)?;
-    }
-    Ok(())
-}
-
-fn io_err(e: rustix::io::Errno) -> std::io::Error {
-    e.into()
-}
-
-/// Forks and execs on the spawner thread, and registers the child with the reaper before
-/// returning or failing (a child that exists is always reaped). Must be called from the spawner
-/// thread.
+/// Starts the child on the spawner thread ([`super::clone`]: no copy of podgrace's memory),
+/// and registers it with the reaper before returning or failing (a child that exists is
+/// always reaped). Must be called from the spawner thread.
 pub(crate) fn spawn_here(
     st: &SpawnerState,
     mut req: SpawnRequest,
 ) -> Result<Spawned, ProcessError> {
-    let Some(program) = req.argv.first().cloned() else {
-        return Err(ProcessError::Spawn {
-            argv: req.argv.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command"),
-        });
-    };
-    if POISONED.load(Ordering::SeqCst) {
-        return Err(ProcessError::Spawn {
-            argv: req.argv.clone(),
-            source: std::io::Error::other("spawner thread is stuck in another PID namespace"),
-        });
-    }
-    let mut cmd = Command::new(&program);
-    cmd.args(&req.argv[1..]);
-    cmd.env_clear();
-    if !req.env.iter().any(|(k, _)| k == "PATH") {
-        cmd.env("PATH", DEFAULT_PATH);
-    }
-    for (k, v) in &req.env {
-        cmd.env(k, v);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let cwd_c: Option<CString> = match &req.cwd {
-        Some(dir) => {
-            cmd.current_dir(dir);
-            CString::new(dir.as_os_str().as_encoded_bytes()).ok()
-        }
-        None => None,
-    };
-    let self_pidfd = st.self_pidfd.try_clone().map_err(|e| ProcessError::Spawn {
-        argv: req.argv.clone(),
-        source: e,
-    })?;
-
-    // Namespace changes of this thread that must be undone after the fork.
-    let mut entered_pidns = false;
     let fail = |argv: &Vec<String>, e: std::io::Error| ProcessError::Spawn {
         argv: argv.clone(),
         source: e,
     };
-
-    match &req.placement {
-        Placement::Container {
-            namespaced: true,
-            netns,
-        } => {
-            // SAFETY: NEWPID touches no fd table; restored below.
-            unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWPID) }
-                .map_err(|e| fail(&req.argv, io_err(e)))?;
-            entered_pidns = true;
-            let netns = netns.clone();
-            let setup = req.setup.clone();
-            // SAFETY: the closure runs in the forked child before exec and only makes raw
-            // syscalls on memory prepared before the fork (no allocation, no locks).
-            unsafe {
-                cmd.pre_exec(move || {
-                    child_common(&self_pidfd)?;
-                    child_setup(&setup)?;
-                    // Its own session, as under a container runtime: a Ctrl-C at podgrace's
-                    // terminal (SIGINT to the foreground process group) must reach podgrace
-                    // only, which then deletes the pod; never the container directly.
-                    rustix::process::setsid().map_err(io_err)?;
-                    rustix::thread::unshare_unsafe(UnshareFlags::NEWNS).map_err(io_err)?;
-                    mount_change(
-                        c"/",
-                        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
-                    )
-                    .map_err(io_err)?;
-                    mount(
-                        c"proc",
-                        c"/proc",
-                        c"proc",
-                        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                        None::<&std::ffi::CStr>,
-                    )
-                    .map_err(io_err)?;
-                    if let Some(fd) = &netns {
-                        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
-                            .map_err(io_err)?;
-                    }
-                    Ok(())
-                });
-            }
-        }
-        Placement::Container {
-            namespaced: false,
-            netns,
-        } => {
-            let netns = netns.clone();
-            let setup = req.setup.clone();
-            // SAFETY: as above.
-            unsafe {
-                cmd.pre_exec(move || {
-                    child_common(&self_pidfd)?;
-                    child_setup(&setup)?;
-                    // Own session and process group: the handle for the whole-container kill.
-                    rustix::process::setsid().map_err(io_err)?;
-                    if let Some(fd) = &netns {
-                        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
-                            .map_err(io_err)?;
-                    }
-                    Ok(())
-                });
-            }
-        }
+    if req.argv.is_empty() {
+        return Err(fail(
+            &req.argv,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command"),
+        ));
+    }
+    if POISONED.load(Ordering::SeqCst) {
+        return Err(fail(
+            &req.argv,
+            std::io::Error::other("spawner thread is stuck in another PID namespace"),
+        ));
+    }
+    // An exec enters its container's PID namespace for its children (this thread's
+    // `pid_for_children`), undone right after the clone.
+    let mut entered_pidns = false;
+    let steps = match &req.placement {
+        Placement::Container { namespaced, netns } => ChildSteps::Container {
+            namespaced: *namespaced,
+            netns: netns.as_ref().map(|fd| fd.as_fd()),
+        },
         Placement::Exec {
             pidns,
             mntns,
@@ -477,95 +374,63 @@ pub(crate) fn spawn_here(
         } => {
             if let Some(fd) = pidns {
                 move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::ProcessID))
-                    .map_err(|e| fail(&req.argv, io_err(e)))?;
+                    .map_err(|e| fail(&req.argv, e.into()))?;
                 entered_pidns = true;
             }
-            let (mntns, netns, pgid) = (mntns.clone(), netns.clone(), *pgid);
-            let setup = req.setup.clone();
-            // SAFETY: as above.
-            unsafe {
-                cmd.pre_exec(move || {
-                    child_common(&self_pidfd)?;
-                    child_setup(&setup)?;
-                    if let Some(fd) = &mntns {
-                        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Mount))
-                            .map_err(io_err)?;
-                        // Joining a mount namespace resets the cwd to its root.
-                        match &cwd_c {
-                            Some(dir) => rustix::process::chdir(dir.as_c_str()).map_err(io_err)?,
-                            None => rustix::process::chdir(c"/").map_err(io_err)?,
-                        }
-                    }
-                    if let Some(fd) = &netns {
-                        move_into_link_name_space(fd.as_fd(), Some(LinkNameSpaceType::Network))
-                            .map_err(io_err)?;
-                    }
-                    // The container's process group (fallback mode), when the kernel lets it
-                    // be joined; otherwise out of podgrace's session, as the container is, so
-                    // that a terminal's Ctrl-C reaches podgrace only. (A group can be joined
-                    // only within its session, and the container leads a session of its own.)
-                    let joined = pgid
-                        .and_then(Pid::from_raw)
-                        .is_some_and(|g| rustix::process::setpgid(None, Some(g)).is_ok());
-                    if !joined {
-                        let _ = rustix::process::setsid();
-                    }
-                    Ok(())
-                });
+            ChildSteps::Exec {
+                mntns: mntns.as_ref().map(|fd| fd.as_fd()),
+                netns: netns.as_ref().map(|fd| fd.as_fd()),
+                pgid: *pgid,
             }
         }
-    }
-
-    // No sweep of leaked children (see the reaper) may run between the fork and the
+    };
+    // No sweep of leaked children (see the reaper) may run between the clone and the
     // registration: it would take this child, not yet registered, for a leaked one.
     let gate = reaper::spawn_gate();
-    let spawned = cmd.spawn();
+    let started = clone::spawn(
+        &req.argv,
+        &req.env,
+        req.cwd.as_deref(),
+        st.devnull.as_fd(),
+        st.self_pidfd.as_fd(),
+        req.setup.as_deref(),
+        steps,
+    );
     if entered_pidns {
         if let Err(e) =
             move_into_link_name_space(st.host_pidns.as_fd(), Some(LinkNameSpaceType::ProcessID))
         {
-            // Children forked later would land in the wrong namespace: refuse loudly.
+            // Children started later would land in the wrong namespace: refuse loudly.
             POISONED.store(true, Ordering::SeqCst);
             tracing::error!(error = %e, "spawner: cannot return to the host PID namespace");
         }
     }
-    let mut child = spawned.map_err(|e| fail(&req.argv, e))?;
-    let pid = child.id() as i32;
-    // The child is ours and unreaped (only the reaper waits), so its pid cannot be reused yet.
-    let registered = Pid::from_raw(pid)
-        .ok_or_else(|| fail(&req.argv, std::io::Error::other("pid 0")))
-        .and_then(|rpid| {
-            pidfd_open(rpid, PidfdFlags::empty()).map_err(|e| ProcessError::PidfdOpen {
-                pid,
-                source: e.into(),
-            })
-        })
-        .and_then(|pidfd| {
-            let pidfd = Arc::new(pidfd);
-            let namespace_init = matches!(
-                req.placement,
-                Placement::Container {
-                    namespaced: true,
-                    ..
-                }
-            );
-            let exit = reaper::Reaper::global()?.register(
-                pid,
-                Arc::clone(&pidfd),
-                req.on_exit.take(),
-                namespace_init,
-            )?;
-            Ok((pidfd, exit))
-        });
+    let started = started.map_err(|e| fail(&req.argv, e))?;
+    let pid = started.pid;
+    let pidfd = Arc::new(started.pidfd);
+    let namespace_init = matches!(
+        req.placement,
+        Placement::Container {
+            namespaced: true,
+            ..
+        }
+    );
+    let registered = reaper::Reaper::global()
+        .and_then(|r| r.register(pid, Arc::clone(&pidfd), req.on_exit.take(), namespace_init));
     drop(gate);
-    let (pidfd, exit) = match registered {
-        Ok(r) => r,
+    let exit = match registered {
+        Ok(exit) => exit,
         Err(e) => {
-            // Not registered: kill it and wait for it here, off the spawner thread.
-            let _ = child.kill();
+            // Not registered: kill it and collect it here, off the spawner thread.
+            let _ = rustix::process::pidfd_send_signal(pidfd.as_fd(), Signal::KILL);
             let _ = std::thread::Builder::new()
                 .name("podgrace-unregistered".into())
-                .spawn(move || child.wait());
+                .spawn(move || {
+                    let _ = rustix::process::waitid(
+                        rustix::process::WaitId::PidFd(pidfd.as_fd()),
+                        rustix::process::WaitIdOptions::EXITED,
+                    );
+                });
             return Err(e);
         }
     };
@@ -574,24 +439,7 @@ pub(crate) fn spawn_here(
         pidfd: Arc::clone(&pidfd),
         armed: true,
     };
-    let stdout: OwnedFd = match child.stdout.take() {
-        Some(s) => s.into(),
-        None => {
-            return Err(fail(
-                &req.argv,
-                std::io::Error::other("stdout pipe missing"),
-            ))
-        }
-    };
-    let stderr: OwnedFd = match child.stderr.take() {
-        Some(s) => s.into(),
-        None => {
-            return Err(fail(
-                &req.argv,
-                std::io::Error::other("stderr pipe missing"),
-            ))
-        }
-    };
+    let (stdout, stderr) = (started.stdout, started.stderr);
     let ns = match &req.placement {
         Placement::Container { .. } => {
             let open = |kind: &str| -> Result<OwnedFd, ProcessError> {
@@ -615,8 +463,6 @@ pub(crate) fn spawn_here(
         }
         _ => None,
     };
-    // `child` is dropped without waiting: the reaper owns the wait.
-    drop(child);
     Ok(Spawned {
         pid,
         pidfd,
@@ -639,21 +485,6 @@ fn has_exited(pidfd: &OwnedFd) -> bool {
     poll(&mut fds, Some(&bound)).is_ok_and(|n| n > 0)
 }
 
-/// In the child, before exec: die with podgrace, and do not start at all if podgrace already died.
-fn child_common(self_pidfd: &OwnedFd) -> std::io::Result<()> {
-    set_parent_process_death_signal(Some(Signal::KILL)).map_err(io_err)?;
-    let mut fds = [PollFd::from_borrowed_fd(borrow(self_pidfd), PollFlags::IN)];
-    let zero = rustix::event::Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    if poll(&mut fds, Some(&zero)).map_err(io_err)? > 0 {
-        // podgrace exited between fork and prctl: the death signal would never come.
-        return Err(std::io::Error::other("podgrace exited"));
-    }
-    Ok(())
-}
-
 fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
     fd.as_fd()
 }
@@ -662,6 +493,7 @@ fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
 mod tests {
     use super::*;
     use crate::process::{ContainerProcess, ContainerSpec, ExitStatus};
+    use std::process::Command;
     use std::time::Duration;
 
     /// A process of a container's PID namespace whose parent is podgrace and that nobody

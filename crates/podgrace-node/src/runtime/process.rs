@@ -2,6 +2,7 @@
 //! network namespace ([`crate::sandbox`]).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -267,30 +268,39 @@ impl RuntimeService for ProcessRuntime {
         let network = self.network.clone();
         let name = config.name.clone();
         let host_network = config.host_network;
-        let sandbox =
-            tokio::task::spawn_blocking(move || Sandbox::create(&name, host_network, &network))
-                .await
-                .map_err(|e| RuntimeError::RunPodSandbox {
-                    name: config.name.clone(),
-                    source: SandboxError::Task {
-                        reason: e.to_string(),
-                    },
-                })?
-                .map_err(|source| RuntimeError::RunPodSandbox {
-                    name: config.name.clone(),
-                    source,
-                })?;
-        let cgroup = match pod_cgroup(&config) {
-            Ok(cg) => cg,
-            Err(e) => {
-                let mut sb = sandbox;
-                let _ = tokio::task::spawn_blocking(move || sb.teardown()).await;
-                return Err(e);
+        let task_name = config.name.clone();
+        // The pod cgroup (the kubelet's `EnsureExists`, before the sandbox), then the network:
+        // both are blocking system calls that may wait for the kernel's locks (cgroup_mutex,
+        // RTNL), so they run off the async workers: a pod waiting there holds up no other
+        // pod's task.
+        let (cgroup, sandbox) = tokio::task::spawn_blocking(move || {
+            tracing::debug!(target: "podgrace::start", pod = %config.name, "pod cgroup begins");
+            let cgroup = pod_cgroup(&config)?;
+            tracing::debug!(target: "podgrace::start", pod = %config.name, "pod cgroup made");
+            match Sandbox::create(&name, host_network, &network) {
+                Ok(sb) => {
+                    tracing::debug!(target: "podgrace::start", pod = %config.name, "sandbox network made");
+                    Ok((cgroup, sb))
+                }
+                Err(source) => {
+                    if let Some(cg) = cgroup {
+                        cg.remove();
+                    }
+                    Err(RuntimeError::RunPodSandbox { name, source })
+                }
             }
-        };
+        })
+        .await
+        .map_err(|e| RuntimeError::RunPodSandbox {
+            name: task_name,
+            source: SandboxError::Task {
+                reason: e.to_string(),
+            },
+        })??;
+        let name = sandbox.name().to_string();
         let mut st = lock(&self.state);
         st.next += 1;
-        let id = format!("sandbox-{}-{}", st.next, config.name);
+        let id = format!("sandbox-{}-{}", st.next, name);
         st.sandboxes.insert(
             id.clone(),
             SandboxEntry {
@@ -441,28 +451,33 @@ impl RuntimeService for ProcessRuntime {
         // the process joins it.
         let cgroup = match pod_cgroup {
             Some(pod) => {
-                let cg = OwnedCgroup::create(&format!("{}/{id}", pod.path()))
-                    .and_then(|cg| match &resources {
+                let path = format!("{}/{id}", pod.path());
+                let made = tokio::task::spawn_blocking(move || {
+                    OwnedCgroup::create(&path).and_then(|cg| match &resources {
                         Some(r) => cg.apply_container(r).map(|()| cg.clone()).inspect_err(|_| {
                             cg.remove();
                         }),
                         None => Ok(cg),
                     })
-                    .map_err(|(path, source)| RuntimeError::StartContainer {
-                        id: id.into(),
-                        source: crate::process::ProcessError::Spawn {
-                            argv: spec.argv.clone(),
-                            source: std::io::Error::new(
-                                source.kind(),
-                                format!("container cgroup {}: {source}", path.display()),
-                            ),
-                        },
-                    })?;
+                })
+                .await
+                .unwrap_or_else(|e| Err((PathBuf::new(), std::io::Error::other(e.to_string()))));
+                let cg = made.map_err(|(path, source)| RuntimeError::StartContainer {
+                    id: id.into(),
+                    source: crate::process::ProcessError::Spawn {
+                        argv: spec.argv.clone(),
+                        source: std::io::Error::new(
+                            source.kind(),
+                            format!("container cgroup {}: {source}", path.display()),
+                        ),
+                    },
+                })?;
                 spec.cgroup_procs = cg.procs_files();
                 Some(cg)
             }
             None => None,
         };
+        tracing::debug!(target: "podgrace::start", pod = %id, "container cgroup made");
         let process = match ContainerProcess::spawn(spec, Some(self.output.clone())).await {
             Ok(p) => p,
             Err(source) => {
@@ -823,7 +838,12 @@ fn no_cgroups(e: &std::io::Error) -> bool {
 /// exec being reaped): a few tries over about a second.
 async fn remove_cgroup(cg: OwnedCgroup) {
     for _ in 0..50 {
-        if cg.remove() {
+        // rmdir in cgroupfs waits for the kernel's cgroup lock: off the async workers.
+        let attempt = cg.clone();
+        if tokio::task::spawn_blocking(move || attempt.remove())
+            .await
+            .unwrap_or(false)
+        {
             super::stale_cgroups::forget(cg.path());
             return;
         }

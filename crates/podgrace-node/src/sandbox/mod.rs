@@ -194,7 +194,10 @@ struct PodNet {
     host_if: String,
     ip: Ipv4Addr,
     index: u8,
-    /// Whether the namespace was made (the veth pair always was).
+    /// Whether the veth pair was made (the index claimed across processes): only then is
+    /// `pgh<index>` this sandbox's to delete.
+    veth_made: bool,
+    /// Whether the namespace was made.
     netns_made: bool,
     /// What made it, and removes it.
     ops: &'static dyn NetOps,
@@ -219,27 +222,23 @@ impl std::fmt::Debug for Allocator {
 /// Addresses and routes are /32; routes are in the main table, scope link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetStep {
-    /// A veth pair `host` / `peer`, both in the current namespace. Fails with
-    /// `AlreadyExists` when either name is taken: the cross-process address claim.
+    /// A veth pair: `host` in the current namespace, `peer` made directly inside the named
+    /// namespace `netns` (the kernel creates it there: no move between namespaces, whose
+    /// `dev_change_net_namespace` waits for RCU grace periods under the RTNL lock, 30-45 ms
+    /// on this machine, during which no other pod network can be changed). Fails with
+    /// `AlreadyExists` when `host` is taken: the cross-process address claim.
     AddVeth {
         /// The end that stays on the host (`pghN`).
         host: String,
-        /// The end that moves into the pod (`pgcN`).
+        /// The pod's end (`eth0`), made in `netns`.
         peer: String,
+        /// The namespace the pod's end is made in.
+        netns: String,
     },
     /// The named network namespace `/run/netns/<name>`.
     AddNetns {
         /// The namespace's name (`podgrace-N-OWNER`).
         name: String,
-    },
-    /// Moves `link` into the namespace `netns`, renamed `rename` there.
-    MoveLink {
-        /// The interface to move.
-        link: String,
-        /// The target namespace's name.
-        netns: String,
-        /// Its name inside (`eth0`).
-        rename: String,
     },
     /// Sets `link` up.
     LinkUp {
@@ -289,15 +288,13 @@ pub enum NetStep {
 impl std::fmt::Display for NetStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NetStep::AddVeth { host, peer } => {
-                write!(f, "link add {host} type veth peer name {peer}")
+            NetStep::AddVeth { host, peer, netns } => {
+                write!(
+                    f,
+                    "link add {host} type veth peer name {peer} netns {netns}"
+                )
             }
             NetStep::AddNetns { name } => write!(f, "netns add {name}"),
-            NetStep::MoveLink {
-                link,
-                netns,
-                rename,
-            } => write!(f, "link set {link} netns {netns} name {rename}"),
             NetStep::LinkUp { link } => write!(f, "link set {link} up"),
             NetStep::WaitUp { link } => write!(f, "link wait {link} operstate up"),
             NetStep::AddAddress { link, addr } => write!(f, "addr add {addr}/32 dev {link}"),
@@ -575,10 +572,11 @@ impl Sandbox {
     }
 
     /// The set-up of a pod network through `ops`, after the address range is fenced: claims the
-    /// first index (after `after`, or after the last one handed out) that `alloc` hands out and no other process holds (creating the
-    /// host veth fails then), makes the namespace `podgrace-<n>-<owner>`, moves the pod's veth
-    /// end into it as `eth0`, and sets addresses and routes; a failing step tears down what was
-    /// made.
+    /// first index (after `after`, or after the last one handed out) that `alloc` hands out and
+    /// no other process holds: makes the namespace `podgrace-<n>-<owner>`, then the veth pair
+    /// `pgh<n>` with its pod end made inside it as `eth0` (creating the host end fails when
+    /// another process holds `n`; the namespace is deleted again and the next index tried), and
+    /// sets addresses and routes; a failing step tears down what was made.
     ///
     /// Errors: [`SandboxError::AllocateAddress`] when every index is taken, the failing step's
     /// error otherwise.
@@ -592,87 +590,93 @@ impl Sandbox {
     ) -> Result<Sandbox, SandboxError> {
         // The search starts after the last index handed out, so a pod that just went does not
         // pass its address on at once (a proxy may still send it traffic for the endpoint lag).
+        // The index is claimed in the process by `alloc`, across processes by the host veth
+        // `pgh<n>`, made with its pod end inside the namespace, so the namespace comes first.
         let mut claimed = None;
         for _ in 0..253 {
             let Some(n) = alloc.claim(config, after) else {
                 break;
             };
-            let veth = NetStep::AddVeth {
-                host: format!("pgh{n}"),
-                peer: format!("pgc{n}"),
+            let netns = format!("{PREFIX}{n}-{owner}");
+            let mut made = Sandbox {
+                name: name.into(),
+                net: Some(PodNet {
+                    path: PathBuf::from(format!("/run/netns/{netns}")),
+                    netns: netns.clone(),
+                    host_if: format!("pgh{n}"),
+                    ip: config.addr(n),
+                    index: n,
+                    veth_made: false,
+                    netns_made: false,
+                    ops,
+                    alloc,
+                }),
             };
-            match ops.apply(None, &[veth]) {
+            let made_here = ops
+                .apply(
+                    None,
+                    &[NetStep::AddNetns {
+                        name: netns.clone(),
+                    }],
+                )
+                .and_then(|()| {
+                    if let Some(net) = made.net.as_mut() {
+                        net.netns_made = true;
+                    }
+                    ops.apply(
+                        None,
+                        &[NetStep::AddVeth {
+                            host: format!("pgh{n}"),
+                            peer: "eth0".into(),
+                            netns: netns.clone(),
+                        }],
+                    )
+                });
+            match made_here {
                 Ok(()) => {
-                    claimed = Some(n);
+                    if let Some(net) = made.net.as_mut() {
+                        net.veth_made = true;
+                    }
+                    claimed = Some((made, n, netns));
                     break;
                 }
                 // Another process holds this index: try the next one.
-                Err(e) if e.already_exists() => {
-                    alloc.release(n);
+                Err(e) if e.already_exists() && made.net.as_ref().is_some_and(|n| n.netns_made) => {
+                    made.remove();
                     after = Some(n);
                 }
                 Err(e) => {
-                    alloc.release(n);
+                    made.remove();
                     return Err(e);
                 }
             }
         }
-        let Some(n) = claimed else {
+        let Some((mut sb, n, netns)) = claimed else {
             return Err(SandboxError::AllocateAddress { base: config.base });
-        };
-        let netns = format!("{PREFIX}{n}-{owner}");
-        let mut sb = Sandbox {
-            name: name.into(),
-            net: Some(PodNet {
-                path: PathBuf::from(format!("/run/netns/{netns}")),
-                netns: netns.clone(),
-                host_if: format!("pgh{n}"),
-                ip: config.addr(n),
-                index: n,
-                netns_made: false,
-                ops,
-                alloc,
-            }),
         };
         let host_ip = config.addr(1);
         let pod_ip = config.addr(n);
-        let (pod_if, host_if) = (format!("pgc{n}"), format!("pgh{n}"));
+        let host_if = format!("pgh{n}");
         let eth0 = || "eth0".to_string();
         let host_if_up = host_if.clone();
         let made = ops
             .apply(
                 None,
-                &[NetStep::AddNetns {
-                    name: netns.clone(),
-                }],
+                &[
+                    NetStep::AddAddress {
+                        link: host_if.clone(),
+                        addr: host_ip,
+                    },
+                    NetStep::LinkUp {
+                        link: host_if.clone(),
+                    },
+                    NetStep::AddRoute {
+                        dest: pod_ip,
+                        link: host_if.clone(),
+                        src: Some(host_ip),
+                    },
+                ],
             )
-            .and_then(|()| {
-                if let Some(net) = sb.net.as_mut() {
-                    net.netns_made = true;
-                }
-                ops.apply(
-                    None,
-                    &[
-                        NetStep::MoveLink {
-                            link: pod_if,
-                            netns: netns.clone(),
-                            rename: eth0(),
-                        },
-                        NetStep::AddAddress {
-                            link: host_if.clone(),
-                            addr: host_ip,
-                        },
-                        NetStep::LinkUp {
-                            link: host_if.clone(),
-                        },
-                        NetStep::AddRoute {
-                            dest: pod_ip,
-                            link: host_if.clone(),
-                            src: Some(host_ip),
-                        },
-                    ],
-                )
-            })
             .and_then(|()| {
                 ops.apply(
                     Some(&netns),
@@ -744,12 +748,15 @@ impl Sandbox {
             return;
         };
         if !CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
-            let mut steps = vec![(
-                NetStep::DelLink {
-                    link: net.host_if.clone(),
-                },
-                "deleting the host veth",
-            )];
+            let mut steps = Vec::new();
+            if net.veth_made {
+                steps.push((
+                    NetStep::DelLink {
+                        link: net.host_if.clone(),
+                    },
+                    "deleting the host veth",
+                ));
+            }
             if net.netns_made {
                 steps.push((
                     NetStep::DelNetns {
@@ -893,10 +900,13 @@ mod tests {
         assert_eq!(
             calls(net),
             [
-                "link add pgh8 type veth peer name pgc8",
-                "link add pgh9 type veth peer name pgc9",
+                // 8 is another process's: its pgh8 exists, so our namespace for 8 goes again
+                // and pgh8 is left alone.
+                "netns add podgrace-8-42",
+                "link add pgh8 type veth peer name eth0 netns podgrace-8-42",
+                "netns del podgrace-8-42",
                 "netns add podgrace-9-42",
-                "link set pgc9 netns podgrace-9-42 name eth0",
+                "link add pgh9 type veth peer name eth0 netns podgrace-9-42",
                 "addr add 198.18.77.1/32 dev pgh9",
                 "link set pgh9 up",
                 "route add 198.18.77.9/32 dev pgh9 scope link src 198.18.77.1",
@@ -912,7 +922,7 @@ mod tests {
         sb.teardown();
         sb.teardown();
         let all = calls(net);
-        assert_eq!(all[13..], ["link del pgh9", "netns del podgrace-9-42"]);
+        assert_eq!(all[14..], ["link del pgh9", "netns del podgrace-9-42"]);
         assert!(!alloc.holds(9), "the index is free again");
     }
 
@@ -955,7 +965,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failing_namespace_is_not_deleted_only_the_veth_that_was_made() {
+    fn a_failing_namespace_is_not_deleted_and_no_veth_is_made() {
         let net = fake(vec![], Some("netns add"));
         let alloc = allocator();
         let err =
@@ -964,25 +974,28 @@ mod tests {
             err.to_string().starts_with("netns add podgrace-2-42: "),
             "{err}"
         );
-        assert_eq!(
-            calls(net),
-            [
-                "link add pgh2 type veth peer name pgc2",
-                "netns add podgrace-2-42",
-                "link del pgh2",
-            ]
-        );
+        assert_eq!(calls(net), ["netns add podgrace-2-42"]);
+        assert!(!alloc.holds(2));
     }
 
     #[test]
-    fn a_full_range_is_an_allocation_error_without_a_namespace() {
+    fn a_full_range_is_an_allocation_error_and_leaves_no_namespace() {
         let net = fake((2..=254).collect(), None);
         let alloc = allocator();
         let err =
             Sandbox::build(net, alloc, "web", &NetworkConfig::default(), None, 42).unwrap_err();
         assert!(matches!(err, SandboxError::AllocateAddress { .. }), "{err}");
-        assert_eq!(calls(net).len(), 253);
-        assert!(calls(net).iter().all(|c| c.starts_with("link add pgh")));
+        let all = calls(net);
+        assert_eq!(all.len(), 3 * 253);
+        assert_eq!(
+            all.iter().filter(|c| c.starts_with("link add pgh")).count(),
+            253
+        );
+        // Every namespace made for a taken index is deleted again; no host veth is touched.
+        for t in all.chunks(3) {
+            assert!(t[0].starts_with("netns add podgrace-"), "{t:?}");
+            assert_eq!(t[2], t[0].replace("netns add", "netns del"), "{t:?}");
+        }
         assert!((2..=254).all(|n| !alloc.holds(n)));
     }
 

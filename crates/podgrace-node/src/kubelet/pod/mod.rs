@@ -576,6 +576,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             Some(std::path::Path::new("")),
             dns,
         );
+        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "RunPodSandbox");
         let sandbox = match self.rt.run_pod_sandbox(&ctx, config).await {
             Ok(id) => id,
             Err(source) => {
@@ -595,6 +596,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             .await
             .ok()
             .and_then(|s| s.ip);
+        tracing::debug!(target: "podgrace::start", pod = %self.plan.name, "sandbox ready");
         self.container_events = self.rt.container_events(&sandbox);
         self.sandbox = Some(sandbox);
         self.spawn_probes();
