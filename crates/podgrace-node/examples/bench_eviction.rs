@@ -57,7 +57,7 @@ fn main() {
     }
     let root = cgroup::process_root();
     let plan = podgrace_core::manifest::load(
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    command: [sleep, '1000']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n",
         "bench.yaml",
     )
     .expect("manifest")

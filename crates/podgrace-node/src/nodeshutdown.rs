@@ -15,7 +15,7 @@
 //! (`processShutdownEvent`, the `NodeShutdown` event), Kubernetes 1.24 to 1.36
 //! (`GracefulNodeShutdownBasedOnPodPriority`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use podgrace_core::rules::nodeshutdown::{
     group_by_priority, pod_grace_period_override, ShutdownGracePeriodByPodPriority,
@@ -110,8 +110,7 @@ pub async fn kill_pods(
                 });
             }
         }
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_secs(u64::try_from(period).unwrap_or(0));
+        let deadline = tokio::time::Instant::now() + crate::runtime::timeout_after(period);
         loop {
             tokio::select! {
                 done = waits.join_next() => match done {

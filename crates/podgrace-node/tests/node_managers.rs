@@ -133,7 +133,7 @@ async fn a_best_effort_hog_is_evicted_at_a_hard_threshold_and_a_guaranteed_pod_s
     let node = ActivePods::new();
     let guaranteed = start(
         &rt,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: steady}\nspec:\n  containers:\n  - name: app\n    command: [sleep, '1000']\n    resources: {limits: {cpu: 100m, memory: 48Mi}}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: steady}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n    resources: {limits: {cpu: 100m, memory: 48Mi}}\n",
         &uid("g1"),
         &node,
         version,
@@ -167,7 +167,7 @@ async fn a_best_effort_hog_is_evicted_at_a_hard_threshold_and_a_guaranteed_pod_s
     assert!(manager.conditions().borrow().is_empty());
     let hog = start(
         &rt,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, '30']}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    image: demo\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, '30']}\n",
         &uid("h1"),
         &node,
         version,
@@ -271,14 +271,14 @@ async fn a_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
     let node = ActivePods::new();
     let regular = start(
         &rt,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    command: [sleep, '1000']\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, '30']}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n    lifecycle:\n      preStop:\n        exec: {command: [sleep, '30']}\n",
         &uid("r1"),
         &node,
         version,
     );
     let critical = start(
         &rt,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priority: 2000001000\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priority: 2000001000\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
         &uid("c1"),
         &node,
         version,
@@ -384,7 +384,7 @@ async fn a_soft_eviction_with_a_max_pod_grace_period_of_0_or_minus_1_kills_at_on
         );
         let hog = start(
             &rt,
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    image: demo\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
             &uid(tag),
             &node,
             version,

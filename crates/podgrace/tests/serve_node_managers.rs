@@ -58,7 +58,7 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
     );
     let steady = s.file(
         "steady.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: steady}\nspec:\n  containers:\n  - name: app\n    command: [sleep, '1000']\n    resources: {limits: {cpu: 100m, memory: 48Mi}}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: steady}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n    resources: {limits: {cpu: 100m, memory: 48Mi}}\n",
     );
     s.ok(&["apply", "-f", steady.to_str().unwrap()]);
     wait_for(
@@ -69,7 +69,7 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
     );
     let hog = s.file(
         "hog.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    image: demo\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
     );
     s.ok(&["apply", "-f", hog.to_str().unwrap()]);
     let reason = wait_for(
@@ -148,7 +148,7 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
     // Under MemoryPressure (kept for the 5 m transition period) a BestEffort pod is rejected.
     let late = s.file(
         "late.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  tolerations: [{key: node.kubernetes.io/memory-pressure, operator: Exists}]\n  containers:\n  - name: app\n    command: [sleep, '1000']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  tolerations: [{key: node.kubernetes.io/memory-pressure, operator: Exists}]\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n",
     );
     s.ok(&["apply", "-f", late.to_str().unwrap()]);
     let rejected = wait_for(
@@ -206,7 +206,7 @@ fn podgrace_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
     );
     let pods = s.file(
         "pods.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priorityClassName: system-node-critical\n  priority: 2000001000\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priorityClassName: system-node-critical\n  priority: 2000001000\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
     );
     s.ok(&["apply", "-f", pods.to_str().unwrap()]);
     for (ns, name) in [("default", "web"), ("kube-system", "agent")] {

@@ -74,7 +74,7 @@ fn serve_reports_an_oom_kill_as_the_kubelet_on_the_process_runtime() {
     let s = Serve::start("oom-process", &["--runtime", "process"]);
     oom_through_serve(
         &s,
-        "    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
+        "    image: demo\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
         &format!("podgrace/{}/", s.pid()),
     );
 }

@@ -1523,7 +1523,7 @@ impl RuntimeService for ContainerdRuntime {
                 at: called,
                 kind: StopEventKind::StopRequested { timeout_seconds },
             });
-            let deadline = called + Duration::from_secs(timeout_seconds.max(0) as u64);
+            let deadline = called + super::timeout_after(timeout_seconds);
             let died = after.as_ref().and_then(|s| s.finished_at);
             if timeout_seconds > 0 {
                 c.stop_events.push(StopEvent {

@@ -230,6 +230,16 @@ impl RuntimeError {
     }
 }
 
+/// A timeout of `seconds` as a [`std::time::Duration`] to add to an instant (a
+/// StopContainer's SIGKILL deadline, the kubelet's wait for a pod it kills at once, a node
+/// shutdown's period): a negative one is 0, and one above 100 years (the API takes any
+/// `terminationGracePeriodSeconds` up to 2^63 − 1 seconds) is 100 years, a deadline that
+/// never comes, so that adding it to an instant cannot overflow and panic.
+pub(crate) fn timeout_after(seconds: i64) -> std::time::Duration {
+    const NEVER: u64 = 100 * 365 * 24 * 3600;
+    std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(0).min(NEVER))
+}
+
 /// grpc-go's `codes.Code.String()`: the names tonic's `Debug` gives, except `OK` and `Canceled`.
 fn go_code_name(code: tonic::Code) -> String {
     match code {
@@ -523,6 +533,18 @@ pub enum StopEventKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A grace of 2^63 − 1 seconds (valid in the API) is a deadline that never comes, not an
+    /// overflow panic; an ordinary one is the timeout, a negative one 0.
+    #[test]
+    fn timeouts_of_any_grace_can_be_added_to_an_instant() {
+        let now = Instant::now();
+        assert_eq!(timeout_after(30), std::time::Duration::from_secs(30));
+        assert_eq!(timeout_after(-5), std::time::Duration::ZERO);
+        let far = now + timeout_after(i64::MAX);
+        assert!(far >= now + std::time::Duration::from_secs(99 * 365 * 24 * 3600));
+        let _ = tokio::time::Instant::now() + timeout_after(i64::MAX);
+    }
 
     /// The kubelet's two renderings of a CRI error: grpc-go's `Error()` for `Failed to pull
     /// image`, the status message alone for `Error: ...`.

@@ -568,8 +568,7 @@ impl RuntimeService for ProcessRuntime {
             called,
             StopEventKind::StopRequested { timeout_seconds },
         );
-        let deadline =
-            tokio::time::Instant::from(called) + Duration::from_secs(timeout_seconds.max(0) as u64);
+        let deadline = tokio::time::Instant::from(called) + super::timeout_after(timeout_seconds);
         if timeout_seconds > 0 {
             if signaled
                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)

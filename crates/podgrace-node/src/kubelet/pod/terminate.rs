@@ -135,8 +135,7 @@ impl<R: RuntimeService + 'static> Pod<R> {
             override_seconds: Some(override_seconds),
         });
         let wait = podworker::kill_pod_now_wait_seconds(Some(override_seconds), Some(tgps));
-        self.kill_pod_now_deadline =
-            Some(Instant::now() + Duration::from_secs(u64::try_from(wait).unwrap_or(0)));
+        self.kill_pod_now_deadline = Some(Instant::now() + crate::runtime::timeout_after(wait));
         self.enter_termination(u, reason, false);
     }
 
