@@ -488,8 +488,15 @@ pub fn default_pod_spec(obj: &mut Value) {
     }
 }
 
+/// The value of the built-in PriorityClass `system-node-critical`
+/// (`pkg/apis/scheduling/types.go` `SystemCriticalPriority` + 1000, Kubernetes 1.11 to 1.36).
+pub const SYSTEM_NODE_CRITICAL_PRIORITY: i64 = 2_000_001_000;
+/// The value of the built-in PriorityClass `system-cluster-critical` (`SystemCriticalPriority`).
+pub const SYSTEM_CLUSTER_CRITICAL_PRIORITY: i64 = 2_000_000_000;
+
 /// [`default_pod_spec`], `SetDefaults_Pod` and the admission defaults a stock cluster adds to
-/// pods (DefaultTolerationSeconds, Priority 0).
+/// pods (DefaultTolerationSeconds; Priority: the built-in system PriorityClasses' values
+/// for `priorityClassName`, else 0, as `plugin/pkg/admission/priority` `admitPod` sets them).
 pub fn default_pod(pod: &mut Value) {
     default_pod_spec(pod);
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -504,7 +511,15 @@ pub fn default_pod(pod: &mut Value) {
         spec.insert("terminationGracePeriodSeconds".into(), json!(1));
     }
     set_default(spec, "enableServiceLinks", json!(true));
-    set_default(spec, "priority", json!(0));
+    // The Priority admission plugin: the value of the pod's PriorityClass. The two classes
+    // every cluster has are built in; no other PriorityClass exists here, so any other name
+    // (and none) keeps the global default, 0.
+    let class_value = match spec.get("priorityClassName").and_then(Value::as_str) {
+        Some("system-node-critical") => SYSTEM_NODE_CRITICAL_PRIORITY,
+        Some("system-cluster-critical") => SYSTEM_CLUSTER_CRITICAL_PRIORITY,
+        _ => 0,
+    };
+    set_default(spec, "priority", json!(class_value));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
     if let Some(t) = tolerations.as_array_mut() {
@@ -720,6 +735,28 @@ pub fn event_from_events_v1(v1: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Priority admission plugin's values for the built-in classes; a priority the pod
+    /// gives is kept; no class is 0.
+    #[test]
+    fn system_priority_classes_set_the_pod_priority() {
+        let prio = |spec: Value| {
+            let mut pod =
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec});
+            default_pod(&mut pod);
+            pod["spec"]["priority"].clone()
+        };
+        assert_eq!(
+            prio(json!({"priorityClassName": "system-node-critical", "containers": []})),
+            json!(2_000_001_000)
+        );
+        assert_eq!(
+            prio(json!({"priorityClassName": "system-cluster-critical", "containers": []})),
+            json!(2_000_000_000)
+        );
+        assert_eq!(prio(json!({"containers": []})), json!(0));
+        assert_eq!(prio(json!({"priority": 7, "containers": []})), json!(7));
+    }
     use crate::resource::find;
 
     fn cx() -> Context {

@@ -180,9 +180,8 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
 
 /// Field case: `serve --shutdown-grace-period 6s --shutdown-grace-period-critical-pods 3s`;
 /// `podgrace node shutdown` kills the regular pod (TGPS 30) with the override 3 s first and the
-/// critical pod (`system-node-critical`, with the priority the Priority admission plugin
-/// would give it written out: serve's API defaults `priority` to 0 without reading the class)
-/// 3 s later, when the regular group's period is over;
+/// critical pod (`priorityClassName: system-node-critical`, whose priority 2000001000 serve's
+/// API sets as the Priority admission plugin does) 3 s later, when the regular group's period is over;
 /// both end `Failed`, reason `Terminated`, "Pod was terminated in response to imminent node
 /// shutdown.", and the node is NotReady ("node is shutting down") with the not-ready taint.
 #[test]
@@ -206,7 +205,7 @@ fn podgrace_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
     );
     let pods = s.file(
         "pods.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priorityClassName: system-node-critical\n  priority: 2000001000\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priorityClassName: system-node-critical\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
     );
     s.ok(&["apply", "-f", pods.to_str().unwrap()]);
     for (ns, name) in [("default", "web"), ("kube-system", "agent")] {
