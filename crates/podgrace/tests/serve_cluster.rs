@@ -30,8 +30,6 @@ fn serve_with_records(tag: &str, extra: &[&str]) -> Serve {
 
 /// What these tests ask of a serve besides kubectl.
 trait ServeExt {
-    /// `kubectl apply -f` of `yaml`, written to `name` in the serve's directory.
-    fn apply(&self, name: &str, yaml: &str);
     /// `kubectl rollout status DEPLOY --timeout=90s`, which must succeed.
     fn rollout_status(&self, deploy: &str);
     /// `pod name → pod IP` of the pods with label `app=APP` that are not terminating.
@@ -41,15 +39,6 @@ trait ServeExt {
 }
 
 impl ServeExt for Serve {
-    fn apply(&self, name: &str, yaml: &str) {
-        let p = self.dir.join(name);
-        std::fs::write(&p, yaml).unwrap();
-        ok(
-            &self.kubectl(&["apply", "-f", p.to_str().unwrap()]),
-            "apply",
-        );
-    }
-
     fn rollout_status(&self, deploy: &str) {
         ok(
             &self.kubectl(&["rollout", "status", deploy, "--timeout=90s"]),

@@ -10,24 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::serve::Serve;
 
-/// Polls `kubectl ARGS` until its output satisfies `done`, at most `within`.
-fn wait_for(s: &Serve, args: &[&str], within: Duration, done: impl Fn(&str) -> bool) -> String {
-    let t0 = Instant::now();
-    loop {
-        let o = s.kubectl(args);
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        if o.status.success() && done(&out) {
-            return out;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "kubectl {args:?} gave {out:?} for {within:?}\nserve: {}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Field case: on a node of 256Mi with `--eviction-hard memory.available<224Mi`, a BestEffort
 /// pod allocating 64 MiB is evicted and a Guaranteed pod beside it survives: the hog ends
 /// `Failed`, reason `Evicted`, with the kubelet's message (threshold, what was available, the
@@ -56,24 +38,20 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
             "500ms",
         ],
     );
-    let steady = s.file(
+    s.apply(
         "steady.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: steady}\nspec:\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n    resources: {limits: {cpu: 100m, memory: 48Mi}}\n",
     );
-    s.ok(&["apply", "-f", steady.to_str().unwrap()]);
-    wait_for(
-        &s,
+    s.wait_for_output(
         &["get", "pod", "steady", "-o", "jsonpath={.status.phase}"],
         Duration::from_secs(30),
         |o| o == "Running",
     );
-    let hog = s.file(
+    s.apply(
         "hog.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: hog}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: hog\n    image: demo\n    command: [python3, -c, \"import time; x = b'x' * (64 << 20); time.sleep(60)\"]\n",
     );
-    s.ok(&["apply", "-f", hog.to_str().unwrap()]);
-    let reason = wait_for(
-        &s,
+    let reason = s.wait_for_output(
         &[
             "get",
             "pod",
@@ -124,8 +102,7 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
     ]);
     assert_eq!(events, format!("Warning|{message}"));
     // The node: MemoryPressure True and its taint.
-    let node = wait_for(
-        &s,
+    let node = s.wait_for_output(
         &[
             "get",
             "node",
@@ -146,13 +123,11 @@ fn serve_evicts_a_best_effort_hog_at_a_hard_threshold() {
         "Running"
     );
     // Under MemoryPressure (kept for the 5 m transition period) a BestEffort pod is rejected.
-    let late = s.file(
+    s.apply(
         "late.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  tolerations: [{key: node.kubernetes.io/memory-pressure, operator: Exists}]\n  containers:\n  - name: app\n    image: demo\n    command: [sleep, '1000']\n",
     );
-    s.ok(&["apply", "-f", late.to_str().unwrap()]);
-    let rejected = wait_for(
-        &s,
+    let rejected = s.wait_for_output(
         &[
             "get",
             "pod",
@@ -203,14 +178,12 @@ fn podgrace_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
             "500ms",
         ],
     );
-    let pods = s.file(
+    s.apply(
         "pods.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  priorityClassName: system-node-critical\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: demo\n    command: [sh, -c, 'trap \"exit 143\" TERM; while true; do sleep 0.1; done']\n",
     );
-    s.ok(&["apply", "-f", pods.to_str().unwrap()]);
     for (ns, name) in [("default", "web"), ("kube-system", "agent")] {
-        wait_for(
-            &s,
+        s.wait_for_output(
             &[
                 "get",
                 "pod",
@@ -266,8 +239,7 @@ fn podgrace_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
     assert!(sent(1) >= sent(0), "{v}");
     assert!(took < Duration::from_secs(8), "{took:?}");
     for (ns, name) in [("default", "web"), ("kube-system", "agent")] {
-        let st = wait_for(
-            &s,
+        let st = s.wait_for_output(
             &[
                 "get",
                 "pod",
@@ -285,8 +257,7 @@ fn podgrace_node_shutdown_kills_regular_pods_first_and_critical_pods_last() {
             "Failed|Terminated|Pod was terminated in response to imminent node shutdown."
         );
     }
-    let node = wait_for(
-        &s,
+    let node = s.wait_for_output(
         &[
             "get",
             "node",

@@ -154,6 +154,36 @@ impl Serve {
         p
     }
 
+    /// Writes `text` to `name` and `kubectl apply -f`s it (must succeed).
+    pub fn apply(&self, name: &str, text: &str) {
+        let f = self.file(name, text);
+        self.ok(&["apply", "-f", f.to_str().expect("utf-8 path")]);
+    }
+
+    /// Polls `kubectl ARGS` every 100 ms until it succeeds with an output `done` accepts, at
+    /// most `within`; returns that output.
+    pub fn wait_for_output(
+        &self,
+        args: &[&str],
+        within: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
+        let t0 = Instant::now();
+        loop {
+            let o = self.kubectl(args);
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            if o.status.success() && done(&out) {
+                return out;
+            }
+            assert!(
+                t0.elapsed() < within,
+                "kubectl {args:?} gave {out:?} for {within:?}\nserve: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Runs [`kubectl_bin`] `ARGS` with this serve's kubeconfig (no proxy).
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_with(&kubectl_bin(), args)
